@@ -1,0 +1,44 @@
+"""Make mesh-tensorflow 0.1.21 importable on TensorFlow 2.13-2.15.
+
+mesh_tensorflow/tpu_variables.py calls
+``tensorflow.python.framework.ops.register_tensor_conversion_function``. TF 2.13
+moved that function to ``tensorflow.python.framework.tensor_conversion_registry``
+and removed the alias from ``ops``, so ``import mesh_tensorflow`` fails with an
+AttributeError. We put the alias back, once, before mesh_tensorflow is imported.
+On TF <= 2.12 the attribute exists and nothing is changed.
+
+Importing :mod:`meshpar` applies this shim; import ``meshpar`` (or
+``meshpar._compat``) before ``mesh_tensorflow``.
+"""
+from __future__ import annotations
+
+_APPLIED = False
+
+
+def apply() -> bool:
+    """Install the alias if this TensorFlow lacks it.
+
+    Returns
+    -------
+    bool
+        True if the alias had to be added, False if TensorFlow already had it.
+    """
+    global _APPLIED
+    from tensorflow.python.framework import ops  # noqa: WPS433 (import on demand: TF is slow)
+
+    if hasattr(ops, "register_tensor_conversion_function"):
+        return _APPLIED
+    from tensorflow.python.framework import tensor_conversion_registry
+
+    ops.register_tensor_conversion_function = (
+        tensor_conversion_registry.register_tensor_conversion_function)
+    _APPLIED = True
+    return True
+
+
+def import_mesh_tensorflow():
+    """Apply the shim and return the ``mesh_tensorflow`` module."""
+    apply()
+    import mesh_tensorflow as mtf
+
+    return mtf
