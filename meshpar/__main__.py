@@ -1,0 +1,5 @@
+import sys
+
+from meshpar.cli import main
+
+sys.exit(main())

@@ -1,0 +1,80 @@
+"""The ``meshpar`` command (also ``python -m meshpar``).
+
+Each subcommand lives in ``meshpar/commands/<name>.py`` with two functions:
+``register(subparsers)`` adds its parser (and sets ``func=run`` on it) and
+``run(args) -> int`` does the work. Start-up imports no TensorFlow; a
+subcommand imports what it needs when it runs.
+
+Bad input (a ValueError, a missing file) ends with one line on stderr and exit
+code 2, never a traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# Subcommand modules, in the order --help lists them. A module that is not
+# there yet is skipped, so the command keeps working while the tree grows.
+COMMAND_MODULES = (
+    "meshpar.commands.demo",
+    "meshpar.commands.profile",
+    "meshpar.commands.plan",
+    "meshpar.commands.train",
+    "meshpar.commands.bench",
+    "meshpar.commands.data",
+    "meshpar.commands.worker",
+)
+
+EPILOG = """examples:
+  meshpar demo                                   uneven split of a conv net on an emulated mesh
+  meshpar plan --speeds 1.0,0.5,0.3,0.2 --model resattnet3d-small --batch 8 --method ga
+  meshpar data synth --out phantoms --n 200      write a synthetic NIfTI dataset
+  meshpar train --synthetic --model resattnet3d-small --speeds 0.9,0.3 --steps 50
+"""
+
+
+class UsageError(ValueError):
+    """Bad input from the user: reported in one line with exit code 2."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="meshpar",
+        description="Uneven (heterogeneous) model + data parallelism on Mesh-TensorFlow.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as err:
+            if err.name == name:
+                continue
+            raise
+        module.register(sub)
+    return parser
+
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        print("meshpar: interrupted", file=sys.stderr)
+        return 130
+    except (ValueError, FileNotFoundError, FileExistsError, NotADirectoryError,
+            IsADirectoryError, PermissionError) as err:
+        message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        print(f"meshpar {args.command}: error: {message}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""One module per ``meshpar`` subcommand: ``register(subparsers)`` and ``run(args)``."""
