@@ -6,7 +6,10 @@ so the planner and the CLI start fast.
 """
 from __future__ import annotations
 
+from meshpar import _compat
 from meshpar.splits import even_sizes, split_sizes
+
+_compat.install_import_hook()
 
 __version__ = "0.1.0"
 

@@ -42,3 +42,37 @@ def import_mesh_tensorflow():
     import mesh_tensorflow as mtf
 
     return mtf
+
+
+class _MeshTensorflowImportHook:
+    """A ``sys.meta_path`` finder that applies :func:`apply` just before
+    ``mesh_tensorflow`` is first imported, so ``import meshpar`` makes
+    ``import mesh_tensorflow`` work without importing TensorFlow itself
+    (the planner and the CLI must start fast)."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != "mesh_tensorflow":
+            return None
+        remove_import_hook()
+        apply()
+        return None  # let the normal finders import it, now that TF is patched
+
+
+_HOOK = _MeshTensorflowImportHook()
+
+
+def install_import_hook() -> None:
+    """Patch TensorFlow on the first ``import mesh_tensorflow`` (idempotent)."""
+    import sys
+
+    if "mesh_tensorflow" in sys.modules:
+        return
+    if _HOOK not in sys.meta_path:
+        sys.meta_path.insert(0, _HOOK)
+
+
+def remove_import_hook() -> None:
+    import sys
+
+    while _HOOK in sys.meta_path:
+        sys.meta_path.remove(_HOOK)
