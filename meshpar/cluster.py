@@ -1,0 +1,325 @@
+"""Devices, their measured speed profiles, and the links between them.
+
+A :class:`ClusterSpec` is what the planner knows about the hardware: for each
+device its speed as a function of problem size (FLOP/s measured at several
+work sizes), its memory, and one link model (bandwidth, latency) for the
+collectives. It is plain data, saved as JSON; building one does not import
+TensorFlow. :func:`profile_local_devices` measures the local devices with real
+TensorFlow conv3d kernels and imports TensorFlow only when called.
+
+Example
+-------
+>>> cluster = ClusterSpec.from_speeds([0.8, 0.5, 0.3, 0.2])
+>>> [round(d.speed_at(1e9) / 1e11, 2) for d in cluster.devices]
+[0.8, 0.5, 0.3, 0.2]
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Optional, Sequence
+
+import numpy as np
+
+#: FLOP/s of a device of relative speed 1.0 in synthetic clusters.
+REFERENCE_FLOPS = 1e11
+#: Memory of a synthetic device (bytes).
+DEFAULT_MEMORY_BYTES = 16 * 2**30
+#: Link model of a synthetic cluster: 10 GB/s, 10 microseconds.
+DEFAULT_BANDWIDTH = 10e9
+DEFAULT_LATENCY = 10e-6
+
+
+def _positive_finite(value, what: str) -> float:
+    try:
+        x = float(value)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{what} must be a number, got {value!r}") from err
+    if math.isnan(x) or math.isinf(x) or x <= 0:
+        raise ValueError(f"{what} must be a finite number > 0, got {value!r}")
+    return x
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    """One device and its measured speed profile.
+
+    Attributes
+    ----------
+    name : str
+        Short unique name (``"cpu0"``, ``"gpu1"``, ``"w3"``).
+    device : str
+        TensorFlow device string, e.g. ``"/job:worker/task:0/device:CPU:0"``.
+    profile : tuple of (size, flops_per_s)
+        Throughput measured at several work sizes; ``size`` is the FLOPs of one
+        work item (a training step of a layer slice: forward plus backward).
+        Sorted by size. Between points the speed is interpolated linearly in
+        log(size)-log(speed); outside them it is held constant.
+    memory_bytes : int
+        Memory available to the device.
+    """
+
+    name: str
+    device: str
+    profile: tuple
+    memory_bytes: int = DEFAULT_MEMORY_BYTES
+
+    def __post_init__(self):
+        if not self.name:
+            raise ValueError("device name must not be empty")
+        if not self.device:
+            raise ValueError(f"device {self.name!r}: device string must not be empty")
+        points = []
+        try:
+            raw = list(self.profile)
+        except TypeError as err:
+            raise ValueError(f"device {self.name!r}: profile must be a list of "
+                             f"[size, flops_per_s] pairs") from err
+        if not raw:
+            raise ValueError(f"device {self.name!r}: profile must not be empty")
+        for i, point in enumerate(raw):
+            try:
+                size, speed = point
+            except (TypeError, ValueError) as err:
+                raise ValueError(f"device {self.name!r}: profile point {i} must be "
+                                 f"[size, flops_per_s], got {point!r}") from err
+            points.append((_positive_finite(size, f"device {self.name!r}: profile size {i}"),
+                           _positive_finite(speed, f"device {self.name!r}: profile speed {i}")))
+        points.sort()
+        sizes = [p[0] for p in points]
+        if len(set(sizes)) != len(sizes):
+            raise ValueError(f"device {self.name!r}: profile sizes must be distinct")
+        object.__setattr__(self, "profile", tuple(points))
+        mem = _positive_finite(self.memory_bytes, f"device {self.name!r}: memory_bytes")
+        object.__setattr__(self, "memory_bytes", int(mem))
+
+    def speed_at(self, size) -> np.ndarray | float:
+        """FLOP/s for work items of ``size`` FLOPs (scalar or array)."""
+        log_sizes = np.log([p[0] for p in self.profile])
+        log_speeds = np.log([p[1] for p in self.profile])
+        out = np.exp(np.interp(np.log(np.maximum(size, 1e-30)), log_sizes, log_speeds))
+        return float(out) if np.ndim(out) == 0 else out
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "device": self.device,
+                "profile": [[s, f] for s, f in self.profile],
+                "memory_bytes": self.memory_bytes}
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """Devices plus the link model shared by all collectives.
+
+    Attributes
+    ----------
+    devices : tuple of DeviceSpec
+    bandwidth : float
+        Link bandwidth per device, bytes/s (each device sends and receives at
+        this rate at once, as on a switch).
+    latency : float
+        Per-message latency, seconds.
+    """
+
+    devices: tuple
+    bandwidth: float = DEFAULT_BANDWIDTH
+    latency: float = DEFAULT_LATENCY
+    extra: dict = field(default_factory=dict, compare=False)
+
+    def __post_init__(self):
+        devices = tuple(self.devices)
+        if not devices:
+            raise ValueError("a cluster needs at least one device")
+        for d in devices:
+            if not isinstance(d, DeviceSpec):
+                raise ValueError(f"cluster devices must be DeviceSpec, got {type(d).__name__}")
+        names = [d.name for d in devices]
+        if len(set(names)) != len(names):
+            raise ValueError("cluster device names must be unique")
+        object.__setattr__(self, "devices", devices)
+        object.__setattr__(self, "bandwidth", _positive_finite(self.bandwidth, "bandwidth"))
+        try:
+            latency = float(self.latency)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"latency must be a number, got {self.latency!r}") from err
+        if math.isnan(latency) or math.isinf(latency) or latency < 0:
+            raise ValueError(f"latency must be a finite number >= 0, got {self.latency!r}")
+        object.__setattr__(self, "latency", latency)
+
+    def __len__(self) -> int:
+        return len(self.devices)
+
+    @property
+    def device_strings(self) -> list:
+        return [d.device for d in self.devices]
+
+    def speeds_at(self, size: float) -> np.ndarray:
+        """Each device's FLOP/s at work items of ``size`` FLOPs, shape [n]."""
+        return np.array([d.speed_at(size) for d in self.devices], dtype=float)
+
+    @classmethod
+    def from_speeds(cls, speeds: Sequence[float], reference_flops: float = REFERENCE_FLOPS,
+                    memory_bytes: float = DEFAULT_MEMORY_BYTES,
+                    bandwidth: float = DEFAULT_BANDWIDTH,
+                    latency: float = DEFAULT_LATENCY) -> "ClusterSpec":
+        """A synthetic cluster: device i runs at ``speeds[i] * reference_flops``
+        at every size (a constant profile). Device strings are
+        ``/job:worker/task:i/device:CPU:0``.
+        """
+        try:
+            values = list(speeds)
+        except TypeError as err:
+            raise ValueError(f"speeds must be a list of numbers, got {speeds!r}") from err
+        if not values:
+            raise ValueError("speeds must not be empty")
+        devices = []
+        for i, s in enumerate(values):
+            speed = _positive_finite(s, f"speed {i}")
+            devices.append(DeviceSpec(
+                name=f"w{i}", device=f"/job:worker/task:{i}/device:CPU:0",
+                profile=((1.0, speed * reference_flops),), memory_bytes=memory_bytes))
+        return cls(tuple(devices), bandwidth=bandwidth, latency=latency)
+
+    def to_dict(self) -> dict:
+        out = {"devices": [d.to_dict() for d in self.devices],
+               "bandwidth": self.bandwidth, "latency": self.latency}
+        if self.extra:
+            out["extra"] = dict(self.extra)
+        return out
+
+    @classmethod
+    def from_dict(cls, data, source: str = "cluster") -> "ClusterSpec":
+        """Build from a dict; errors name ``source`` and the missing/bad field."""
+        if not isinstance(data, dict):
+            raise ValueError(f"{source}: expected a JSON object, got {type(data).__name__}")
+        for key in ("devices", "bandwidth", "latency"):
+            if key not in data:
+                raise ValueError(f"{source}: missing field {key!r}")
+        if not isinstance(data["devices"], list):
+            raise ValueError(f"{source}: field 'devices' must be a list")
+        devices = []
+        for i, row in enumerate(data["devices"]):
+            if not isinstance(row, dict):
+                raise ValueError(f"{source}: devices[{i}] must be an object")
+            for key in ("name", "device", "profile", "memory_bytes"):
+                if key not in row:
+                    raise ValueError(f"{source}: devices[{i}] is missing field {key!r}")
+            try:
+                devices.append(DeviceSpec(name=str(row["name"]), device=str(row["device"]),
+                                          profile=row["profile"],
+                                          memory_bytes=row["memory_bytes"]))
+            except ValueError as err:
+                raise ValueError(f"{source}: devices[{i}]: {err}") from err
+        try:
+            return cls(tuple(devices), bandwidth=data["bandwidth"], latency=data["latency"],
+                       extra=dict(data.get("extra") or {}))
+        except ValueError as err:
+            raise ValueError(f"{source}: {err}") from err
+
+    def save(self, path) -> None:
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(self.to_dict(), f, indent=2)
+            f.write("\n")
+
+    @classmethod
+    def load(cls, path) -> "ClusterSpec":
+        path = os.fspath(path)
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"cluster file {path} does not exist")
+        with open(path, encoding="utf-8") as f:
+            try:
+                data = json.load(f)
+            except json.JSONDecodeError as err:
+                raise ValueError(f"cluster file {path}: not valid JSON ({err})") from err
+        return cls.from_dict(data, source=f"cluster file {path}")
+
+
+# --------------------------------------------------------------------------- profiling
+
+def conv3d_step_flops(batch: int, spatial: int, c_in: int, c_out: int, kernel: int = 3) -> float:
+    """FLOPs of a conv3d training step (forward, input grad, filter grad), 'SAME' padding."""
+    forward = 2.0 * batch * spatial ** 3 * c_out * c_in * kernel ** 3
+    return 3.0 * forward
+
+
+DEFAULT_PROFILE_SIZES = ((1, 8, 8, 8), (2, 16, 16, 32), (4, 16, 32, 32))
+
+
+def profile_local_devices(sizes: Sequence[tuple] = DEFAULT_PROFILE_SIZES, repeats: int = 3,
+                          bandwidth: float = DEFAULT_BANDWIDTH,
+                          latency: float = DEFAULT_LATENCY,
+                          memory_bytes: Optional[float] = None) -> ClusterSpec:
+    """Time real conv3d training kernels on each local device; return a ClusterSpec.
+
+    For each device (the CPU and each visible GPU) and each ``(batch, spatial,
+    c_in, c_out)`` in ``sizes`` it runs a 3x3x3 conv3d forward plus its input and
+    filter gradients, once to warm up and then ``repeats`` times, and records
+    the median as one (FLOPs, FLOP/s) point of the device's profile.
+
+    TensorFlow is imported here, never at module import.
+    """
+    import tensorflow as tf  # lazy: ~9 s
+
+    if not sizes:
+        raise ValueError("profile sizes must not be empty")
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    physical = [("cpu0", "/device:CPU:0", "CPU")]
+    for i, _ in enumerate(tf.config.list_physical_devices("GPU")):
+        physical.append((f"gpu{i}", f"/device:GPU:{i}", "GPU"))
+    devices = []
+    for name, device, kind in physical:
+        points = {}
+        for size in sizes:
+            batch, spatial, c_in, c_out = (int(v) for v in size)
+            flops = conv3d_step_flops(batch, spatial, c_in, c_out)
+            with tf.device(device):
+                x = tf.random.stateless_normal((batch, spatial, spatial, spatial, c_in), seed=(1, 2))
+                w = tf.random.stateless_normal((3, 3, 3, c_in, c_out), seed=(3, 4))
+
+                @tf.function
+                def step(x, w):
+                    with tf.GradientTape() as tape:
+                        tape.watch([x, w])
+                        y = tf.nn.conv3d(x, w, strides=[1, 1, 1, 1, 1], padding="SAME")
+                        loss = tf.reduce_sum(y)
+                    gx, gw = tape.gradient(loss, [x, w])
+                    return tf.reduce_sum(gx) + tf.reduce_sum(gw)
+
+                float(step(x, w))  # trace + warm up
+                times = []
+                for _ in range(repeats):
+                    t0 = time.perf_counter()
+                    float(step(x, w))  # float() waits for the result
+                    times.append(time.perf_counter() - t0)
+            seconds = float(np.median(times))
+            points[flops] = flops / max(seconds, 1e-9)
+        if memory_bytes is not None:
+            mem = memory_bytes
+        elif kind == "GPU":
+            mem = _gpu_memory(tf, device)
+        else:
+            mem = _host_memory()
+        devices.append(DeviceSpec(name=name, device=device,
+                                  profile=tuple(sorted(points.items())), memory_bytes=mem))
+    return ClusterSpec(tuple(devices), bandwidth=bandwidth, latency=latency,
+                       extra={"profiled_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+                              "kernel": "conv3d 3x3x3 fwd+input grad+filter grad"})
+
+
+def _host_memory() -> int:
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return DEFAULT_MEMORY_BYTES
+
+
+def _gpu_memory(tf, device: str) -> int:
+    try:
+        info = tf.config.experimental.get_memory_info(device.replace("/device:", ""))
+        # get_memory_info has no total; fall back to the default when unknown.
+        return int(info.get("limit", DEFAULT_MEMORY_BYTES)) or DEFAULT_MEMORY_BYTES
+    except (ValueError, RuntimeError, AttributeError):
+        return DEFAULT_MEMORY_BYTES

@@ -1,0 +1,53 @@
+"""Data for meshpar: synthetic brain MRI phantoms and NIfTI datasets.
+
+``phantoms`` writes brain-like synthetic subjects as real ``.nii.gz`` files;
+``nifti`` reads an ADNI-style directory (NIfTI files + ``labels.csv``) through
+small composable pre-processing steps into a streaming ``tf.data`` pipeline.
+Neither imports TensorFlow until :func:`make_tf_dataset` is called.
+"""
+from __future__ import annotations
+
+from meshpar.data.nifti import (
+    BadDataError,
+    BadLabelsError,
+    BadSubjectError,
+    Compose,
+    CropOrPad,
+    NiftiDataset,
+    RandomAffine,
+    RandomFlip,
+    Reorient,
+    Resample,
+    Subject,
+    Volume,
+    ZScore,
+    default_transform,
+    load_volume,
+    make_tf_dataset,
+    read_labels,
+    split_subjects,
+)
+from meshpar.data.phantoms import make_phantom, write_dataset
+
+__all__ = [
+    "BadDataError",
+    "BadLabelsError",
+    "BadSubjectError",
+    "Compose",
+    "CropOrPad",
+    "NiftiDataset",
+    "RandomAffine",
+    "RandomFlip",
+    "Reorient",
+    "Resample",
+    "Subject",
+    "Volume",
+    "ZScore",
+    "default_transform",
+    "load_volume",
+    "make_phantom",
+    "make_tf_dataset",
+    "read_labels",
+    "split_subjects",
+    "write_dataset",
+]

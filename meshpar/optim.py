@@ -1,0 +1,233 @@
+"""Race-free optimizer steps on Mesh-TensorFlow graphs.
+
+Why this module exists
+----------------------
+In a TF1 graph the ops of one ``session.run`` are ordered only by data and
+control edges. A variable's value is read by the forward pass, by the backward
+pass of *other* layers and by the fetched loss; the update of that variable
+depends only on its *own* gradient. Nothing stops the executor from running
+``w1 -= lr * g1`` before the backward op that still needs the old ``w1`` to
+compute ``g0`` (a reference variable's read aliases its buffer; a resource
+variable's read can simply be scheduled after the write). Training then
+silently differs from the one-device result, and differently on every mesh.
+Mesh-TensorFlow's own optimizers (``mtf.optimize``) have this race, and
+``mtf.depend`` cannot help directly: it fails on gradients that are pending
+all-reduces (``LazyAllreduceSum``).
+
+The fix is one barrier: every update of the step takes, as control inputs,
+every slice of every gradient of the step, the loss and whatever else the
+caller fetches (:func:`after_all`). All reads feeding those tensors have then
+run before any variable is written.
+
+Update rules (TF1 semantics, so a numpy reference is easy to write):
+
+=========  ==========================================================
+rule       update
+=========  ==========================================================
+Sgd        ``w -= lr * g``
+Momentum   ``v = mu * v + g;  w -= lr * v``  (tf.train.MomentumOptimizer)
+Adam       ``m, v`` moments, bias-corrected step (tf.train.AdamOptimizer)
+=========  ==========================================================
+
+Any ``mtf.optimize.Optimizer`` (e.g. ``AdafactorOptimizer``) can be passed to
+:func:`race_free_update_ops` instead; its per-variable rule is used behind the
+same barrier.
+
+Example
+-------
+>>> update_ops = race_free_update_ops(graph, loss, Adam(1e-3))   # doctest: +SKIP
+>>> lowering = mtf.Lowering(graph, {mesh: mesh_impl})            # doctest: +SKIP
+>>> train_op = tf.group([lowering.lowered_operation(op) for op in update_ops])
+"""
+from __future__ import annotations
+
+from typing import Iterable, Optional, Sequence
+
+import meshpar  # noqa: F401  (installs the mesh_tensorflow import shim)
+import mesh_tensorflow as mtf
+import tensorflow.compat.v1 as tf
+
+__all__ = [
+    "AfterAll",
+    "after_all",
+    "Sgd",
+    "Momentum",
+    "Adam",
+    "make_optimizer",
+    "race_free_update_ops",
+    "naive_update_ops",
+]
+
+
+class AfterAll(mtf.Operation):
+    """Identity of ``x`` whose lowering runs after every slice of ``dependencies``.
+
+    Unlike ``mtf.Depend`` it accepts tensors whose lowering is a pending
+    all-reduce (it materialises them first), and the dependencies are real
+    inputs of the operation, so the mtf graph records the ordering too.
+    """
+
+    def __init__(self, x, dependencies: Sequence, name: Optional[str] = None):
+        deps = [d for d in dependencies if d is not None]
+        for d in deps:
+            if not isinstance(d, mtf.Tensor):
+                raise ValueError(f"after_all: dependencies must be mtf.Tensors, got {d!r}")
+        super().__init__([x] + deps, x.mesh, name=name or "after_all")
+        self._outputs = [mtf.Tensor(self, x.shape, x.dtype)]
+
+    @property
+    def has_gradient(self):
+        return False
+
+    def lower(self, lowering):
+        mesh_impl = lowering.mesh_impl(self)
+        control = []
+        for dep in self.inputs[1:]:
+            control.extend(lowering.tensors[dep].to_laid_out_tensor().tensor_list)
+        x = lowering.tensors[self.inputs[0]].to_laid_out_tensor()
+        with tf.control_dependencies(control):
+            lowering.set_tensor_lowering(
+                self.outputs[0], mesh_impl.slicewise(tf.identity, x))
+
+
+def after_all(x, dependencies: Iterable) -> "mtf.Tensor":
+    """Return ``x``, available only after all ``dependencies`` are computed."""
+    return AfterAll(x, list(dependencies)).outputs[0]
+
+
+class Sgd(mtf.optimize.Optimizer):
+    """Plain SGD: ``w -= lr * g``."""
+
+    def __init__(self, learning_rate: float):
+        self.learning_rate = float(learning_rate)
+
+    def apply_grad(self, grad, var):
+        if grad is None:
+            return []
+        return [mtf.assign_sub(var, grad * self.learning_rate)]
+
+
+class Momentum(mtf.optimize.Optimizer):
+    """SGD with momentum, as ``tf.train.MomentumOptimizer``.
+
+    ``v = momentum * v + g``, then ``w -= lr * v`` with the *new* ``v`` (mtf's
+    own ``MomentumOptimizer`` subtracts the old one, which lags a step).
+    """
+
+    def __init__(self, learning_rate: float, momentum: float = 0.9):
+        self.learning_rate = float(learning_rate)
+        self.momentum = float(momentum)
+
+    def apply_grad(self, grad, var):
+        if grad is None:
+            return []
+        slot = mtf.get_variable(
+            var.mesh, var.name + "/momentum", var.shape, dtype=var.dtype,
+            initializer=tf.zeros_initializer(), trainable=False)
+        new_slot = slot * self.momentum + grad
+        return [mtf.assign(slot, new_slot),
+                mtf.assign_sub(var, new_slot * self.learning_rate)]
+
+
+class Adam(mtf.optimize.Optimizer):
+    """Adam with bias correction, as ``tf.train.AdamOptimizer``.
+
+    ``beta1^t`` and ``beta2^t`` are mtf scalar variables (``<scope>/beta1_power``,
+    ``beta2_power``) updated behind the same barrier, so the bias correction
+    never races with them.
+    """
+
+    def __init__(self, learning_rate: float, beta1: float = 0.9, beta2: float = 0.999,
+                 epsilon: float = 1e-8, name: str = "adam"):
+        self.learning_rate = float(learning_rate)
+        self.beta1 = float(beta1)
+        self.beta2 = float(beta2)
+        self.epsilon = float(epsilon)
+        self.name = name
+
+    def apply_grads(self, grads, variables):
+        pairs = [(g, v) for g, v in zip(grads, variables) if g is not None]
+        if not pairs:
+            return []
+        mesh = pairs[0][1].mesh
+        with tf.variable_scope(None, default_name=self.name):
+            # beta1^t and beta2^t, as tf.train.AdamOptimizer keeps them.
+            power1 = mtf.get_variable(mesh, "beta1_power", [], trainable=False,
+                                      initializer=tf.ones_initializer())
+            power2 = mtf.get_variable(mesh, "beta2_power", [], trainable=False,
+                                      initializer=tf.ones_initializer())
+        new_power1 = power1 * self.beta1
+        new_power2 = power2 * self.beta2
+        ops = [mtf.assign(power1, new_power1), mtf.assign(power2, new_power2)]
+        # lr_t = lr * sqrt(1 - beta2^t) / (1 - beta1^t)
+        lr_t = mtf.sqrt(1.0 - new_power2) / (1.0 - new_power1) * self.learning_rate
+        for grad, var in pairs:
+            ops.extend(self._apply(grad, var, lr_t))
+        return ops
+
+    def _apply(self, grad, var, lr_t):
+        m = mtf.get_variable(var.mesh, var.name + "/adam_m", var.shape, dtype=var.dtype,
+                             initializer=tf.zeros_initializer(), trainable=False)
+        v = mtf.get_variable(var.mesh, var.name + "/adam_v", var.shape, dtype=var.dtype,
+                             initializer=tf.zeros_initializer(), trainable=False)
+        new_m = m * self.beta1 + grad * (1.0 - self.beta1)
+        new_v = v * self.beta2 + mtf.square(grad) * (1.0 - self.beta2)
+        step = new_m / (mtf.sqrt(new_v) + self.epsilon) * lr_t
+        return [mtf.assign(m, new_m), mtf.assign(v, new_v), mtf.assign_sub(var, step)]
+
+    def apply_grad(self, grad, var):  # pragma: no cover - apply_grads is the entry point
+        raise ValueError("Adam needs the step count: call apply_grads")
+
+
+def make_optimizer(name: str, learning_rate: float, **kwargs):
+    """``"sgd"``, ``"momentum"`` or ``"adam"`` -> an optimizer of this module."""
+    table = {"sgd": Sgd, "momentum": Momentum, "adam": Adam}
+    try:
+        cls = table[name.lower()]
+    except KeyError:
+        raise ValueError(
+            f"unknown optimizer {name!r}; choose one of {', '.join(sorted(table))}") from None
+    return cls(learning_rate, **kwargs)
+
+
+def _variables_and_grads(graph, loss, variables):
+    if variables is None:
+        variables = list(graph.trainable_variables)
+    if not variables:
+        raise ValueError("the graph has no trainable variables")
+    grads = mtf.gradients([loss], [v.outputs[0] for v in variables])
+    return list(variables), grads
+
+
+def race_free_update_ops(graph, loss, optimizer, variables=None,
+                         extra_dependencies: Iterable = ()) -> list:
+    """Gradient step whose every variable update runs after the whole backward pass.
+
+    Parameters
+    ----------
+    graph : mtf.Graph
+    loss : mtf.Tensor
+        Scalar loss.
+    optimizer : mtf.optimize.Optimizer
+        :class:`Sgd`, :class:`Momentum`, :class:`Adam` or any mtf optimizer.
+    variables : list of mtf.Variable, optional
+        Defaults to ``graph.trainable_variables``.
+    extra_dependencies : iterable of mtf.Tensor
+        Other tensors the caller fetches in the same ``session.run`` (logits,
+        metrics): the updates wait for them too.
+
+    Returns
+    -------
+    list of mtf.Operation
+        The update (assign) operations; lower them and group their lowered ops.
+    """
+    variables, grads = _variables_and_grads(graph, loss, variables)
+    barrier = [g for g in grads if g is not None] + [loss] + list(extra_dependencies)
+    gated = [None if g is None else after_all(g, barrier) for g in grads]
+    return optimizer.apply_grads(gated, variables)
+
+
+def naive_update_ops(graph, loss, optimizer, variables=None) -> list:
+    """The unordered step (what ``mtf.optimize`` does): for demonstrations and tests."""
+    variables, grads = _variables_and_grads(graph, loss, variables)
+    return optimizer.apply_grads(grads, variables)
