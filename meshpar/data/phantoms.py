@@ -79,7 +79,7 @@ class PhantomParams:
     shape_quadratic: np.ndarray  # (3, 3) symmetric
     brain_radius: float
     cortex_thickness: float
-    sulcal_threshold: float
+    sulcal_width: float  # half-width of the sulci in units of the gyral field
     gyral_directions: np.ndarray  # (K, 3) unit vectors
     gyral_phases: np.ndarray  # (K,)
     gyral_frequency: float
@@ -112,8 +112,8 @@ class Phantom:
     image: np.ndarray  # float32, the array as stored in the file
     affine: np.ndarray  # 4x4 voxel -> RAS+ world (mm)
     params: PhantomParams
-    ventricle_ml: float  # ground-truth ventricular CSF volume (lateral + third + horns)
-    brain_ml: float  # ground-truth brain tissue volume (GM + WM, without CSF)
+    ventricle_ml: float  # analytic ventricular volume (lateral + third + temporal horns)
+    brain_ml: float  # brain tissue (GM + WM) volume summed over this grid's voxels
     orientation: str = "RAS"
     extra: dict = field(default_factory=dict)
 
@@ -213,10 +213,10 @@ def sample_params(
         shape_quadratic=(quad + quad.T) / 2,
         brain_radius=0.845 * (1.0 - 0.035 * atrophy) * rng.normal(1.0, 0.01),
         cortex_thickness=0.14 * (1.0 - 0.3 * atrophy) * rng.normal(1.0, 0.06),
-        sulcal_threshold=0.95 - 0.4 * atrophy + rng.normal(0.0, 0.06),
+        sulcal_width=(0.1 + 0.14 * atrophy) * np.exp(rng.normal(0.0, 0.1)),
         gyral_directions=directions,
         gyral_phases=rng.uniform(0.0, 2 * np.pi, size=k),
-        gyral_frequency=rng.uniform(8.0, 10.0),
+        gyral_frequency=rng.uniform(11.0, 14.0),
         ventricle_scale=ventricle_base * (1.0 + 0.32 * atrophy) * rng.normal(1.0, 0.05, size=3),
         ventricle_asymmetry=rng.normal(0.0, 0.08),
         hippocampus_scale=(1.0 - 0.22 * atrophy) * np.exp(rng.normal(0.0, 0.06)),
@@ -241,6 +241,29 @@ def _ellipsoid(p: np.ndarray, centre, radii, width: float) -> np.ndarray:
     rho = np.sqrt(np.sum(q * q, axis=-1))
     # Scale the edge to the ellipsoid's own size so small structures stay soft-edged.
     return _inside((1.0 - rho) * float(np.min(radii)), width)
+
+
+def _ventricle_ellipsoids(params: PhantomParams) -> list:
+    """(centre, radii) in head units of the CSF-filled ventricles."""
+    vs = params.ventricle_scale
+    a = params.ventricle_asymmetry
+    ts = params.temporal_horn_scale
+    lateral = np.array([0.065, 0.27, 0.095]) * vs
+    horn = np.array([0.03, 0.13, 0.03]) * ts
+    return [
+        ((-0.13, 0.04, 0.14), lateral * (1 + a)),  # lateral ventricles
+        ((0.13, 0.04, 0.14), lateral * (1 - a)),
+        ((0.0, -0.02, 0.0), np.array([0.022, 0.12, 0.08]) * np.sqrt(vs)),  # third ventricle
+        ((-0.33, -0.08, -0.24), horn),  # temporal horns, beside the hippocampi
+        ((0.33, -0.08, -0.24), horn),
+    ]
+
+
+def ventricle_volume_ml(params: PhantomParams) -> float:
+    """Analytic ventricular volume (sum of the ellipsoids, independent of the grid)."""
+    head = float(np.prod(params.head_radii_mm))
+    total = sum(4.0 / 3.0 * np.pi * float(np.prod(radii)) for _, radii in _ventricle_ellipsoids(params))
+    return total * head / 1000.0
 
 
 def render(
@@ -271,35 +294,25 @@ def render(
     rb = params.brain_radius
     brain = _inside(rb - r, width)
 
-    # Gyral field on the sphere of directions: values ~ N(0, 0.5); sulci where high.
+    # Gyral field on the sphere of directions (values ~ N(0, 0.5)); its zero
+    # crossings form a network of grooves, the sulci, lined by grey matter.
     g = np.cos(params.gyral_frequency * (u @ params.gyral_directions.T) + params.gyral_phases)
-    g = g.sum(axis=1) / np.sqrt(len(params.gyral_phases))
-    g_width = 0.08
+    g = np.abs(g.sum(axis=1) / np.sqrt(len(params.gyral_phases)))
+    g_width = 0.04
     depth = 1.6 * params.cortex_thickness
-    sulcus = _inside(g - params.sulcal_threshold, g_width) * _inside(r - (rb - depth), width)
-    lining = _inside(g - (params.sulcal_threshold - 0.45), g_width) * _inside(
+    sulcus = _inside(params.sulcal_width - g, g_width) * _inside(r - (rb - depth), width)
+    lining = _inside(params.sulcal_width + 0.25 - g, g_width) * _inside(
         r - (rb - depth - 0.8 * params.cortex_thickness), width
     )
     wm = _inside(rb - params.cortex_thickness - r, width) * (1.0 - lining)
 
-    vs = params.ventricle_scale
-    a = params.ventricle_asymmetry
-    lateral = np.maximum(
-        _ellipsoid(p, (-0.13, 0.04, 0.14), np.array([0.065, 0.27, 0.095]) * vs * (1 + a), width),
-        _ellipsoid(p, (0.13, 0.04, 0.14), np.array([0.065, 0.27, 0.095]) * vs * (1 - a), width),
-    )
-    third = _ellipsoid(p, (0.0, -0.02, 0.0), np.array([0.022, 0.12, 0.08]) * np.sqrt(vs), width)
+    csf_parts = [_ellipsoid(p, c, rad, width) for c, rad in _ventricle_ellipsoids(params)]
+    ventricles = np.max(csf_parts, axis=0) * brain
     hs = params.hippocampus_scale
     hippo = np.maximum(
         _ellipsoid(p, (-0.38, -0.14, -0.32), np.array([0.075, 0.2, 0.07]) * hs, width),
         _ellipsoid(p, (0.38, -0.14, -0.32), np.array([0.075, 0.2, 0.07]) * hs, width),
     )
-    ts = params.temporal_horn_scale
-    horns = np.maximum(
-        _ellipsoid(p, (-0.33, -0.08, -0.24), np.array([0.03, 0.13, 0.03]) * ts, width),
-        _ellipsoid(p, (0.33, -0.08, -0.24), np.array([0.03, 0.13, 0.03]) * ts, width),
-    )
-    ventricles = np.maximum(np.maximum(lateral, third), horns) * brain
 
     t = INTENSITY
     image = head * t["scalp"]
@@ -322,7 +335,7 @@ def render(
 
     voxel_ml = abs(np.linalg.det(affine[:3, :3])) / 1000.0
     truth = {
-        "ventricle_ml": float(ventricles.sum() * voxel_ml),
+        "ventricle_ml": ventricle_volume_ml(params),
         "brain_ml": float((brain * (1.0 - sulcus) * (1.0 - ventricles)).sum() * voxel_ml),
     }
     return image.reshape(shape).astype(np.float32), truth

@@ -1,0 +1,122 @@
+"""Mesh-TensorFlow building blocks shared by the model files.
+
+Imported only from inside the models' ``build`` functions (it imports
+TensorFlow). Every helper names its output dimension explicitly, so each
+filter dimension of a network can have its own layout rule.
+
+Batch normalisation
+-------------------
+:func:`batch_norm` normalises with the statistics of the *global* batch in
+training (``mtf.reduce_mean`` over the batch dimension, an all-reduce when the
+batch is split), so a data-parallel mesh computes exactly what one device
+computes on the whole batch. It keeps moving averages (initialised to 0 and 1,
+not mtf's random moving mean) and uses them in evaluation; the moving-average
+assignments are returned as update operations for the training step.
+"""
+from __future__ import annotations
+
+import meshpar  # noqa: F401  (installs the mesh_tensorflow import shim)
+import mesh_tensorflow as mtf
+import tensorflow.compat.v1 as tf
+
+
+def he_initializer():
+    """He (fan-in, truncated normal) initialiser; seeded by the graph seed."""
+    return tf.variance_scaling_initializer(scale=2.0, mode="fan_in",
+                                           distribution="truncated_normal")
+
+
+def glorot_initializer():
+    return tf.variance_scaling_initializer(scale=1.0, mode="fan_avg",
+                                           distribution="uniform")
+
+
+def pad_to_even(x, dim_names):
+    """Zero-pad each named dimension of odd size by one at the end.
+
+    mtf computes a strided or pooled output size as ``floor(n / 2)`` while TF's
+    ``SAME`` padding gives ``ceil(n / 2)``; on even sizes they agree.
+    """
+    for name in dim_names:
+        dim = x.shape.get_dim_by_name(name)
+        if dim.size % 2:
+            x = mtf.pad(x, [0, 1], name)
+    return x
+
+
+def conv3d(x, out_dim, kernel=3, stride=1, name="conv3d"):
+    """3-D convolution (no bias) of an NDHWC tensor to ``out_dim`` filters."""
+    spatial = [d.name for d in x.shape.dims[-4:-1]]
+    if stride != 1:
+        x = pad_to_even(x, spatial)
+    return mtf.layers.conv3d(
+        x, out_dim, filter_size=(kernel,) * 3, strides=(stride,) * 3,
+        padding="SAME", filter_initializer=he_initializer(), name=name)
+
+
+def conv2d(x, out_dim, kernel=3, use_bias=True, name="conv2d"):
+    """2-D convolution of an NHWC tensor, optionally with a bias."""
+    with tf.variable_scope(name):
+        y = mtf.layers.conv2d(x, out_dim, filter_size=(kernel, kernel),
+                              filter_initializer=he_initializer(), name="conv")
+        if use_bias:
+            bias = mtf.get_variable(x.mesh, "bias", [out_dim],
+                                    initializer=tf.zeros_initializer())
+            y += bias
+    return y
+
+
+def dense(x, reduced_dims, out_dim, use_bias=True, initializer=None, name="dense"):
+    """``x . W (+ b)`` contracting ``reduced_dims`` into ``out_dim``."""
+    reduced_dims = list(reduced_dims)
+    with tf.variable_scope(name):
+        kernel = mtf.get_variable(x.mesh, "kernel", reduced_dims + [out_dim],
+                                  initializer=initializer or glorot_initializer())
+        out_shape = [d for d in x.shape.dims if d not in reduced_dims] + [out_dim]
+        y = mtf.einsum([x, kernel], output_shape=out_shape)
+        if use_bias:
+            bias = mtf.get_variable(x.mesh, "bias", [out_dim],
+                                    initializer=tf.zeros_initializer())
+            y += bias
+    return y
+
+
+def batch_norm(x, channel_dim, is_training, momentum=0.9, epsilon=1e-5, name="bn"):
+    """Batch normalisation over every dimension but ``channel_dim``.
+
+    Returns
+    -------
+    (mtf.Tensor, list of mtf.Operation)
+        The normalised tensor and, in training, the moving-average updates.
+    """
+    with tf.variable_scope(name):
+        scale = mtf.get_variable(x.mesh, "scale", [channel_dim],
+                                 initializer=tf.ones_initializer())
+        offset = mtf.get_variable(x.mesh, "offset", [channel_dim],
+                                  initializer=tf.zeros_initializer())
+        moving_mean = mtf.get_variable(x.mesh, "moving_mean", [channel_dim],
+                                       initializer=tf.zeros_initializer(), trainable=False)
+        moving_var = mtf.get_variable(x.mesh, "moving_variance", [channel_dim],
+                                      initializer=tf.ones_initializer(), trainable=False)
+        updates = []
+        if is_training:
+            mean = mtf.reduce_mean(x, output_shape=[channel_dim])
+            centred = x - mean
+            variance = mtf.reduce_mean(mtf.square(centred), output_shape=[channel_dim])
+            y = centred * mtf.rsqrt(variance + epsilon)
+            updates = [
+                mtf.assign(moving_mean, moving_mean * momentum + mean * (1.0 - momentum)),
+                mtf.assign(moving_var, moving_var * momentum + variance * (1.0 - momentum)),
+            ]
+        else:
+            y = (x - moving_mean) * mtf.rsqrt(moving_var + epsilon)
+        return y * scale + offset, updates
+
+
+def gather(x, old_name, new_name):
+    """Rename a (split) channel dimension to an unsplit one: an all-concat.
+
+    The next layer contracts over the whole channel dimension, so each device
+    needs all of it; the layout decides whether ``old_name`` was split.
+    """
+    return mtf.rename_dimension(x, old_name, new_name)

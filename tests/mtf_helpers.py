@@ -1,0 +1,41 @@
+"""Small helpers for tests that build and run Mesh-TensorFlow graphs."""
+import numpy as np
+
+import meshpar  # noqa: F401  (import shim before mesh_tensorflow)
+import mesh_tensorflow as mtf
+import tensorflow.compat.v1 as tf
+
+from meshpar.mesh_impl import HeterogeneousMeshImpl
+
+tf.disable_eager_execution()
+
+ONE_THREAD = dict(intra_op_parallelism_threads=1, inter_op_parallelism_threads=1)
+
+
+def session():
+    return tf.Session(config=tf.ConfigProto(**ONE_THREAD))
+
+
+def one_device_impl():
+    return HeterogeneousMeshImpl("all:1", "", [""])
+
+
+def new_graph(seed=1):
+    tf.reset_default_graph()
+    tf.set_random_seed(seed)
+    graph = mtf.Graph()
+    return graph, mtf.Mesh(graph, "mesh")
+
+
+def run_lowered(graph, mesh, impl, tensors, extra_tf=()):
+    """Lower ``graph`` on ``impl`` and return the values of mtf ``tensors``."""
+    lowering = mtf.Lowering(graph, {mesh: impl})
+    outs = [lowering.export_to_tf_tensor(t) for t in tensors]
+    with session() as sess:
+        sess.run(tf.global_variables_initializer())
+        sess.run(lowering.copy_masters_to_slices())
+        return sess.run(outs + list(extra_tf))
+
+
+def max_abs_diff(a, b):
+    return float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))))
