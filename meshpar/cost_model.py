@@ -84,6 +84,9 @@ class Evaluation:
     feasible : [P] bool, every device within its memory
     overflow : [P] largest memory / capacity ratio (<= 1 when feasible)
     device_seconds : [P, n] compute seconds per device (pnum order)
+    row_seconds : [P, R] compute + collectives of each row (before the gradient all-reduce)
+    dim_column_seconds : [P, D, M] per split dim, compute of that dim's layers on
+        each column (slowest row); what a rebalancing step equalises
     """
 
     seconds: np.ndarray
@@ -93,6 +96,8 @@ class Evaluation:
     feasible: np.ndarray
     overflow: np.ndarray
     device_seconds: np.ndarray
+    row_seconds: np.ndarray
+    dim_column_seconds: np.ndarray
 
 
 class CostModel:
@@ -128,6 +133,10 @@ class CostModel:
         self.params = np.array([l.params for l in layers], dtype=float)
         self.out_elems = np.array([l.out_elems for l in layers], dtype=float)
         self.comm = [l.comm for l in layers]
+        self.layer_dim_onehot = np.zeros((len(layers), len(self.dim_names)))
+        for i, d in enumerate(self.layer_dim):
+            if d >= 0:
+                self.layer_dim_onehot[i, d] = 1.0
         self.bytes = float(model.dtype_bytes)
         # Device types: devices with identical profiles share one row of the table.
         keys, types = {}, []
@@ -254,6 +263,9 @@ class CostModel:
             feasible=overflow <= 1.0,
             overflow=overflow,
             device_seconds=device_seconds.reshape(P, self.n),
+            row_seconds=row_total,
+            dim_column_seconds=np.transpose((seconds @ self.layer_dim_onehot).max(axis=1),
+                                            (0, 2, 1)),
         )
 
     def evaluate_sizes(self, rows: int, cols: int, perm: Sequence[int],

@@ -87,7 +87,11 @@ class HeterogeneousMeshImpl(_pmi.PlacementMeshImpl):
     def __init__(self, shape, layout, devices: Sequence[str],
                  split_weights: Optional[Mapping[str, Sequence[float]]] = None,
                  dim_split_weights: Optional[Mapping[str, Sequence[float]]] = None):
-        super().__init__(shape, layout, list(devices))
+        # Not super().__init__: PlacementMeshImpl.__init__ names its own class
+        # through a module global, which tests may point at this class.
+        mtf.MeshImpl.__init__(self, shape, layout)
+        self._devices = list(devices)
+        self.copy_master_to_slice_ops = []
         if len(self._devices) != self.size:
             raise ValueError(
                 f"mesh {self.shape} has {self.size} processors but {len(self._devices)}"

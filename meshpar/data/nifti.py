@@ -1,0 +1,906 @@
+"""Read ADNI-style NIfTI datasets: a directory of ``.nii``/``.nii.gz`` files plus ``labels.csv``.
+
+Layout::
+
+    DIR/labels.csv          subject,label[,group][,subject_id]
+    DIR/<subject>           e.g. subjects/sub-0001.nii.gz (path relative to DIR)
+
+``subject`` names the file (a name without a NIfTI suffix also finds
+``name.nii.gz`` or ``name.nii``); ``label`` must be in the label set (its index
+is the class); ``group`` (e.g. sMCI/pMCI) is optional and used for stratified
+splits; ``subject_id`` is optional and keeps all scans of one person on the
+same side of a train/validation split (default: the file name).
+
+Pre-processing is a chain of small callables on a :class:`Volume` (array +
+affine + file name), composed with :class:`Compose`:
+
+====================  ==========================================================
+step                  what it does
+====================  ==========================================================
+:class:`Reorient`     to closest canonical orientation (RAS by default)
+:class:`Resample`     to a target shape or voxel spacing (scipy.ndimage.zoom)
+:class:`CropOrPad`    centre crop / pad to a shape
+:class:`ZScore`       z-score with statistics from a head mask (Otsu)
+:class:`RandomFlip`   augmentation; acts only when given a ``rng``
+:class:`RandomAffine` augmentation; acts only when given a ``rng``
+====================  ==========================================================
+
+Bad data raise :class:`BadSubjectError` (a ``ValueError``) naming the file:
+missing file, unreadable/corrupt/truncated file, wrong number of dimensions,
+NaN/inf voxels, a constant image, a label outside the label set. Cheap checks
+(labels, file existence, headers) run when a :class:`NiftiDataset` is built;
+voxel content is checked lazily when a subject is loaded. With
+``skip_bad=True`` bad subjects are logged, counted in
+:attr:`NiftiDataset.skipped` and left out instead.
+
+TensorFlow is imported only by :func:`make_tf_dataset` / :meth:`NiftiDataset.to_tf`.
+"""
+from __future__ import annotations
+
+import csv
+import dataclasses
+import functools
+import logging
+import math
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+PathLike = Union[str, Path]
+NIFTI_SUFFIXES = (".nii.gz", ".nii")
+LABELS_FILE = "labels.csv"
+
+
+# --------------------------------------------------------------------------- errors
+
+
+class BadDataError(ValueError):
+    """A dataset problem, with ``.path`` the file it concerns."""
+
+    def __init__(self, path: PathLike, problem: str):
+        self.path = Path(path)
+        self.problem = problem
+        super().__init__(f"{self.path}: {problem}")
+
+
+class BadSubjectError(BadDataError):
+    """One subject cannot be used (skippable with ``skip_bad=True``)."""
+
+
+class BadLabelsError(BadDataError):
+    """``labels.csv`` itself is unusable (never skippable)."""
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A subject left out under ``skip_bad=True`` and why."""
+
+    path: Path
+    reason: str
+
+
+# --------------------------------------------------------------------------- labels
+
+
+@dataclass(frozen=True)
+class Subject:
+    """One scan: its file, label, optional group and the person it belongs to."""
+
+    path: Path
+    label: str
+    group: Optional[str] = None
+    subject_id: str = ""
+    line: int = 0  # line in labels.csv, for messages
+
+
+def _find_column(header: Sequence[str], name: str) -> Optional[int]:
+    lowered = [h.strip().lower() for h in header]
+    return lowered.index(name.lower()) if name.lower() in lowered else None
+
+
+def _resolve(directory: Path, name: str) -> Path:
+    path = Path(name) if Path(name).is_absolute() else directory / name
+    if path.exists() or name.endswith(NIFTI_SUFFIXES):
+        return path
+    for suffix in NIFTI_SUFFIXES:
+        candidate = path.with_name(path.name + suffix)
+        if candidate.exists():
+            return candidate
+    return path
+
+
+def _strip_nifti_suffix(name: str) -> str:
+    for suffix in NIFTI_SUFFIXES:
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+def read_labels(
+    directory: PathLike,
+    label_set: Optional[Sequence[str]] = None,
+    *,
+    labels_file: str = LABELS_FILE,
+    subject_column: str = "subject",
+    label_column: str = "label",
+    group_column: str = "group",
+    id_column: str = "subject_id",
+    check_files: bool = True,
+    skip_bad: bool = False,
+    skipped: Optional[List[Skipped]] = None,
+) -> List[Subject]:
+    """Parse ``directory/labels.csv`` into :class:`Subject` records.
+
+    Column names are matched case-insensitively. Raises
+    :class:`BadLabelsError` if the file is missing, has no ``subject`` or
+    ``label`` column, is empty, or names a file twice. A row whose label is not
+    in ``label_set`` or (with ``check_files``) whose file does not exist raises
+    :class:`BadSubjectError`; with ``skip_bad`` the row is left out, logged and
+    appended to ``skipped``.
+    """
+    directory = Path(directory)
+    csv_path = directory / labels_file
+    if not directory.is_dir():
+        raise FileNotFoundError(f"{directory}: dataset directory does not exist")
+    if not csv_path.is_file():
+        raise BadLabelsError(csv_path, f"no {labels_file} in the dataset directory")
+    try:
+        with open(csv_path, newline="", encoding="utf-8-sig") as fh:
+            rows = list(csv.reader(fh))
+    except (OSError, UnicodeDecodeError, csv.Error) as err:
+        raise BadLabelsError(csv_path, f"cannot be read as CSV: {err}") from err
+    rows = [r for r in rows if any(cell.strip() for cell in r)]
+    if not rows:
+        raise BadLabelsError(csv_path, "is empty (expected a header with 'subject' and 'label')")
+    header = rows[0]
+    columns = {}
+    for key, name in (("subject", subject_column), ("label", label_column)):
+        columns[key] = _find_column(header, name)
+    missing = [name for key, name in (("subject", subject_column), ("label", label_column)) if columns[key] is None]
+    if missing:
+        raise BadLabelsError(
+            csv_path, f"missing column(s) {', '.join(repr(m) for m in missing)}; has {[h.strip() for h in header]}"
+        )
+    group_idx = _find_column(header, group_column)
+    id_idx = _find_column(header, id_column)
+    if len(rows) == 1:
+        raise BadLabelsError(csv_path, "has a header but no subjects")
+    label_set = None if label_set is None else tuple(label_set)
+
+    subjects: List[Subject] = []
+    seen = {}
+    for line, row in enumerate(rows[1:], start=2):
+        cells = [c.strip() for c in row] + [""] * (len(header) - len(row))
+        name = cells[columns["subject"]]
+        label = cells[columns["label"]]
+        if not name:
+            raise BadLabelsError(csv_path, f"line {line}: empty subject")
+        path = _resolve(directory, name)
+        if path in seen:
+            raise BadLabelsError(csv_path, f"line {line}: {name!r} is already listed on line {seen[path]}")
+        seen[path] = line
+        group = cells[group_idx] if group_idx is not None and cells[group_idx] else None
+        subject_id = cells[id_idx] if id_idx is not None and cells[id_idx] else _strip_nifti_suffix(Path(name).name)
+        try:
+            if label_set is not None and label not in label_set:
+                raise BadSubjectError(
+                    path, f"label {label!r} ({labels_file} line {line}) is not in the label set {label_set}"
+                )
+            if check_files and not path.is_file():
+                raise BadSubjectError(path, f"file named in {labels_file} line {line} does not exist")
+        except BadSubjectError as err:
+            if not skip_bad:
+                raise
+            _note_skip(skipped, err)
+            continue
+        subjects.append(Subject(path, label, group, subject_id, line))
+    return subjects
+
+
+def _note_skip(skipped: Optional[list], err: BadDataError) -> None:
+    log.warning("skipping bad subject %s", err)
+    if skipped is not None:
+        skipped.append(Skipped(err.path, err.problem))
+
+
+# --------------------------------------------------------------------------- volumes
+
+
+@dataclass(frozen=True)
+class Volume:
+    """A 3-D image with its voxel-to-world affine and the file it came from."""
+
+    data: np.ndarray
+    affine: np.ndarray
+    path: Optional[Path] = None
+
+    @property
+    def zooms(self) -> np.ndarray:
+        """Voxel sizes (mm) along the array axes."""
+        return np.sqrt(np.sum(self.affine[:3, :3] ** 2, axis=0))
+
+    def replace(self, **changes) -> "Volume":
+        return dataclasses.replace(self, **changes)
+
+    def error(self, problem: str) -> BadSubjectError:
+        return BadSubjectError(self.path if self.path is not None else "<array>", problem)
+
+
+def _spatial_shape(shape: Sequence[int]) -> Optional[Tuple[int, int, int]]:
+    """The 3-D shape if ``shape`` is one volume (trailing singleton axes allowed)."""
+    shape = tuple(int(s) for s in shape)
+    while len(shape) > 3 and shape[-1] == 1:
+        shape = shape[:-1]
+    if len(shape) != 3 or min(shape) < 2:
+        return None
+    return shape
+
+
+def check_header(path: PathLike):
+    """Open ``path`` with nibabel and check what the header alone can tell.
+
+    Returns the nibabel image (data not read). Raises :class:`BadSubjectError`
+    for an unreadable file, a shape that is not one 3-D volume, a non-numeric
+    data type, a singular affine, or an uncompressed file shorter than its
+    header promises.
+    """
+    import nibabel as nib
+
+    path = Path(path)
+    if not path.is_file():
+        raise BadSubjectError(path, "file does not exist")
+    try:
+        img = nib.load(str(path))
+    except MemoryError:
+        raise
+    except Exception as err:  # nibabel raises many types for corrupt files
+        raise BadSubjectError(path, f"cannot be read as NIfTI ({type(err).__name__}: {err})") from err
+    shape = img.shape
+    if _spatial_shape(shape) is None:
+        if len(shape) >= 4:
+            problem = f"has shape {shape}: {int(np.prod(shape[3:]))} volumes, expected one 3-D volume"
+        else:
+            problem = f"has shape {shape}: expected a 3-D volume (each axis at least 2 voxels)"
+        raise BadSubjectError(path, problem)
+    dtype = img.get_data_dtype()
+    if dtype.kind not in "biuf":
+        raise BadSubjectError(path, f"has data type {dtype}, expected a numeric scalar type")
+    affine = img.affine
+    if affine is None or not np.all(np.isfinite(affine)) or abs(np.linalg.det(affine[:3, :3])) < 1e-12:
+        raise BadSubjectError(path, "has a singular or non-finite affine (bad voxel sizes or orientation)")
+    if not str(path).endswith(".gz") and hasattr(img, "dataobj") and hasattr(img.dataobj, "offset"):
+        expected = int(img.dataobj.offset) + int(np.prod(shape)) * dtype.itemsize
+        actual = path.stat().st_size
+        if actual < expected:
+            raise BadSubjectError(path, f"is truncated: {actual} bytes, header promises {expected}")
+    return img
+
+
+def load_volume(path: PathLike) -> Volume:
+    """Load one NIfTI file as a float32 :class:`Volume`, checking its voxels.
+
+    A truncated or corrupt compressed stream, NaN or infinite voxels raise
+    :class:`BadSubjectError` naming ``path``.
+    """
+    path = Path(path)
+    img = check_header(path)
+    try:
+        data = np.asarray(img.dataobj, dtype=np.float32)
+    except MemoryError:
+        raise
+    except Exception as err:  # EOFError, zlib.error, OSError, ValueError for damaged files
+        raise BadSubjectError(path, f"voxel data cannot be read ({type(err).__name__}: {err})") from err
+    data = data.reshape(_spatial_shape(data.shape))
+    bad = ~np.isfinite(data)
+    if bad.any():
+        raise BadSubjectError(path, f"{int(bad.sum())} of {data.size} voxels are NaN or infinite")
+    return Volume(data, np.asarray(img.affine, dtype=np.float64), path)
+
+
+# --------------------------------------------------------------------------- transforms
+
+
+class Transform:
+    """A pre-processing step: ``Volume -> Volume``. Random steps take ``rng``."""
+
+    random = False
+
+    def __call__(self, vol: Volume, rng: Optional[np.random.Generator] = None) -> Volume:  # pragma: no cover
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{k}={v!r}" for k, v in vars(self).items())
+        return f"{type(self).__name__}({fields})"
+
+
+class Compose(Transform):
+    """Apply steps in order; ``rng`` is passed on to the random ones."""
+
+    def __init__(self, transforms: Sequence[Callable]):
+        self.transforms = list(transforms)
+
+    @property
+    def random(self) -> bool:  # type: ignore[override]
+        return any(getattr(t, "random", False) for t in self.transforms)
+
+    def __call__(self, vol: Volume, rng: Optional[np.random.Generator] = None) -> Volume:
+        for step in self.transforms:
+            vol = step(vol, rng) if getattr(step, "random", False) else step(vol)
+        return vol
+
+
+class Reorient(Transform):
+    """Permute/flip axes to the closest ``axcodes`` orientation (RAS: as ``nibabel.as_closest_canonical``).
+
+    No interpolation: an oblique grid keeps its small residual rotation.
+    """
+
+    def __init__(self, axcodes: str = "RAS"):
+        self.axcodes = axcodes
+
+    def __call__(self, vol: Volume) -> Volume:
+        from nibabel.orientations import apply_orientation, axcodes2ornt, inv_ornt_aff, io_orientation, ornt_transform
+
+        start = io_orientation(vol.affine)
+        transform = ornt_transform(start, axcodes2ornt(tuple(self.axcodes)))
+        if np.array_equal(transform, [[0, 1], [1, 1], [2, 1]]):
+            return vol
+        data = apply_orientation(vol.data, transform)
+        affine = vol.affine @ inv_ornt_aff(transform, vol.data.shape)
+        return vol.replace(data=np.ascontiguousarray(data), affine=affine)
+
+
+def _scale_affine(affine: np.ndarray, old_shape, new_shape) -> np.ndarray:
+    """Affine of a grid covering the same field of view with ``new_shape`` voxels."""
+    step = np.asarray(old_shape, float) / np.asarray(new_shape, float)
+    grid = np.eye(4)
+    grid[:3, :3] = np.diag(step)
+    grid[:3, 3] = 0.5 * step - 0.5  # voxel centres of the new grid in old voxel coordinates
+    return affine @ grid
+
+
+class Resample(Transform):
+    """Resample to ``shape`` (same field of view) or to voxel ``spacing`` in mm.
+
+    Linear interpolation by default (``order``); when shrinking, a Gaussian
+    pre-filter (``antialias``) avoids aliasing.
+    """
+
+    def __init__(self, shape: Optional[Sequence[int]] = None, spacing=None, order: int = 1, antialias: bool = True):
+        if (shape is None) == (spacing is None):
+            raise ValueError("Resample needs exactly one of shape or spacing")
+        self.shape = None if shape is None else tuple(int(s) for s in shape)
+        self.spacing = None if spacing is None else tuple(np.broadcast_to(np.asarray(spacing, float), (3,)))
+        self.order = order
+        self.antialias = antialias
+
+    def __call__(self, vol: Volume) -> Volume:
+        from scipy import ndimage
+
+        old = vol.data.shape
+        if self.shape is not None:
+            new = self.shape
+        else:
+            new = tuple(max(1, int(round(n * z / s))) for n, z, s in zip(old, vol.zooms, self.spacing))
+        if tuple(new) == tuple(old):
+            return vol
+        factors = np.asarray(new, float) / np.asarray(old, float)
+        data = vol.data
+        if self.antialias and np.any(factors < 1):
+            sigma = np.maximum(0.0, (1.0 / factors - 1.0) / 2.0)
+            data = ndimage.gaussian_filter(data, sigma, mode="nearest")
+        out = ndimage.zoom(data, factors, order=self.order, mode="nearest", grid_mode=True)
+        if out.shape != tuple(new):  # zoom rounds output size; keep exactly what was asked
+            out = _crop_or_pad(out, new, float(out.min()))[0]
+        return vol.replace(data=out.astype(np.float32, copy=False), affine=_scale_affine(vol.affine, old, new))
+
+
+def _crop_or_pad(data: np.ndarray, shape: Sequence[int], value: float):
+    """Centre crop/pad; returns the array and the index offset of its origin in ``data``."""
+    out = np.full(tuple(shape), value, dtype=data.dtype)
+    offset = []
+    src, dst = [], []
+    for n_in, n_out in zip(data.shape, shape):
+        start = (n_in - n_out) // 2  # >0: crop, <0: pad
+        offset.append(start)
+        lo = max(start, 0)
+        hi = min(start + n_out, n_in)
+        src.append(slice(lo, hi))
+        dst.append(slice(lo - start, hi - start))
+    out[tuple(dst)] = data[tuple(src)]
+    return out, np.asarray(offset, float)
+
+
+class CropOrPad(Transform):
+    """Centre crop or pad to ``shape``; padding uses ``value`` (default: the image minimum)."""
+
+    def __init__(self, shape: Sequence[int], value: Optional[float] = None):
+        self.shape = tuple(int(s) for s in shape)
+        self.value = value
+
+    def __call__(self, vol: Volume) -> Volume:
+        if vol.data.shape == self.shape:
+            return vol
+        value = float(vol.data.min()) if self.value is None else float(self.value)
+        data, offset = _crop_or_pad(vol.data, self.shape, value)
+        shift = np.eye(4)
+        shift[:3, 3] = offset
+        return vol.replace(data=data, affine=vol.affine @ shift)
+
+
+def otsu_threshold(data: np.ndarray, bins: int = 256) -> float:
+    """Otsu's threshold: the intensity that best splits the histogram in two classes."""
+    values = data[np.isfinite(data)].ravel()
+    lo, hi = float(values.min()), float(values.max())
+    if hi <= lo:
+        return lo
+    counts, edges = np.histogram(values, bins=bins, range=(lo, hi))
+    centres = (edges[:-1] + edges[1:]) / 2
+    w0 = np.cumsum(counts)
+    w1 = w0[-1] - w0
+    s0 = np.cumsum(counts * centres)
+    m0 = s0 / np.maximum(w0, 1)
+    m1 = (s0[-1] - s0) / np.maximum(w1, 1)
+    between = w0 * w1 * (m0 - m1) ** 2
+    return float(edges[1:][int(np.argmax(between[:-1]))])
+
+
+class ZScore(Transform):
+    """Subtract the mean and divide by the standard deviation of the voxels in a mask.
+
+    ``mask``: ``"otsu"`` (head vs background, default), ``"nonzero"``, a number
+    (voxels above it) or a callable ``data -> bool array``. With
+    ``zero_outside`` voxels outside the mask are set to 0 (the mask's mean).
+    A constant image or an empty mask raises :class:`BadSubjectError`.
+    """
+
+    def __init__(self, mask: Union[str, float, Callable] = "otsu", zero_outside: bool = False, eps: float = 1e-8):
+        self.mask = mask
+        self.zero_outside = zero_outside
+        self.eps = eps
+
+    def mask_of(self, data: np.ndarray) -> np.ndarray:
+        if callable(self.mask):
+            return np.asarray(self.mask(data), dtype=bool)
+        if self.mask == "otsu":
+            return data > otsu_threshold(data)
+        if self.mask == "nonzero":
+            return data != 0
+        if isinstance(self.mask, (int, float)):
+            return data > float(self.mask)
+        raise ValueError(f"unknown mask {self.mask!r}: use 'otsu', 'nonzero', a threshold or a callable")
+
+    def __call__(self, vol: Volume) -> Volume:
+        data = vol.data
+        if float(data.max()) - float(data.min()) <= self.eps:
+            raise vol.error(f"is constant ({float(data.min()):g}); nothing to normalise")
+        mask = self.mask_of(data)
+        if mask.sum() < 2:
+            raise vol.error("intensity mask is empty; cannot normalise")
+        inside = data[mask].astype(np.float64)
+        mean, std = inside.mean(), inside.std()
+        if std <= self.eps:
+            raise vol.error("is constant inside its mask; nothing to normalise")
+        out = ((data - mean) / std).astype(np.float32)
+        if self.zero_outside:
+            out[~mask] = 0.0
+        return vol.replace(data=out)
+
+
+class RandomFlip(Transform):
+    """Flip each of ``axes`` with probability ``p`` (axis 0 is left-right in RAS).
+
+    Augmentation: the array changes, the affine does not. Identity without ``rng``.
+    """
+
+    random = True
+
+    def __init__(self, axes: Sequence[int] = (0,), p: float = 0.5):
+        self.axes = tuple(axes)
+        self.p = p
+
+    def __call__(self, vol: Volume, rng: Optional[np.random.Generator] = None) -> Volume:
+        if rng is None:
+            return vol
+        axes = [a for a in self.axes if rng.random() < self.p]
+        if not axes:
+            return vol
+        return vol.replace(data=np.ascontiguousarray(np.flip(vol.data, axis=axes)))
+
+
+class RandomAffine(Transform):
+    """Small random rotation, scaling and shift about the centre (augmentation).
+
+    Angles up to ``max_rotation_deg`` about each axis, scale within
+    ``1 +- max_scale``, shift up to ``max_shift`` voxels; applied with
+    probability ``p``. Identity without ``rng``.
+    """
+
+    random = True
+
+    def __init__(self, max_rotation_deg: float = 5.0, max_scale: float = 0.05, max_shift: float = 2.0,
+                 order: int = 1, p: float = 1.0):
+        self.max_rotation_deg = max_rotation_deg
+        self.max_scale = max_scale
+        self.max_shift = max_shift
+        self.order = order
+        self.p = p
+
+    def __call__(self, vol: Volume, rng: Optional[np.random.Generator] = None) -> Volume:
+        from scipy import ndimage
+
+        if rng is None or rng.random() >= self.p:
+            return vol
+        angles = np.deg2rad(rng.uniform(-self.max_rotation_deg, self.max_rotation_deg, size=3))
+        matrix = np.eye(3)
+        for axis, angle in enumerate(angles):
+            i, j = [k for k in range(3) if k != axis]
+            rot = np.eye(3)
+            rot[i, i] = rot[j, j] = math.cos(angle)
+            rot[i, j], rot[j, i] = -math.sin(angle), math.sin(angle)
+            matrix = rot @ matrix
+        matrix = matrix / rng.uniform(1 - self.max_scale, 1 + self.max_scale)
+        centre = (np.asarray(vol.data.shape, float) - 1) / 2
+        shift = rng.uniform(-self.max_shift, self.max_shift, size=3)
+        offset = centre - matrix @ (centre + shift)  # output voxel x samples input at matrix @ x + offset
+        data = ndimage.affine_transform(vol.data, matrix, offset=offset, order=self.order,
+                                        mode="constant", cval=float(vol.data.min()))
+        return vol.replace(data=data.astype(np.float32, copy=False))
+
+
+def default_transform(
+    shape: Sequence[int],
+    spacing=None,
+    augment: bool = True,
+    mask: Union[str, float, Callable] = "otsu",
+) -> Compose:
+    """The standard chain: reorient to RAS, resample, [augment], z-score.
+
+    With ``spacing`` (mm) the volume is resampled to that voxel size and then
+    centre cropped/padded to ``shape`` (geometry kept); without, it is
+    resampled straight to ``shape`` (field of view kept). The random steps
+    (left-right flip, small affine) only act when an ``rng`` is passed, so one
+    chain serves training and evaluation.
+    """
+    shape = tuple(int(s) for s in shape)
+    steps: list = [Reorient("RAS")]
+    if spacing is None:
+        steps.append(Resample(shape=shape))
+    else:
+        steps += [Resample(spacing=spacing), CropOrPad(shape)]
+    if augment:
+        steps += [RandomFlip(axes=(0,)), RandomAffine()]
+    steps.append(ZScore(mask))
+    return Compose(steps)
+
+
+# --------------------------------------------------------------------------- dataset
+
+
+def _subject_seed(seed: int, step: int) -> np.random.Generator:
+    return np.random.default_rng([int(seed) & 0xFFFFFFFF, int(step)])
+
+
+def epoch_order(n: int, seed: int, epoch: int, shuffle: bool = True) -> np.ndarray:
+    """Subject indices for one epoch: a permutation drawn from ``(seed, epoch)``."""
+    if not shuffle:
+        return np.arange(n)
+    return np.random.default_rng([int(seed) & 0xFFFFFFFF, int(epoch), 7]).permutation(n)
+
+
+class NiftiDataset:
+    """Subjects of a NIfTI directory with their pre-processing; loads one at a time.
+
+    Parameters
+    ----------
+    directory : path
+        Holds ``labels.csv`` and the NIfTI files.
+    shape : 3 ints
+        The model's input grid; every example is ``float32 [*shape, 1]``.
+    label_set : names
+        Class names; a label's index is its class id.
+    spacing : float or 3 floats, optional
+        Resample to this voxel size (mm) then crop/pad, instead of straight to ``shape``.
+    transform : callable, optional
+        Replaces :func:`default_transform` (``Volume [, rng] -> Volume``).
+    skip_bad : bool
+        Leave bad subjects out (logged, listed in :attr:`skipped`) instead of raising.
+    subjects : list of Subject, optional
+        Use these (e.g. one side of :func:`split_subjects`) instead of reading labels.csv.
+    check_headers : bool
+        Open every file's header now, so bad files fail before training starts.
+
+    Example
+    -------
+    >>> ds = NiftiDataset("phantoms", shape=(32, 32, 32))          # doctest: +SKIP
+    >>> x, y = ds[0]; x.shape, y                                   # doctest: +SKIP
+    ((32, 32, 32, 1), 1)
+    """
+
+    def __init__(
+        self,
+        directory: PathLike,
+        shape: Sequence[int] = (32, 32, 32),
+        label_set: Sequence[str] = ("NC", "AD"),
+        *,
+        spacing=None,
+        transform: Optional[Callable] = None,
+        skip_bad: bool = False,
+        subjects: Optional[Sequence[Subject]] = None,
+        check_headers: bool = True,
+    ):
+        self.directory = Path(directory)
+        self.shape = tuple(int(s) for s in shape)
+        if len(self.shape) != 3 or min(self.shape) < 1:
+            raise ValueError(f"shape must be three positive sizes, got {tuple(shape)}")
+        self.label_set = tuple(str(x) for x in label_set)
+        if len(set(self.label_set)) != len(self.label_set) or not self.label_set:
+            raise ValueError(f"label set must be non-empty names without repeats, got {self.label_set}")
+        self.skip_bad = skip_bad
+        self.transform = transform if transform is not None else default_transform(self.shape, spacing)
+        self._skipped: dict = {}
+        self._lock = threading.Lock()
+        found: List[Skipped] = []
+        if subjects is None:
+            subjects = read_labels(self.directory, self.label_set, skip_bad=skip_bad, skipped=found)
+        else:
+            subjects = self._check_given(subjects, found)
+        for item in found:
+            self._skipped[item.path] = item.reason
+        if check_headers:
+            subjects = [s for s in subjects if self._header_ok(s)]
+        self.subjects: List[Subject] = list(subjects)
+        if not self.subjects:
+            raise BadDataError(self.directory, f"no usable subjects ({len(self._skipped)} skipped as bad)")
+
+    def _check_given(self, subjects: Sequence[Subject], found: List[Skipped]) -> List[Subject]:
+        kept = []
+        for s in subjects:
+            try:
+                if s.label not in self.label_set:
+                    raise BadSubjectError(s.path, f"label {s.label!r} is not in the label set {self.label_set}")
+            except BadSubjectError as err:
+                if not self.skip_bad:
+                    raise
+                _note_skip(found, err)
+                continue
+            kept.append(s)
+        return kept
+
+    def _header_ok(self, subject: Subject) -> bool:
+        try:
+            check_header(subject.path)
+        except BadSubjectError as err:
+            if not self.skip_bad:
+                raise
+            self._record_skip(err)
+            return False
+        return True
+
+    def _record_skip(self, err: BadDataError) -> None:
+        with self._lock:
+            if err.path in self._skipped:
+                return
+            self._skipped[err.path] = err.problem
+        log.warning("skipping bad subject %s", err)
+
+    @property
+    def skipped(self) -> List[Skipped]:
+        """Subjects left out as bad so far (grows as voxel content is read)."""
+        with self._lock:
+            return [Skipped(p, r) for p, r in self._skipped.items()]
+
+    @property
+    def n_skipped(self) -> int:
+        with self._lock:
+            return len(self._skipped)
+
+    def __len__(self) -> int:
+        return len(self.subjects)
+
+    def __repr__(self) -> str:
+        return (f"NiftiDataset({str(self.directory)!r}, {len(self)} subjects, shape={self.shape}, "
+                f"labels={self.label_set}, skipped={self.n_skipped})")
+
+    def class_counts(self) -> dict:
+        counts = {name: 0 for name in self.label_set}
+        for s in self.subjects:
+            counts[s.label] += 1
+        return counts
+
+    def label_index(self, subject: Subject) -> int:
+        return self.label_set.index(subject.label)
+
+    def load(self, index: int, rng: Optional[np.random.Generator] = None) -> Tuple[np.ndarray, int]:
+        """Pre-processed example ``index``: ``(float32 [*shape, 1], class id)``.
+
+        ``rng`` turns on the random (augmentation) steps. Raises
+        :class:`BadSubjectError` for bad voxel content, whatever ``skip_bad``.
+        """
+        subject = self.subjects[index]
+        vol = load_volume(subject.path)
+        vol = self.transform(vol, rng) if getattr(self.transform, "random", False) else self.transform(vol)
+        data = np.asarray(vol.data, dtype=np.float32)
+        if data.shape != self.shape:
+            raise ValueError(f"{subject.path}: pre-processing gave shape {data.shape}, expected {self.shape}")
+        if not np.all(np.isfinite(data)):
+            raise BadSubjectError(subject.path, "pre-processing produced NaN or infinite values")
+        return data[..., None], self.label_index(subject)
+
+    def __getitem__(self, index: int) -> Tuple[np.ndarray, int]:
+        return self.load(index)
+
+    def _load_or_skip(self, index: int, rng) -> Optional[Tuple[np.ndarray, int]]:
+        try:
+            return self.load(index, rng)
+        except BadSubjectError as err:
+            if not self.skip_bad:
+                raise
+            self._record_skip(err)
+            return None
+
+    def check_content(self) -> List[Skipped]:
+        """Read every subject's voxels once now (instead of lazily while training).
+
+        Raises the first :class:`BadSubjectError`, or with ``skip_bad`` records
+        them all; returns :attr:`skipped`.
+        """
+        for index in range(len(self)):
+            self._load_or_skip(index, None)
+        return self.skipped
+
+    def examples(self, shuffle: bool = False, augment: bool = False, seed: int = 0,
+                 epoch: int = 0) -> Iterator[Tuple[np.ndarray, int]]:
+        """Iterate over one epoch, one subject in memory at a time (bad ones skipped if ``skip_bad``)."""
+        n = len(self)
+        for pos, index in enumerate(epoch_order(n, seed, epoch, shuffle)):
+            rng = _subject_seed(seed, epoch * n + pos) if augment else None
+            item = self._load_or_skip(int(index), rng)
+            if item is not None:
+                yield item
+
+    def to_tf(
+        self,
+        batch_size: int,
+        shuffle: bool = True,
+        augment: bool = False,
+        seed: int = 0,
+        repeat: Union[bool, int] = False,
+        drop_remainder: bool = False,
+        num_parallel_calls: int = 2,
+        prefetch: int = 2,
+    ):
+        """A ``tf.data.Dataset`` of ``(float32 [B, *shape, 1], int32 [B])`` batches.
+
+        Files are read and pre-processed on demand in ``num_parallel_calls``
+        threads (``tf.numpy_function``), in a deterministic order: epoch ``e``
+        visits the subjects in :func:`epoch_order` ``(n, seed, e)`` and
+        augmentation draws from ``(seed, element number)``. ``repeat``: False
+        for one pass, True forever, an int for that many passes.
+
+        A bad file met while streaming stops iteration with a TensorFlow error
+        whose message contains the :class:`BadSubjectError` (naming the file);
+        with ``skip_bad`` it is skipped and recorded in :attr:`skipped`.
+        """
+        import tensorflow as tf
+
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        n = len(self)
+        if repeat is True:
+            steps = tf.data.Dataset.range(2**62)
+        else:
+            epochs = 1 if repeat is False else int(repeat)
+            if epochs < 1:
+                raise ValueError(f"repeat must be True, False or a positive int, got {repeat}")
+            steps = tf.data.Dataset.range(n * epochs)
+        shape = self.shape
+
+        @functools.lru_cache(maxsize=4)  # parallel calls straddle at most two epochs
+        def order(epoch):
+            return epoch_order(n, seed, epoch, shuffle)
+
+        def load(step):
+            step = int(step)
+            epoch, pos = divmod(step, n)
+            index = int(order(epoch)[pos])
+            rng = _subject_seed(seed, step) if augment else None
+            item = self._load_or_skip(index, rng)
+            if item is None:
+                return np.zeros(shape + (1,), np.float32), np.int32(-1), np.bool_(False)
+            return item[0], np.int32(item[1]), np.bool_(True)
+
+        def load_tf(step):
+            x, y, ok = tf.numpy_function(load, [step], (tf.float32, tf.int32, tf.bool), stateful=True)
+            x.set_shape(shape + (1,))
+            y.set_shape(())
+            ok.set_shape(())
+            return x, y, ok
+
+        ds = steps.map(load_tf, num_parallel_calls=num_parallel_calls, deterministic=True)
+        if self.skip_bad:
+            ds = ds.filter(lambda x, y, ok: ok)
+        ds = ds.map(lambda x, y, ok: (x, y))
+        ds = ds.batch(batch_size, drop_remainder=drop_remainder)
+        return ds.prefetch(prefetch)
+
+
+def make_tf_dataset(
+    directory: Union[PathLike, NiftiDataset],
+    shape: Sequence[int] = (32, 32, 32),
+    batch_size: int = 2,
+    label_set: Sequence[str] = ("NC", "AD"),
+    shuffle: bool = True,
+    augment: bool = False,
+    seed: int = 0,
+    skip_bad: bool = False,
+    repeat: Union[bool, int] = False,
+    *,
+    spacing=None,
+    subjects: Optional[Sequence[Subject]] = None,
+    drop_remainder: bool = False,
+    num_parallel_calls: int = 2,
+):
+    """Stream a NIfTI directory through ``tf.data`` (see :meth:`NiftiDataset.to_tf`).
+
+    Builds a :class:`NiftiDataset` (labels, files and headers are checked now)
+    unless one is passed. The whole set is never held in memory: each element
+    is read from disk when the pipeline asks for it.
+
+    Example
+    -------
+    >>> ds = make_tf_dataset("phantoms", (32, 32, 32), batch_size=4, augment=True)  # doctest: +SKIP
+    >>> x, y = next(iter(ds)); x.shape, y.dtype                                      # doctest: +SKIP
+    (TensorShape([4, 32, 32, 32, 1]), tf.int32)
+    """
+    if isinstance(directory, NiftiDataset):
+        source = directory
+    else:
+        source = NiftiDataset(directory, shape, label_set, spacing=spacing, skip_bad=skip_bad, subjects=subjects)
+    return source.to_tf(batch_size, shuffle=shuffle, augment=augment, seed=seed, repeat=repeat,
+                        drop_remainder=drop_remainder, num_parallel_calls=num_parallel_calls)
+
+
+# --------------------------------------------------------------------------- splits
+
+
+def split_subjects(
+    subjects: Sequence[Subject],
+    val_fraction: float = 0.2,
+    seed: int = 0,
+    stratify: Sequence[str] = ("label", "group"),
+) -> Tuple[List[Subject], List[Subject]]:
+    """Stratified train/validation split by person (``subject_id``).
+
+    All scans of one person land on the same side. People are grouped by the
+    ``stratify`` fields of their first scan (label, and group when present);
+    each stratum sends ``round(val_fraction * size)`` people to validation,
+    at least one of a stratum of two or more when ``val_fraction > 0``, and
+    never all of one. Both lists keep the input order.
+    """
+    if not 0.0 <= val_fraction < 1.0:
+        raise ValueError(f"val_fraction must be in [0, 1), got {val_fraction}")
+    people: dict = {}
+    for s in subjects:
+        people.setdefault(s.subject_id or str(s.path), []).append(s)
+    strata: dict = {}
+    for pid, scans in people.items():
+        key = tuple(getattr(scans[0], f) for f in stratify)
+        strata.setdefault(key, []).append(pid)
+    rng = np.random.default_rng(seed)
+    val_people = set()
+    for key in sorted(strata, key=repr):
+        pids = sorted(strata[key])
+        k = int(round(val_fraction * len(pids)))
+        if val_fraction > 0 and len(pids) >= 2:
+            k = min(max(k, 1), len(pids) - 1)
+        chosen = rng.permutation(len(pids))[:k]
+        val_people.update(pids[i] for i in chosen)
+    train = [s for s in subjects if (s.subject_id or str(s.path)) not in val_people]
+    val = [s for s in subjects if (s.subject_id or str(s.path)) in val_people]
+    return train, val

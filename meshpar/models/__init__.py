@@ -1,0 +1,90 @@
+"""Networks written for Mesh-TensorFlow with one named, splittable dimension per layer.
+
+One network per file (:mod:`~meshpar.models.resattnet3d`,
+:mod:`~meshpar.models.vgg_cifar`), each with the same four entry points:
+
+=====================  ===============================================  ==========
+name                   what                                             TensorFlow
+=====================  ===============================================  ==========
+``<Net>Config``        frozen dataclass of hyper-parameters             no
+``describe(config)``   layer table (:class:`~meshpar.ModelDescription`)  no
+``layout_rules(...)``  layout string: filters -> model, batch -> batch   no
+``build(x, config)``   the mtf graph: ``(logits, update_ops)``          yes (lazy)
+=====================  ===============================================  ==========
+
+:func:`get` maps the model names used on the command line and in plans
+(``resattnet3d-small``, ``resattnet3d-full``, ``vgg-cifar``, ...) to a module
+and a configuration. Nothing here imports TensorFlow.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from meshpar.models import resattnet3d, vgg_cifar
+from meshpar.models.resattnet3d import ResAttNet3DConfig
+from meshpar.models.vgg_cifar import VggCifarConfig
+
+__all__ = ["resattnet3d", "vgg_cifar", "ResAttNet3DConfig", "VggCifarConfig", "ModelSpec",
+           "get", "names", "input_shape", "describe_model"]
+
+
+class ModelSpec(NamedTuple):
+    """A named model: its module (``describe``/``build``/``layout_rules``) and config."""
+
+    name: str
+    module: object
+    config: object
+
+    def describe(self):
+        return self.module.describe(self.config)
+
+    def layout_rules(self, model_axis: str = "model", batch_axis: str = "batch") -> str:
+        return self.module.layout_rules(self.config, model_axis=model_axis,
+                                        batch_axis=batch_axis)
+
+    def build(self, inputs, **kwargs):
+        return self.module.build(inputs, self.config, **kwargs)
+
+    @property
+    def input_shape(self) -> tuple:
+        """Per-sample input shape, channels last (``(D, H, W, C)`` or ``(H, W, C)``)."""
+        return input_shape(self.config)
+
+
+_REGISTRY = {
+    "resattnet3d-small": (resattnet3d, ResAttNet3DConfig.small),
+    "resattnet3d-full": (resattnet3d, ResAttNet3DConfig.full),
+    "resattnet3d-tiny": (resattnet3d, lambda: ResAttNet3DConfig.small(
+        input_shape=(16, 16, 16), stem_filters=4, stage_filters=(4, 8),
+        attention_stages=(1,), name="resattnet3d-tiny")),
+    "vgg-cifar": (vgg_cifar, VggCifarConfig.cifar10),
+    "vgg-cifar-small": (vgg_cifar, VggCifarConfig.small),
+}
+
+
+def names() -> list:
+    """Registered model names."""
+    return sorted(_REGISTRY)
+
+
+def get(name: str) -> ModelSpec:
+    """The :class:`ModelSpec` registered as ``name``; ValueError lists the choices."""
+    try:
+        module, make = _REGISTRY[name]
+    except KeyError:
+        raise ValueError(f"unknown model {name!r}; choose one of {', '.join(names())}") from None
+    return ModelSpec(name, module, make())
+
+
+def input_shape(config) -> tuple:
+    """Per-sample input shape of a config, channels last."""
+    if isinstance(config, ResAttNet3DConfig):
+        return tuple(config.input_shape) + (config.in_channels,)
+    if isinstance(config, VggCifarConfig):
+        return tuple(config.image_shape) + (config.in_channels,)
+    raise ValueError(f"unknown model config {config!r}")
+
+
+def describe_model(name: str):
+    """The layer table (:class:`~meshpar.description.ModelDescription`) of a named model."""
+    return get(name).describe()

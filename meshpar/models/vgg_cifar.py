@@ -1,0 +1,205 @@
+"""The VGG-like CIFAR-10 network of Moreno-Alvarez et al. (2021), in Mesh-TensorFlow.
+
+==================  ===================================================
+part                layers
+==================  ===================================================
+features            3x3 convs (bias, ReLU) with filters
+                    60, 60, 120, 120, 240, 240, 480, 480;
+                    2x2 max-pool after every ``pool_every``-th conv
+classifier          flatten -> dense 256 + ReLU -> dense 10
+==================  ===================================================
+
+Parallel layout: conv ``i`` (1-based) has output dimension
+``conv{i}_filters`` and the hidden dense layer ``fc1_units``; all go over the
+``model`` axis. A filter-split activation stays split through bias, ReLU and
+pooling and is gathered (all-concat, renamed ``conv{i}_channels``) before the
+next convolution. ``fc1_units`` split makes the last dense layer a split
+contraction (all-reduce of the logits). ``batch`` goes over ``batch``.
+
+Pure Python at import time; :func:`build` imports Mesh-TensorFlow.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import NamedTuple, Optional
+
+from meshpar.description import Layer, ModelDescription
+
+__all__ = ["VggCifarConfig", "describe", "layout_rules", "split_dim_names", "build",
+           "BuildResult"]
+
+
+@dataclass(frozen=True)
+class VggCifarConfig:
+    """Hyper-parameters of the VGG-like CIFAR net.
+
+    Attributes
+    ----------
+    image_shape : (int, int)
+        ``(H, W)``; each must be divisible by 2 ** (number of pools).
+    in_channels : int
+    filters : tuple of int
+        Output filters of each 3x3 convolution.
+    pool_every : int
+        A 2x2 max-pool follows every ``pool_every``-th convolution.
+    dense_units : tuple of int
+        Hidden dense layers (ReLU) before the classifier.
+    num_classes : int
+    name : str
+    """
+
+    image_shape: tuple = (32, 32)
+    in_channels: int = 3
+    filters: tuple = (60, 60, 120, 120, 240, 240, 480, 480)
+    pool_every: int = 2
+    dense_units: tuple = (256,)
+    num_classes: int = 10
+    name: str = "vgg-cifar"
+
+    def __post_init__(self):
+        object.__setattr__(self, "image_shape", tuple(int(s) for s in self.image_shape))
+        object.__setattr__(self, "filters", tuple(int(f) for f in self.filters))
+        object.__setattr__(self, "dense_units", tuple(int(u) for u in self.dense_units))
+        if len(self.image_shape) != 2:
+            raise ValueError(f"{self.name}: image_shape must be (H, W)")
+        if not self.filters or min(self.filters) < 1:
+            raise ValueError(f"{self.name}: filters must be positive")
+        if self.pool_every < 1 or self.num_classes < 1 or self.in_channels < 1:
+            raise ValueError(f"{self.name}: pool_every, num_classes, in_channels must be >= 1")
+        pools = len(self.filters) // self.pool_every
+        for s in self.image_shape:
+            if s % (2 ** pools):
+                raise ValueError(f"{self.name}: image size {s} not divisible by 2**{pools} "
+                                 f"({pools} max-pools)")
+
+    @classmethod
+    def cifar10(cls, **overrides) -> "VggCifarConfig":
+        """The published sizes (32x32x3, 8 convs 60..480, dense 256, 10 classes)."""
+        return cls(**overrides)
+
+    @classmethod
+    def small(cls, **overrides) -> "VggCifarConfig":
+        """A tiny variant for tests: 8x8 images, convs 6, 6, 12, 12, dense 16."""
+        params = dict(image_shape=(8, 8), filters=(6, 6, 12, 12), dense_units=(16,),
+                      name="vgg-cifar-small")
+        params.update(overrides)
+        return cls(**params)
+
+
+def _conv_plan(config: VggCifarConfig):
+    """Yield ``(index, in_channels, filters, pool_after)`` (index 1-based)."""
+    cin = config.in_channels
+    for i, f in enumerate(config.filters, start=1):
+        yield i, cin, f, i % config.pool_every == 0
+        cin = f
+
+
+def split_dim_names(config: VggCifarConfig) -> list:
+    names = [f"conv{i}_filters" for i, _, _, _ in _conv_plan(config)]
+    names += [f"fc{k}_units" for k in range(1, len(config.dense_units) + 1)]
+    return names
+
+
+def layout_rules(config: VggCifarConfig, model_axis: str = "model",
+                 batch_axis: Optional[str] = "batch") -> str:
+    """Layout string: batch on ``batch_axis``, every filter/unit dim on ``model_axis``."""
+    rules = [f"batch:{batch_axis}"] if batch_axis else []
+    if model_axis:
+        rules += [f"{name}:{model_axis}" for name in split_dim_names(config)]
+    return ";".join(rules)
+
+
+def describe(config: Optional[VggCifarConfig] = None) -> ModelDescription:
+    """Layer table per sample, consistent with :func:`build`."""
+    config = config or VggCifarConfig()
+    h, w = config.image_shape
+    layers = []
+    for i, cin, f, pool in _conv_plan(config):
+        positions = h * w
+        layers.append(Layer(
+            name=f"conv{i}", kind="conv2d",
+            flops=2.0 * 9 * cin * f * positions + 2.0 * positions * f,  # + bias, ReLU
+            params=9 * cin * f + f, in_elems=positions * cin, out_elems=positions * f,
+            split_dim=f"conv{i}_filters", split_size=f,
+            comm=None if pool else "allconcat"))
+        if pool:
+            h, w = h // 2, w // 2
+            layers.append(Layer(name=f"pool{i}", kind="pool", flops=float(positions * f),
+                                in_elems=positions * f, out_elems=h * w * f,
+                                split_dim=f"conv{i}_filters", split_size=f, comm="allconcat"))
+    units = h * w * config.filters[-1]
+    for k, u in enumerate(config.dense_units, start=1):
+        layers.append(Layer(name=f"fc{k}", kind="dense", flops=2.0 * units * u + 2.0 * u,
+                            params=units * u + u, in_elems=units, out_elems=u,
+                            split_dim=f"fc{k}_units", split_size=u))
+        units = u
+    layers.append(Layer(name="logits", kind="dense", flops=2.0 * units * config.num_classes,
+                        params=units * config.num_classes + config.num_classes,
+                        in_elems=units, out_elems=config.num_classes,
+                        comm="allreduce" if config.dense_units else None))
+    return ModelDescription(name=config.name, layers=tuple(layers), batch_dim="batch",
+                            input_elems=config.image_shape[0] * config.image_shape[1]
+                            * config.in_channels)
+
+
+class BuildResult(NamedTuple):
+    """Logits ``[batch, classes]`` and update operations (none for this net)."""
+
+    logits: object
+    update_ops: list
+
+
+def build(inputs, config: Optional[VggCifarConfig] = None, mesh=None,
+          is_training: bool = True, batch_dim_name: str = "batch") -> BuildResult:
+    """Build the network.
+
+    Parameters
+    ----------
+    inputs : mtf.Tensor or tf.Tensor
+        Images ``[batch, H, W, C]``; a tf tensor is imported onto ``mesh`` with
+        dimensions ``batch, h, w, in_channels``.
+    config : VggCifarConfig
+    mesh : mtf.Mesh, needed for a tf tensor input.
+    is_training : bool
+        Unused (no batch norm or dropout); kept for a uniform signature.
+    """
+    import meshpar  # noqa: F401
+    import mesh_tensorflow as mtf
+    import tensorflow.compat.v1 as tf
+
+    from meshpar.models import _layers as L
+
+    del is_training
+    config = config or VggCifarConfig()
+    if isinstance(inputs, mtf.Tensor):
+        x = inputs
+    else:
+        if mesh is None:
+            raise ValueError("a tf.Tensor input needs mesh=")
+        shape = inputs.shape.as_list()
+        if len(shape) != 4 or any(s is None for s in shape):
+            raise ValueError(f"inputs must be a static [batch, H, W, C] tensor, got {shape}")
+        dims = [mtf.Dimension(n, s)
+                for n, s in zip([batch_dim_name, "h", "w", "in_channels"], shape)]
+        x = mtf.import_tf_tensor(mesh, inputs, mtf.Shape(dims))
+    if tuple(d.size for d in x.shape.dims[-3:-1]) != config.image_shape:
+        raise ValueError(f"{config.name}: image shape {[d.size for d in x.shape.dims[-3:-1]]}"
+                         f" != {list(config.image_shape)}")
+    with tf.variable_scope(config.name.replace("-", "_")):
+        for i, _, f, pool in _conv_plan(config):
+            out_dim = mtf.Dimension(f"conv{i}_filters", f)
+            x = mtf.relu(L.conv2d(x, out_dim, 3, name=f"conv{i}"))
+            if pool:
+                x = mtf.layers.max_pool2d(x, (2, 2), name=f"pool{i}")
+            x = L.gather(x, out_dim.name, f"conv{i}_channels")
+        batch_dims = x.shape.dims[:-3]
+        flat = mtf.Dimension("flat", x.shape.dims[-3].size * x.shape.dims[-2].size
+                             * x.shape.dims[-1].size)
+        x = mtf.reshape(x, batch_dims + [flat])
+        for k, u in enumerate(config.dense_units, start=1):
+            unit_dim = mtf.Dimension(f"fc{k}_units", u)
+            x = mtf.relu(L.dense(x, [x.shape.dims[-1]], unit_dim, name=f"fc{k}"))
+        class_dim = mtf.Dimension("classes", config.num_classes)
+        logits = L.dense(x, [x.shape.dims[-1]], class_dim, name="logits")
+    return BuildResult(logits, [])

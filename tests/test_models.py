@@ -1,0 +1,148 @@
+"""meshpar.models: shapes, layer tables consistent with the graphs, layouts, uneven meshes."""
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import meshpar  # noqa: F401  (import shim before mesh_tensorflow)
+import mesh_tensorflow as mtf
+import tensorflow.compat.v1 as tf
+
+from meshpar import models
+from meshpar.mesh_impl import HeterogeneousMeshImpl
+from meshpar.models import ResAttNet3DConfig, VggCifarConfig, resattnet3d, vgg_cifar
+
+ONE_THREAD = tf.ConfigProto(intra_op_parallelism_threads=1, inter_op_parallelism_threads=1)
+
+TINY_3D = ResAttNet3DConfig.small(input_shape=(8, 8, 8), stem_filters=5, stage_filters=(5, 7),
+                                  attention_stages=(1,), name="tiny3d")
+TINY_VGG = VggCifarConfig.small(image_shape=(8, 8), filters=(5, 7), pool_every=1,
+                                dense_units=(7,), num_classes=3, name="tiny-vgg")
+
+
+def _build_graph(module, config, batch=3, seed=1, is_training=True):
+    """Build (not lower) the model; return (mtf graph, mesh, logits, update ops, tf input)."""
+    tf.reset_default_graph()
+    tf.set_random_seed(seed)
+    graph = mtf.Graph()
+    mesh = mtf.Mesh(graph, "mesh")
+    shape = (batch,) + models.input_shape(config)
+    x = tf.constant(np.random.RandomState(seed).randn(*shape).astype(np.float32))
+    logits, updates = module.build(x, config, mesh=mesh, is_training=is_training)
+    return graph, mesh, logits, updates
+
+
+def _graph_dims(graph):
+    return {d.name: d.size for op in graph.operations for t in op.outputs for d in t.shape.dims}
+
+
+def _run_logits(module, config, impl, batch=5):
+    graph, mesh, logits, _ = _build_graph(module, config, batch=batch)
+    lowering = mtf.Lowering(graph, {mesh: impl})
+    out = lowering.export_to_tf_tensor(logits)
+    with tf.Session(config=ONE_THREAD) as sess:
+        sess.run(tf.global_variables_initializer())
+        sess.run(lowering.copy_masters_to_slices())
+        return sess.run(out)
+
+
+@pytest.mark.parametrize("module,config", [
+    (resattnet3d, TINY_3D), (resattnet3d, ResAttNet3DConfig.small()),
+    (resattnet3d, ResAttNet3DConfig.full()), (vgg_cifar, TINY_VGG),
+    (vgg_cifar, VggCifarConfig.cifar10())])
+def test_describe_params_and_split_dims_match_the_built_graph(module, config):
+    graph, _, logits, updates = _build_graph(module, config, batch=2)
+    description = module.describe(config)
+    assert description.params == sum(v.size for v in graph.trainable_variables)
+    dims = _graph_dims(graph)
+    for name, size in description.split_dims.items():
+        assert dims[name] == size, name
+    assert logits.shape.to_integer_list == [2, config.num_classes]
+    if module is resattnet3d:  # two moving averages per batch norm
+        norms = [layer for layer in description.layers if layer.kind == "norm"]
+        assert len(updates) == 2 * len(norms)
+
+
+@pytest.mark.parametrize("module,config", [(resattnet3d, ResAttNet3DConfig.small()),
+                                           (resattnet3d, ResAttNet3DConfig.full()),
+                                           (vgg_cifar, VggCifarConfig.cifar10())])
+def test_layout_rules_put_every_filter_key_value_and_unit_dim_on_the_model_axis(module, config):
+    graph, _, _, _ = _build_graph(module, config, batch=2)
+    splittable = {name for name in _graph_dims(graph)
+                  if name.endswith(("_filters", "_key", "_value", "_units"))}
+    rules = dict(rule.split(":") for rule in module.layout_rules(config).split(";"))
+    assert rules.pop("batch") == "batch"
+    assert set(rules) == splittable
+    assert set(rules.values()) == {"model"}
+    assert module.layout_rules(config, model_axis="m", batch_axis=None).startswith(
+        f"{module.split_dim_names(config)[0]}:m")
+
+
+def test_stem_conv_flops_are_two_times_kernel_channels_and_positions():
+    table = resattnet3d.describe(ResAttNet3DConfig.small())
+    stem = table.layers[0]
+    assert stem.flops == 2 * 27 * 1 * 8 * 32 ** 3
+    assert (stem.split_dim, stem.split_size) == ("stem_filters", 8)
+    attention = [layer for layer in table.layers if layer.kind == "attention"]
+    assert [layer.comm for layer in attention] == ["allreduce", "allreduce"]
+    assert attention[0].split_size == 16  # 32 channels * key ratio 0.5
+
+
+def test_odd_volume_downsamples_like_tf_same_padding():
+    config = ResAttNet3DConfig.small(input_shape=(7, 9, 10), stem_filters=3,
+                                     stage_filters=(3, 4), attention_stages=(1,))
+    graph, _, logits, _ = _build_graph(resattnet3d, config, batch=2)
+    positions = _graph_dims(graph)["s1att_pos"]
+    assert positions == 2 * 3 * 3  # 7,9,10 -> pool 4,5,5 -> stride 2: 2,3,3
+    table = resattnet3d.describe(config)
+    attention = next(layer for layer in table.layers if layer.name == "s1att_qk")
+    assert attention.out_elems == positions ** 2
+    assert logits.shape.to_integer_list == [2, 2]
+
+
+@pytest.mark.parametrize("module,config", [(resattnet3d, TINY_3D), (vgg_cifar, TINY_VGG)])
+def test_uneven_hybrid_mesh_gives_the_one_device_logits(module, config):
+    one = _run_logits(module, config, HeterogeneousMeshImpl("all:1", "", [""]))
+    hybrid = _run_logits(module, config, HeterogeneousMeshImpl(
+        "batch:2;model:3", module.layout_rules(config), [""] * 6,
+        split_weights={"batch": [2, 1], "model": [3, 2, 1]}))
+    assert one.shape == (5, config.num_classes)
+    np.testing.assert_allclose(hybrid, one, atol=1e-5)
+
+
+def test_eval_graph_uses_moving_averages_and_returns_no_updates():
+    graph, _, _, updates = _build_graph(resattnet3d, TINY_3D, is_training=False)
+    assert updates == []
+    names = {v.name for v in graph.all_variables}
+    assert any(name.endswith("stem_bn/moving_mean") for name in names)
+
+
+def test_model_registry_names_and_bad_names():
+    assert {"resattnet3d-small", "resattnet3d-full", "vgg-cifar"} <= set(models.names())
+    spec = models.get("resattnet3d-small")
+    assert spec.input_shape == (32, 32, 32, 1)
+    assert spec.describe().name == "resattnet3d-small"
+    with pytest.raises(ValueError, match="unknown model"):
+        models.get("resnet-9000")
+
+
+@pytest.mark.parametrize("kwargs", [dict(input_shape=(8, 8)), dict(stage_filters=()),
+                                    dict(attention_stages=(5,)),
+                                    dict(attention_key_ratio=0)])
+def test_bad_resattnet_configs_raise_value_error(kwargs):
+    with pytest.raises(ValueError):
+        ResAttNet3DConfig.small(**kwargs)
+
+
+def test_vgg_rejects_images_the_pools_cannot_halve():
+    with pytest.raises(ValueError, match="divisible"):
+        VggCifarConfig(image_shape=(30, 30))
+
+
+def test_configs_and_layer_tables_import_no_tensorflow():
+    code = ("import sys, meshpar.models as m; m.describe_model('resattnet3d-full'); "
+            "m.get('vgg-cifar').layout_rules(); print('tensorflow' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "False"
