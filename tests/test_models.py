@@ -21,9 +21,15 @@ TINY_VGG = VggCifarConfig.small(image_shape=(8, 8), filters=(5, 7), pool_every=1
                                 dense_units=(7,), num_classes=3, name="tiny-vgg")
 
 
+@pytest.fixture(autouse=True)
+def tf_graph():
+    """Every test builds in its own TF1 graph (graph mode, not eager)."""
+    with tf.Graph().as_default() as graph:
+        yield graph
+
+
 def _build_graph(module, config, batch=3, seed=1, is_training=True):
-    """Build (not lower) the model; return (mtf graph, mesh, logits, update ops, tf input)."""
-    tf.reset_default_graph()
+    """Build (not lower) the model; return (mtf graph, mesh, logits, update ops)."""
     tf.set_random_seed(seed)
     graph = mtf.Graph()
     mesh = mtf.Mesh(graph, "mesh")
@@ -38,6 +44,11 @@ def _graph_dims(graph):
 
 
 def _run_logits(module, config, impl, batch=5):
+    with tf.Graph().as_default():
+        return _run_logits_in_graph(module, config, impl, batch)
+
+
+def _run_logits_in_graph(module, config, impl, batch):
     graph, mesh, logits, _ = _build_graph(module, config, batch=batch)
     lowering = mtf.Lowering(graph, {mesh: impl})
     out = lowering.export_to_tf_tensor(logits)

@@ -72,7 +72,8 @@ class PhantomParams:
     """Anatomy and acquisition of one synthetic subject (all sampled per subject)."""
 
     label: str
-    atrophy: float  # 0 none .. ~1 typical AD, jittered per subject
+    atrophy: float  # disease: 0 none .. ~1 typical AD, jittered per subject
+    age: float  # 0 (about 60 years) .. 1 (about 90): atrophy common to all groups
     head_radii_mm: np.ndarray  # (3,)
     head_center_mm: np.ndarray  # (3,) head centre in world (scanner) space
     shape_linear: np.ndarray  # (3,) low-order deformation of the head outline
@@ -97,6 +98,7 @@ class PhantomParams:
         return {
             "label": self.label,
             "atrophy": round(float(self.atrophy), 4),
+            "age": round(float(self.age), 4),
             "head_radii_mm": [round(float(v), 2) for v in self.head_radii_mm],
             "ventricle_scale": [round(float(v), 4) for v in self.ventricle_scale],
             "cortex_thickness": round(float(self.cortex_thickness), 4),
@@ -194,33 +196,37 @@ def sample_params(
 ) -> PhantomParams:
     """Draw one subject's anatomy and acquisition for diagnostic group ``label``."""
     base = severity_of(label, label_set)
-    # Disease stage varies within a group; NC subjects still age a little.
+    # Disease stage varies within a group; NC subjects have a little too.
     atrophy = float(np.clip(base + rng.normal(0.0, 0.12 + 0.1 * base), 0.0, 1.4))
+    # Ageing atrophies every brain, whatever the group: it confounds global
+    # measures (CSF fraction, sulcal width), less so the medial temporal lobe.
+    age = float(rng.uniform(0.0, 1.0))
     size = rng.normal(1.0, 0.06)
     radii = np.asarray(HEAD_RADII_MM) * size * rng.normal(1.0, 0.035, size=3)
     quad = rng.normal(0.0, 0.02, size=(3, 3))
     k = 14
     directions = rng.normal(size=(k, 3))
     directions /= np.linalg.norm(directions, axis=1, keepdims=True)
-    ventricle_base = np.exp(rng.normal(0.0, 0.12))  # people differ a lot in ventricle size
+    ventricle_base = np.exp(rng.normal(0.0, 0.1))  # people differ a lot in ventricle size
     bias_quad = rng.normal(0.0, 0.08, size=(3, 3))
     return PhantomParams(
         label=label,
         atrophy=atrophy,
+        age=age,
         head_radii_mm=radii,
         head_center_mm=rng.normal(0.0, 4.0, size=3),
         shape_linear=rng.normal(0.0, 0.025, size=3),
         shape_quadratic=(quad + quad.T) / 2,
-        brain_radius=0.845 * (1.0 - 0.035 * atrophy) * rng.normal(1.0, 0.01),
-        cortex_thickness=0.14 * (1.0 - 0.3 * atrophy) * rng.normal(1.0, 0.06),
-        sulcal_width=(0.1 + 0.14 * atrophy) * np.exp(rng.normal(0.0, 0.1)),
+        brain_radius=0.845 * (1.0 - 0.02 * age - 0.015 * atrophy) * rng.normal(1.0, 0.01),
+        cortex_thickness=0.14 * (1.0 - 0.12 * age - 0.12 * atrophy) * rng.normal(1.0, 0.06),
+        sulcal_width=(0.08 + 0.1 * age + 0.05 * atrophy) * np.exp(rng.normal(0.0, 0.15)),
         gyral_directions=directions,
         gyral_phases=rng.uniform(0.0, 2 * np.pi, size=k),
         gyral_frequency=rng.uniform(11.0, 14.0),
-        ventricle_scale=ventricle_base * (1.0 + 0.32 * atrophy) * rng.normal(1.0, 0.05, size=3),
+        ventricle_scale=ventricle_base * (1.0 + 0.12 * age + 0.4 * atrophy) * rng.normal(1.0, 0.05, size=3),
         ventricle_asymmetry=rng.normal(0.0, 0.08),
-        hippocampus_scale=(1.0 - 0.22 * atrophy) * np.exp(rng.normal(0.0, 0.06)),
-        temporal_horn_scale=(1.0 + 0.8 * atrophy) * np.exp(rng.normal(0.0, 0.1)),
+        hippocampus_scale=(1.0 - 0.05 * age - 0.3 * atrophy) * np.exp(rng.normal(0.0, 0.06)),
+        temporal_horn_scale=(1.0 + 0.2 * age + 1.5 * atrophy) * np.exp(rng.normal(0.0, 0.1)),
         gain=float(np.exp(rng.normal(np.log(800.0), 0.25))),
         bias_linear=rng.normal(0.0, 0.1, size=3),
         bias_quadratic=(bias_quad + bias_quad.T) / 2,
@@ -248,7 +254,7 @@ def _ventricle_ellipsoids(params: PhantomParams) -> list:
     vs = params.ventricle_scale
     a = params.ventricle_asymmetry
     ts = params.temporal_horn_scale
-    lateral = np.array([0.065, 0.27, 0.095]) * vs
+    lateral = np.array([0.08, 0.28, 0.1]) * vs
     horn = np.array([0.03, 0.13, 0.03]) * ts
     return [
         ((-0.13, 0.04, 0.14), lateral * (1 + a)),  # lateral ventricles

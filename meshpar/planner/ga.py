@@ -14,7 +14,8 @@ model w.    ``mw[P, K, n]``  weights of the M columns; ``K`` = one per split dim
 
 Operators: tournament selection; order crossover (OX) and swap mutation for
 the placement; blend crossover (BLX-alpha, in log space so weights stay
-positive) and Gaussian mutation for the weights; a rebalancing mutation that
+positive) and Gaussian mutation for the weights; a unit move (one filter or
+sample from one coordinate to another, on the integer lattice); a rebalancing mutation that
 scales each weight by (mean time / its coordinate's time) from the parent's
 evaluation (a memetic step toward equal finish times); a shape mutation that
 re-seeds from the proportional chromosome of another mesh shape; elitism.
@@ -98,6 +99,33 @@ class _Problem:
                                                  np.exp(pop.mw[idx, k, :cols]))
         return bsz, csz
 
+    def unit_move(self, pop: _Population, which: np.ndarray, rng) -> None:
+        """Move one unit of one split (batch or a dim) between two coordinates.
+
+        The weights become the new integer sizes, which ``split_sizes`` maps
+        back to exactly those sizes: a step on the integer lattice.
+        """
+        for c in which:
+            rows, cols = self.shapes[pop.shape[c]]
+            genes = ([("b", rows)] if rows > 1 else [])
+            active = np.nonzero(self.cost.active_dims(cols))[0] if cols > 1 else []
+            genes += [("m", d) for d in (active if self.per_layer else active[:1])]
+            if not genes:
+                continue
+            kind, g = genes[rng.integers(len(genes))]
+            if kind == "b":
+                logw, total, k = pop.bw[c, :rows], self.cost.batch, rows
+            else:
+                logw, total, k = pop.mw[c, g if self.per_layer else 0, :cols], \
+                    int(self.cost.dim_sizes[g]), cols
+            sizes = split_sizes_batch(total, np.exp(logw)[None, :])[0]
+            i, j = rng.choice(k, size=2, replace=False)
+            if sizes[j] <= 1:
+                continue
+            sizes[i] += 1
+            sizes[j] -= 1
+            logw[:] = np.log(sizes)
+
     def evaluate(self, pop: _Population):
         """Fitness [P], seconds [P], and rebalanced log weights (bw, mw) per individual."""
         P = pop.shape.size
@@ -145,7 +173,8 @@ def plan_ga(model: ModelDescription, cluster: ClusterSpec, batch: int, seed: int
             population: int = 32, generations: int = 100, per_layer: bool = True,
             tournament: int = 3, elite: int = 2, crossover_rate: float = 0.8,
             blend_alpha: float = 0.3, weight_sigma: float = 0.05, weight_rate: float = 0.3,
-            swap_rate: float = 0.3, balance_rate: float = 0.3, shape_rate: float = 0.05,
+            swap_rate: float = 0.3, balance_rate: float = 0.2, unit_rate: float = 0.4,
+            shape_rate: float = 0.05,
             time_limit: Optional[float] = None, shapes: Optional[Sequence[tuple]] = None,
             cost: Optional[CostModel] = None, progress: bool = False, **_ignored) -> Plan:
     """Run GABRA; return the best plan found (never worse than proportional).
@@ -219,6 +248,7 @@ def plan_ga(model: ModelDescription, cluster: ClusterSpec, batch: int, seed: int
         child.bw[balance] = bal_bw[a[balance]]
         child.mw[balance] = bal_mw[a[balance]]
         _mutate_weights(child, rng, weight_sigma, weight_rate, skip=balance)
+        problem.unit_move(child, np.nonzero(rng.random(n_child) < unit_rate)[0], rng)
         _swap(child, rng, rng.random(n_child) < swap_rate)
         reshape = np.nonzero(rng.random(n_child) < shape_rate)[0] if S > 1 else []
         for c in reshape:
