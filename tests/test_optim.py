@@ -95,7 +95,9 @@ def test_race_free_step_matches_numpy_for_six_steps(kind, mesh):
     losses, weights = train(kind, mesh)
     np.testing.assert_allclose(losses, ref_losses, atol=1e-6, rtol=0)
     for got, want in zip(weights, ref_weights):
-        np.testing.assert_allclose(got, want, atol=1e-6, rtol=0)
+        # Adam divides by sqrt(v): float32 rounding of tiny gradients shows up
+        # relative to the weight, so allow 1e-5 relative on top of 1e-6.
+        np.testing.assert_allclose(got, want, atol=1e-6, rtol=1e-5)
 
 
 def test_unordered_mtf_step_reads_updated_weights_on_a_split_mesh():

@@ -173,8 +173,11 @@ def orientation_affine(
     zooms = np.broadcast_to(np.asarray(voxel_mm, dtype=float), (3,))
     if np.any(zooms <= 0):
         raise ValueError(f"voxel sizes must be positive, got {tuple(zooms)}")
-    ornt = axcodes2ornt(tuple(axcodes))
-    if np.any(np.isnan(ornt)):
+    try:
+        ornt = axcodes2ornt(tuple(axcodes))
+    except ValueError:
+        ornt = np.full((3, 2), np.nan)
+    if len(axcodes) != 3 or np.any(np.isnan(ornt)) or len(set(ornt[:, 0])) != 3:
         raise ValueError(f"axis codes {axcodes!r} do not name three distinct axes (use e.g. RAS, LPS)")
     linear = np.zeros((3, 3))
     for array_axis, (world_axis, flip) in enumerate(ornt):

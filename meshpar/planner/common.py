@@ -20,15 +20,20 @@ def representative_speeds(cost: CostModel) -> np.ndarray:
     return cost.cluster.speeds_at(max(size, 1.0))
 
 
-def sorted_placement(speeds: np.ndarray, rows: int, cols: int) -> np.ndarray:
+def sorted_placement(speeds: np.ndarray, rows: int, cols: int,
+                     by_rows: bool = False) -> np.ndarray:
     """Devices at each pnum so that columns are alike inside and rows alike each other.
 
     Devices sorted fastest first fill the grid column by column: column 0
     takes the R fastest, column 1 the next R, ... Each row then holds one
     device of every speed band (rows alike), and every column holds devices of
     near-equal speed (so one share per column suits all of them).
+    With ``by_rows`` the sorted devices fill row by row instead (fast rows and
+    slow rows, balanced by the batch split): the other natural arrangement.
     """
     order = np.argsort(-np.asarray(speeds), kind="stable")
+    if by_rows:
+        return order.copy()
     grid = order.reshape(cols, rows).T  # grid[r, m] = order[m*R + r]
     return grid.reshape(-1)
 

@@ -70,24 +70,41 @@ class _Problem:
         self.D = cost.dim_sizes.size
         self.K = max(self.D, 1) if per_layer else 1
         self.per_layer = per_layer
-        speeds = representative_speeds(cost)
-        self.seed_perm, self.seed_bw, self.seed_mw = [], [], []
-        for rows, cols in shapes:
-            perm = sorted_placement(speeds, rows, cols)
-            b, m = proportional_weights(speeds, perm, rows, cols)
-            bw = np.zeros(self.n)
-            bw[:rows] = np.log(b)
-            mw = np.zeros((self.K, self.n))
-            mw[:, :cols] = np.log(m)[None, :]
-            self.seed_perm.append(perm)
-            self.seed_bw.append(bw)
-            self.seed_mw.append(mw)
+        self.speeds = representative_speeds(cost)
+        # Seeds: per shape, the proportional chromosome (devices sorted into
+        # columns) and the row-sorted variant; index 2*s and 2*s + 1.
+        self.seed_shape, self.seed_perm, self.seed_bw, self.seed_mw = [], [], [], []
+        for s, (rows, cols) in enumerate(shapes):
+            for by_rows in (False, True):
+                perm = sorted_placement(self.speeds, rows, cols, by_rows=by_rows)
+                bw, mw = self.proportional_genes(perm, rows, cols)
+                self.seed_shape.append(s)
+                self.seed_perm.append(perm)
+                self.seed_bw.append(bw)
+                self.seed_mw.append(mw)
 
-    def seeds(self, idx: np.ndarray) -> _Population:
+    def proportional_genes(self, perm: np.ndarray, rows: int, cols: int):
+        """Log weights of the proportional split for placement ``perm``."""
+        b, m = proportional_weights(self.speeds, perm, rows, cols)
+        bw = np.zeros(self.n)
+        bw[:rows] = np.log(b)
+        mw = np.zeros((self.K, self.n))
+        mw[:, :cols] = np.log(m)[None, :]
+        return bw, mw
+
+    def seeds(self, idx) -> _Population:
+        """Seed chromosomes ``idx`` (see ``__init__``)."""
         idx = np.asarray(idx, dtype=np.int64)
-        return _Population(idx.copy(), np.stack([self.seed_perm[i] for i in idx]),
+        return _Population(np.array([self.seed_shape[i] for i in idx], dtype=np.int64),
+                           np.stack([self.seed_perm[i] for i in idx]),
                            np.stack([self.seed_bw[i] for i in idx]),
                            np.stack([self.seed_mw[i] for i in idx]))
+
+    def rebalance_placement(self, pop: _Population, which) -> None:
+        """Reset the weights of individuals ``which`` to proportional for their placement."""
+        for c in which:
+            rows, cols = self.shapes[pop.shape[c]]
+            pop.bw[c], pop.mw[c] = self.proportional_genes(pop.perm[c], rows, cols)
 
     def sizes(self, pop: _Population, idx: np.ndarray, rows: int, cols: int):
         bsz = split_sizes_batch(self.cost.batch, np.exp(pop.bw[idx, :rows]))
@@ -170,7 +187,7 @@ def order_crossover(a: np.ndarray, b: np.ndarray, rng: np.random.Generator) -> n
 
 
 def plan_ga(model: ModelDescription, cluster: ClusterSpec, batch: int, seed: int = 0,
-            population: int = 32, generations: int = 100, per_layer: bool = True,
+            population: int = 32, generations: int = 200, per_layer: bool = True,
             tournament: int = 3, elite: int = 2, crossover_rate: float = 0.8,
             blend_alpha: float = 0.3, weight_sigma: float = 0.05, weight_rate: float = 0.3,
             swap_rate: float = 0.3, balance_rate: float = 0.2, unit_rate: float = 0.4,
@@ -198,21 +215,20 @@ def plan_ga(model: ModelDescription, cluster: ClusterSpec, batch: int, seed: int
     for name, value in (("population", population), ("generations", generations)):
         if int(value) < 1:
             raise ValueError(f"{name} must be >= 1, got {value}")
-    if not 0 <= elite < population:
-        elite = max(0, min(elite, population - 1))
     cost = cost or CostModel(model, cluster, batch)
     shape_list = allowed_shapes(cost, shapes)
     problem = _Problem(cost, shape_list, per_layer)
     rng = np.random.default_rng(seed)
     n, S = cost.n, len(shape_list)
-    P = max(int(population), S + 1)
-    elite = min(max(int(elite), 1), P - 1)
+    n_seeds = 2 * S
+    P = max(int(population), n_seeds + S + 2)
+    elite = min(max(int(elite), 1), P - S - 1)
 
-    # Initial population: every shape's proportional chromosome, then mutants of them.
-    pop = problem.seeds(np.arange(S))
-    extra = problem.seeds(rng.integers(0, S, size=P - S))
+    # Initial population: the seed chromosomes of every shape, then mutants of them.
+    pop = problem.seeds(np.arange(n_seeds))
+    extra = problem.seeds(rng.integers(0, n_seeds, size=P - n_seeds))
     _mutate_weights(extra, rng, weight_sigma * 3, 1.0)
-    _swap(extra, rng, np.ones(P - S, dtype=bool))
+    _swap(extra, rng, np.ones(P - n_seeds, dtype=bool))
     pop = _Population.concat([pop, extra])
 
     history = []
@@ -231,7 +247,15 @@ def plan_ga(model: ModelDescription, cluster: ClusterSpec, batch: int, seed: int
             bar.set_postfix(best=f"{seconds[order[0]]:.4g}s")
         if time_limit is not None and time.perf_counter() - t0 > time_limit:
             break
-        n_child = P - elite
+        # Elites: the best `elite` overall plus the best of every shape (niches,
+        # so a shape that needs several coordinated changes is not lost early).
+        keep = list(order[:elite])
+        for s in range(S):
+            members = order[pop.shape[order] == s]
+            if members.size and members[0] not in keep:
+                keep.append(members[0])
+        keep = np.array(keep, dtype=np.int64)
+        n_child = P - keep.size
         a = _tournament(fitness, n_child, tournament, rng)
         b = _tournament(fitness, n_child, tournament, rng)
         child = pop.take(a)
@@ -249,15 +273,16 @@ def plan_ga(model: ModelDescription, cluster: ClusterSpec, batch: int, seed: int
         child.mw[balance] = bal_mw[a[balance]]
         _mutate_weights(child, rng, weight_sigma, weight_rate, skip=balance)
         problem.unit_move(child, np.nonzero(rng.random(n_child) < unit_rate)[0], rng)
-        _swap(child, rng, rng.random(n_child) < swap_rate)
+        swapped = rng.random(n_child) < swap_rate
+        _swap(child, rng, swapped)
+        problem.rebalance_placement(child, np.nonzero(swapped & (rng.random(n_child) < 0.5))[0])
         reshape = np.nonzero(rng.random(n_child) < shape_rate)[0] if S > 1 else []
         for c in reshape:
             new = (child.shape[c] + rng.integers(1, S)) % S
-            fresh = problem.seeds([new])
+            fresh = problem.seeds([2 * new + rng.integers(2)])
             child.shape[c], child.perm[c] = new, fresh.perm[0]
             child.bw[c], child.mw[c] = fresh.bw[0], fresh.mw[0]
         child_fit, child_sec, child_bbw, child_bmw = problem.evaluate(child)
-        keep = order[:elite]
         pop = _Population.concat([pop.take(keep), child])
         fitness = np.concatenate([fitness[keep], child_fit])
         seconds = np.concatenate([seconds[keep], child_sec])

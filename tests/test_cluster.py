@@ -1,0 +1,67 @@
+import json
+import math
+
+import pytest
+
+from meshpar.cluster import ClusterSpec, DeviceSpec
+
+
+def test_from_speeds_scales_a_reference_flop_rate():
+    cluster = ClusterSpec.from_speeds([1.0, 0.5], reference_flops=1e10)
+    assert [d.speed_at(123.0) for d in cluster.devices] == pytest.approx([1e10, 5e9])
+    assert cluster.device_strings == ["/job:worker/task:0/device:CPU:0",
+                                      "/job:worker/task:1/device:CPU:0"]
+
+
+@pytest.mark.parametrize("speeds", [[], [1.0, 0.0], [1.0, -2], [float("nan")], [math.inf]])
+def test_from_speeds_rejects_empty_nonpositive_and_nan(speeds):
+    with pytest.raises(ValueError):
+        ClusterSpec.from_speeds(speeds)
+
+
+def test_speed_interpolates_in_log_space_and_holds_outside():
+    d = DeviceSpec("a", "/cpu:0", ((1e6, 1e9), (1e8, 1e11)))
+    assert d.speed_at(1e7) == pytest.approx(1e10)  # geometric midpoint
+    assert d.speed_at(1.0) == pytest.approx(1e9)
+    assert d.speed_at(1e12) == pytest.approx(1e11)
+
+
+def test_cluster_json_round_trip(tmp_path):
+    cluster = ClusterSpec((DeviceSpec("a", "/gpu:0", ((1e6, 1e9), (1e8, 2e9)), 2**30),
+                           DeviceSpec("b", "/cpu:0", ((1e6, 5e8),), 2**31)),
+                          bandwidth=1e9, latency=1e-4)
+    path = tmp_path / "cluster.json"
+    cluster.save(path)
+    assert ClusterSpec.load(path) == cluster
+
+
+def test_cluster_file_missing_field_names_file_and_field(tmp_path):
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps({"devices": [{"name": "a", "device": "/cpu:0",
+                                             "profile": [[1, 1e9]]}],
+                                "bandwidth": 1e9, "latency": 0}))
+    with pytest.raises(ValueError, match=r"bad\.json.*memory_bytes"):
+        ClusterSpec.load(path)
+
+
+def test_cluster_file_bad_speed_is_a_value_error(tmp_path):
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps({"devices": [{"name": "a", "device": "/cpu:0",
+                                             "profile": [[1, -5]], "memory_bytes": 10}],
+                                "bandwidth": 1e9, "latency": 0}))
+    with pytest.raises(ValueError, match="profile speed"):
+        ClusterSpec.load(path)
+
+
+def test_missing_cluster_file_is_file_not_found(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        ClusterSpec.load(tmp_path / "nope.json")
+
+
+def test_profile_local_devices_measures_a_tiny_conv():
+    from meshpar.cluster import profile_local_devices
+
+    cluster = profile_local_devices(sizes=[(1, 4, 2, 4)], repeats=1)
+    cpu = cluster.devices[0]
+    assert cpu.device == "/device:CPU:0"
+    assert len(cpu.profile) == 1 and cpu.profile[0][1] > 0

@@ -1,0 +1,88 @@
+import numpy as np
+import pytest
+
+from meshpar.cluster import ClusterSpec, DeviceSpec
+from meshpar.cost_model import CostModel, split_sizes_batch
+from meshpar.description import Layer, ModelDescription
+from meshpar.splits import split_sizes
+
+
+def one_conv(filters=64, comm="allconcat", out_elems=1000):
+    return ModelDescription("one", (Layer("c", "conv3d", 1e9, 100, 1000, out_elems * filters,
+                                          "f", filters, comm),), input_elems=1000)
+
+
+def test_split_sizes_batch_matches_the_split_rule():
+    rng = np.random.default_rng(0)
+    for k in (1, 2, 3, 7, 16):
+        for total in (k, k + 1, 13, 64, 101):
+            if total < k:
+                continue
+            w = rng.exponential(size=(50, k)) ** 3  # includes quotas below 1
+            expected = np.array([split_sizes(total, list(row)) for row in w])
+            assert (split_sizes_batch(total, w) == expected).all()
+
+
+def test_data_parallel_time_is_slowest_device_plus_gradient_allreduce():
+    cluster = ClusterSpec.from_speeds([1.0, 0.5], bandwidth=1e9, latency=1e-3)
+    cost = CostModel(one_conv(), cluster, batch=3)
+    ev = cost.evaluate_sizes(2, 1, [0, 1], [2, 1], {})
+    compute = max(3 * 1e9 * 2 / 1e11, 3 * 1e9 * 1 / 0.5e11)
+    allreduce = 2 * (2 - 1) / 2 * 100 * 4 / 1e9 + 1e-3
+    assert ev.seconds[0] == pytest.approx(compute + allreduce)
+
+
+def test_filter_split_time_is_slowest_slice_plus_allconcat_both_ways():
+    cluster = ClusterSpec.from_speeds([0.8, 0.5, 0.3, 0.2], bandwidth=1e9, latency=0.0)
+    cost = CostModel(one_conv(), cluster, batch=1)
+    ev = cost.evaluate_sizes(1, 4, [0, 1, 2, 3], [1], {"f": [28, 18, 11, 7]})
+    compute = max(3e9 * s / 64 / (v * 1e11) for s, v in zip([28, 18, 11, 7], [.8, .5, .3, .2]))
+    total_bytes = 64 * 1000 * 4
+    gather = (total_bytes - total_bytes * 7 / 64) / 1e9
+    assert ev.seconds[0] == pytest.approx(compute + 2 * gather)
+
+
+def test_proportional_split_beats_even_split_on_uneven_devices():
+    cluster = ClusterSpec.from_speeds([0.8, 0.5, 0.3, 0.2])
+    cost = CostModel(one_conv(), cluster, batch=1)
+    even = cost.evaluate_sizes(1, 4, [0, 1, 2, 3], [1], {"f": [16, 16, 16, 16]})
+    prop = cost.evaluate_sizes(1, 4, [0, 1, 2, 3], [1], {"f": [28, 18, 11, 7]})
+    assert prop.seconds[0] < 0.5 * even.seconds[0]
+
+
+def test_speed_depends_on_slice_size():
+    slow_small = DeviceSpec("a", "/cpu:0", ((1e6, 1e9), (1e10, 1e11)))
+    cluster = ClusterSpec((slow_small,), bandwidth=1e9, latency=0)
+    big = CostModel(one_conv(), cluster, batch=1).evaluate_sizes(1, 1, [0], [1], {})
+    # 3e9 FLOPs sit between the profile points: speed below the peak.
+    assert big.seconds[0] > 3e9 / 1e11
+
+
+def test_memory_counts_params_optimizer_slots_and_activations():
+    cluster = ClusterSpec.from_speeds([1.0], memory_bytes=1e12)
+    model = one_conv(filters=4, out_elems=10)
+    ev = CostModel(model, cluster, batch=2).evaluate_sizes(1, 1, [0], [2], {})
+    expected = 100 * 4 * (2 + 2) + (40 + 1000) * 2 * 4
+    assert ev.memory[0, 0] == pytest.approx(expected)
+
+
+def test_plan_over_device_memory_is_infeasible():
+    cluster = ClusterSpec.from_speeds([1.0, 1.0], memory_bytes=1000)
+    ev = CostModel(one_conv(), cluster, batch=2).evaluate_sizes(2, 1, [0, 1], [1, 1], {})
+    assert not ev.feasible[0] and ev.overflow[0] > 1
+
+
+def test_population_is_evaluated_in_one_call():
+    cluster = ClusterSpec.from_speeds([1.0, 0.5, 0.3, 0.2])
+    cost = CostModel(one_conv(), cluster, batch=4)
+    perm = np.tile(np.arange(4), (3, 1))
+    sizes = np.array([[[16, 16, 16, 16]], [[28, 18, 11, 7]], [[40, 10, 8, 6]]])
+    ev = cost.evaluate(1, 4, perm, np.full((3, 1), 4), sizes)
+    assert ev.seconds.shape == (3,) and ev.memory.shape == (3, 4)
+    assert np.argmin(ev.seconds) == 1
+
+
+def test_lower_bound_is_total_work_over_total_speed():
+    cluster = ClusterSpec.from_speeds([0.8, 0.5, 0.3, 0.2])
+    cost = CostModel(one_conv(), cluster, batch=1)
+    assert cost.lower_bound() == pytest.approx(3e9 / 1.8e11)

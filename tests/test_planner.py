@@ -1,0 +1,115 @@
+import sys
+
+import numpy as np
+import pytest
+
+from meshpar.cluster import ClusterSpec, DeviceSpec
+from meshpar.description import Layer, ModelDescription
+from meshpar.models.catalog import describe_model
+from meshpar.plan import Plan
+from meshpar.planner import METHODS, plan
+
+
+def two_conv_model(f1=12, f2=10):
+    return ModelDescription("tiny", (
+        Layer("c1", "conv3d", 2e8, 2000, 4000, f1 * 4000, "c1_filters", f1, "allconcat"),
+        Layer("c2", "conv3d", 3e8, 3000, f1 * 4000, f2 * 2000, "c2_filters", f2, "allconcat"),
+        Layer("fc", "dense", 1e6, 500, f2 * 2000, 10)), input_elems=4000)
+
+
+def size_dependent_cluster(speeds, seed):
+    """Devices that run small kernels slower (speed a function of size)."""
+    rng = np.random.default_rng(seed)
+    devices = tuple(
+        DeviceSpec(f"d{i}", f"/job:worker/task:{i}/device:CPU:0",
+                   ((1e7, s * 2e10 * rng.uniform(0.3, 0.7)), (1e9, s * 5e10)), 2**33)
+        for i, s in enumerate(speeds))
+    return ClusterSpec(devices, bandwidth=2e9, latency=5e-5)
+
+
+SMALL_CASES = [(0, [1.0, 0.6, 0.3, 0.25], 6), (2, [1.0, 0.7, 0.5, 0.2], 4),
+               (3, [1.0, 1.0, 0.2, 0.2], 8)]
+
+
+def test_design_example_proportional_split_is_28_18_11_7():
+    model = ModelDescription("one", (Layer("c", "conv3d", 1e9, 100, 1000, 64000,
+                                           "conv_filters", 64, "allconcat"),))
+    cluster = ClusterSpec.from_speeds([0.8, 0.5, 0.3, 0.2])
+    result = plan(model, cluster, 1, method="proportional", shapes=[(1, 4)])
+    assert result.split_sizes["conv_filters"] == [28, 18, 11, 7]
+
+
+def test_every_planner_returns_a_plan_with_the_same_fields():
+    model = two_conv_model()
+    cluster = ClusterSpec.from_speeds([1.0, 0.5, 0.3])
+    plans = [plan(model, cluster, 6, method=m, generations=20) for m in METHODS]
+    for p in plans:
+        assert isinstance(p, Plan) and p.feasible and p.predicted_step_seconds > 0
+        assert p.lower_bound_seconds <= p.predicted_step_seconds
+    assert [p.method for p in plans] == list(METHODS)
+
+
+@pytest.mark.parametrize("case_seed,speeds,batch", SMALL_CASES)
+def test_ga_is_within_one_percent_of_exact_on_small_cases(case_seed, speeds, batch):
+    model, cluster = two_conv_model(), size_dependent_cluster(speeds, case_seed)
+    exact = plan(model, cluster, batch, method="exact")
+    ga = plan(model, cluster, batch, method="ga", seed=0)
+    assert ga.predicted_step_seconds <= 1.01 * exact.predicted_step_seconds
+    assert exact.predicted_step_seconds <= ga.predicted_step_seconds * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("case_seed,speeds,batch", SMALL_CASES)
+def test_ga_is_never_worse_than_proportional(case_seed, speeds, batch):
+    model, cluster = two_conv_model(), size_dependent_cluster(speeds, case_seed)
+    prop = plan(model, cluster, batch, method="proportional")
+    ga = plan(model, cluster, batch, method="ga", seed=1, generations=5)
+    assert ga.predicted_step_seconds <= prop.predicted_step_seconds
+
+
+def test_ga_is_reproducible_with_a_seed():
+    model = describe_model("vgg-cifar")
+    cluster = ClusterSpec.from_speeds([1.0, 0.7, 0.5, 0.5, 0.3, 0.2])
+    a = plan(model, cluster, 16, method="ga", seed=7, generations=30)
+    b = plan(model, cluster, 16, method="ga", seed=7, generations=30)
+    assert a.to_dict() | {"planning_seconds": 0} == b.to_dict() | {"planning_seconds": 0}
+    assert len(a.history) == 31 and a.history[-1] <= a.history[0]
+
+
+def test_exact_raises_above_its_size_limit():
+    model = describe_model("vgg-cifar")
+    cluster = ClusterSpec.from_speeds([1.0, 0.5, 0.3, 0.2])
+    with pytest.raises(ValueError, match="exceed the limit"):
+        plan(model, cluster, 32, method="exact")
+    with pytest.raises(ValueError, match="at most"):
+        plan(model, ClusterSpec.from_speeds([1.0] * 9), 8, method="exact")
+
+
+def test_unknown_method_is_a_value_error():
+    with pytest.raises(ValueError, match="unknown planning method"):
+        plan(two_conv_model(), ClusterSpec.from_speeds([1.0]), 2, method="magic")
+
+
+def test_ga_plan_json_round_trip(tmp_path):
+    result = plan(two_conv_model(), ClusterSpec.from_speeds([1.0, 0.4]), 4, method="ga",
+                  generations=10)
+    path = tmp_path / "plan.json"
+    result.save(path)
+    assert Plan.load(path) == result
+
+
+def test_planning_imports_no_tensorflow():
+    plan(describe_model("resattnet3d-small"), ClusterSpec.from_speeds([1.0, 0.5]), 4,
+         method="ga", generations=3)
+    assert "tensorflow" not in sys.modules or "tensorflow" in _preloaded
+
+
+_preloaded = set(sys.modules)
+
+
+def test_ga_plans_256_devices_quickly():
+    model = describe_model("resattnet3d-small")
+    cluster = ClusterSpec.from_speeds([1.0, 0.5, 0.3, 0.2] * 64)
+    prop = plan(model, cluster, 256, method="proportional")
+    ga = plan(model, cluster, 256, method="ga", generations=20, population=16)
+    assert ga.predicted_step_seconds <= prop.predicted_step_seconds
+    assert ga.planning_seconds < 10
