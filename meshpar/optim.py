@@ -7,8 +7,10 @@ control edges. A variable's value is read by the forward pass, by the backward
 pass of *other* layers and by the fetched loss; the update of that variable
 depends only on its *own* gradient. Nothing stops the executor from running
 ``w1 -= lr * g1`` before the backward op that still needs the old ``w1`` to
-compute ``g0`` (a reference variable's read aliases its buffer; a resource
-variable's read can simply be scheduled after the write). Training then
+compute ``g0``. (mtf lowers a variable with ``tf.cast(slice_variable)``, which
+returns the variable itself when the dtype already matches, so every consumer
+makes its own ``ReadVariableOp``; a reference variable's read aliases its
+buffer. Either way, a read can land after the write.) Training then
 silently differs from the one-device result, and differently on every mesh.
 Mesh-TensorFlow's own optimizers (``mtf.optimize``) have this race, and
 ``mtf.depend`` cannot help directly: it fails on gradients that are pending
@@ -56,6 +58,7 @@ __all__ = [
     "make_optimizer",
     "race_free_update_ops",
     "naive_update_ops",
+    "unordered_reads",
 ]
 
 
@@ -231,3 +234,63 @@ def naive_update_ops(graph, loss, optimizer, variables=None) -> list:
     """The unordered step (what ``mtf.optimize`` does): for demonstrations and tests."""
     variables, grads = _variables_and_grads(graph, loss, variables)
     return optimizer.apply_grads(grads, variables)
+
+
+_ASSIGN_TYPES = {"AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp",
+                 "Assign", "AssignAdd", "AssignSub"}
+_VARIABLE_TYPES = {"VarHandleOp", "VariableV2", "Variable"}
+
+
+def unordered_reads(fetches) -> list:
+    """Variable reads in a step that are not ordered before that variable's writes.
+
+    Looks at the TF ops ``session.run(fetches)`` would execute. For each
+    variable written in the step, every read of it (a ``ReadVariableOp`` of a
+    resource variable, any non-assign consumer of a reference variable) must
+    be an ancestor of every write; otherwise the executor may run the read
+    after the write. An empty list means the step is race-free.
+
+    Parameters
+    ----------
+    fetches : tf.Tensor, tf.Operation or a (nested) list of them
+
+    Returns
+    -------
+    list of (str, str)
+        ``(read op name, write op name)`` pairs that are unordered.
+    """
+    roots = [f.op if isinstance(f, tf.Tensor) else f for f in tf.nest.flatten(fetches)]
+    closure = _ancestors(roots)
+    writes, reads = {}, {}
+    for op in closure:
+        if op.type in _ASSIGN_TYPES and op.inputs:
+            var = op.inputs[0].op
+            if var.type in _VARIABLE_TYPES:
+                writes.setdefault(var, []).append(op)
+        elif op.type == "ReadVariableOp":
+            reads.setdefault(op.inputs[0].op, []).append(op)
+        else:
+            for inp in op.inputs:
+                if inp.op.type in ("VariableV2", "Variable"):
+                    reads.setdefault(inp.op, []).append(op)
+    found = []
+    for var, var_writes in writes.items():
+        for write in var_writes:
+            before = _ancestors([write])
+            for read in reads.get(var, []):
+                if read not in before:
+                    found.append((read.name, write.name))
+    return found
+
+
+def _ancestors(roots) -> set:
+    """``roots`` and every op they depend on through data or control edges."""
+    seen, stack = set(), list(roots)
+    while stack:
+        op = stack.pop()
+        if op in seen:
+            continue
+        seen.add(op)
+        stack.extend(t.op for t in op.inputs)
+        stack.extend(op.control_inputs)
+    return seen

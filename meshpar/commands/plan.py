@@ -16,10 +16,9 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "plan", help="plan uneven model + data parallelism for a cluster",
         description="Plan mesh shape, device placement and split weights with the cost model.")
-    source = parser.add_mutually_exclusive_group()
-    source.add_argument("--speeds", help="relative device speeds, e.g. 1.0,0.5,0.3,0.2 "
+    parser.add_argument("--speeds", help="relative device speeds, e.g. 1.0,0.5,0.3,0.2 "
                                          "(synthetic cluster, 1.0 = 1e11 FLOP/s)")
-    source.add_argument("--cluster", help="cluster JSON file (from `meshpar profile`)")
+    parser.add_argument("--cluster", help="cluster JSON file (from `meshpar profile`)")
     parser.add_argument("--model", default="resattnet3d-small",
                         help="built-in model: vgg-cifar, vgg-cifar-small, resattnet3d-small, "
                              "resattnet3d (default: %(default)s)")

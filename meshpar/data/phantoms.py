@@ -275,6 +275,9 @@ def ventricle_volume_ml(params: PhantomParams) -> float:
     return total * head / 1000.0
 
 
+RENDER_CHUNK = 1 << 17  # voxels rendered at a time: bounds memory at any grid size
+
+
 def render(
     params: PhantomParams,
     affine: np.ndarray,
@@ -283,19 +286,40 @@ def render(
 ) -> Tuple[np.ndarray, dict]:
     """Render ``params`` on the voxel grid (``affine``, ``shape``).
 
-    Returns the float32 image and ground-truth tissue volumes in ml. ``rng``
-    draws the noise; without one the image is noise-free.
+    Returns the float32 image and ground-truth volumes in ml. ``rng`` draws
+    the Rician noise; without one the image is noise-free. Voxels are rendered
+    in chunks, so memory stays near a few copies of the image.
     """
     shape = tuple(int(s) for s in shape)
-    ijk = np.indices(shape, dtype=np.float64).reshape(3, -1)
-    world = (affine[:3, :3] @ ijk + affine[:3, 3:4]).T  # (N, 3) RAS+ mm
+    n = int(np.prod(shape))
+    voxel_mm = float(np.mean(np.sqrt(np.sum(affine[:3, :3] ** 2, axis=0))))
+    width = 0.5 * voxel_mm / float(np.mean(params.head_radii_mm))
+    image = np.empty(n, dtype=np.float64)
+    brain_sum = 0.0
+    for start in range(0, n, RENDER_CHUNK):
+        ijk = np.stack(np.unravel_index(np.arange(start, min(n, start + RENDER_CHUNK)), shape)).astype(np.float64)
+        world = (affine[:3, :3] @ ijk + affine[:3, 3:4]).T  # (N, 3) RAS+ mm
+        image[start:start + ijk.shape[1]], tissue_sum = _render_points(params, world, width)
+        brain_sum += tissue_sum
+
+    if rng is not None and params.noise_sigma > 0:
+        sigma = params.noise_sigma * INTENSITY["wm"]
+        real = image + rng.normal(0.0, sigma, size=n)
+        imag = rng.normal(0.0, sigma, size=n)
+        image = np.sqrt(real * real + imag * imag)  # magnitude image: Rician noise
+    image *= params.gain
+    voxel_ml = abs(np.linalg.det(affine[:3, :3])) / 1000.0
+    truth = {"ventricle_ml": ventricle_volume_ml(params), "brain_ml": float(brain_sum * voxel_ml)}
+    return image.reshape(shape).astype(np.float32), truth
+
+
+def _render_points(params: PhantomParams, world: np.ndarray, width: float) -> Tuple[np.ndarray, float]:
+    """Noise-free, gain-free intensity at world points (N, 3), and their summed brain tissue."""
     p = (world - params.head_center_mm) / params.head_radii_mm  # head-normalised
     r0 = np.sqrt(np.sum(p * p, axis=1))
     u = p / np.maximum(r0, 1e-6)[:, None]
     deform = 1.0 + u @ params.shape_linear + np.einsum("ni,ij,nj->n", u, params.shape_quadratic, u)
     r = r0 / deform
-    voxel_mm = float(np.mean(np.sqrt(np.sum(affine[:3, :3] ** 2, axis=0))))
-    width = 0.5 * voxel_mm / float(np.mean(params.head_radii_mm))
 
     head = _inside(1.0 - r, width)
     skull = _inside(0.93 - r, width)
@@ -334,20 +358,8 @@ def render(
     image = image * (1.0 - brain) + tissue * brain
 
     bias = np.exp(p @ params.bias_linear + np.einsum("ni,ij,nj->n", p, params.bias_quadratic, p))
-    image *= bias
-    if rng is not None and params.noise_sigma > 0:
-        sigma = params.noise_sigma * t["wm"]
-        real = image + rng.normal(0.0, sigma, size=image.shape)
-        imag = rng.normal(0.0, sigma, size=image.shape)
-        image = np.sqrt(real * real + imag * imag)  # magnitude image: Rician noise
-    image *= params.gain
-
-    voxel_ml = abs(np.linalg.det(affine[:3, :3])) / 1000.0
-    truth = {
-        "ventricle_ml": ventricle_volume_ml(params),
-        "brain_ml": float((brain * (1.0 - sulcus) * (1.0 - ventricles)).sum() * voxel_ml),
-    }
-    return image.reshape(shape).astype(np.float32), truth
+    tissue_sum = float((brain * (1.0 - sulcus) * (1.0 - ventricles)).sum())
+    return image * bias, tissue_sum
 
 
 def default_voxel_mm(shape: Sequence[int], fov_mm: float = DEFAULT_FOV_MM) -> float:

@@ -1,0 +1,69 @@
+import json
+
+import pytest
+
+from meshpar.cli import main
+
+
+def test_plan_json_prints_one_object_with_the_plan(capsys):
+    rc = main(["plan", "--speeds", "1.0,0.5,0.3,0.2", "--model", "vgg-cifar", "--batch", "8",
+               "--method", "proportional", "--json"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    data = json.loads(out)
+    for key in ("method", "predicted_step_seconds", "planning_seconds", "mesh_shape",
+                "layout", "devices", "split_sizes"):
+        assert key in data
+    assert data["method"] == "proportional" and len(data["devices"]) == 4
+
+
+def test_plan_table_and_out_file(capsys, tmp_path):
+    out_file = tmp_path / "plan.json"
+    rc = main(["plan", "--speeds", "1.0,0.5", "--model", "vgg-cifar-small", "--batch", "4",
+               "--method", "ga", "--generations", "5", "--seed", "3", "--out", str(out_file)])
+    out = capsys.readouterr().out
+    assert rc == 0 and "predicted step" in out and "mesh" in out
+    assert json.loads(out_file.read_text())["method"] == "ga"
+
+
+def test_plan_from_cluster_file(capsys, tmp_path):
+    from meshpar.cluster import ClusterSpec
+
+    path = tmp_path / "cluster.json"
+    ClusterSpec.from_speeds([1.0, 0.25]).save(path)
+    rc = main(["plan", "--cluster", str(path), "--model", "vgg-cifar-small", "--batch", "4",
+               "--method", "exact", "--json"])
+    assert rc == 0 and json.loads(capsys.readouterr().out)["method"] == "exact"
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--speeds", "1,0.5", "--model", "nope"], "unknown model"),
+    (["--speeds", "1,0", "--model", "vgg-cifar"], "speeds must be"),
+    (["--speeds", "1,nan", "--model", "vgg-cifar"], "speeds must be"),
+    (["--model", "vgg-cifar"], "exactly one of --speeds or --cluster"),
+    (["--speeds", "1", "--cluster", "c.json"], "exactly one of --speeds or --cluster"),
+    (["--cluster", "/nonexistent/c.json", "--model", "vgg-cifar"], "does not exist"),
+    (["--speeds", "1,1", "--model", "vgg-cifar", "--method", "exact"], "exceed the limit"),
+])
+def test_bad_plan_input_exits_2_with_one_line(capsys, argv, message):
+    rc = main(["plan"] + argv)
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert len(err.strip().splitlines()) == 1 and message in err
+
+
+def test_cluster_file_missing_field_exits_2(capsys, tmp_path):
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"devices": [], "bandwidth": 1e9}))
+    assert main(["plan", "--cluster", str(path), "--model", "vgg-cifar"]) == 2
+    assert "latency" in capsys.readouterr().err
+
+
+def test_plan_that_cannot_fit_in_memory_exits_2(capsys, tmp_path):
+    from meshpar.cluster import ClusterSpec
+
+    path = tmp_path / "tiny.json"
+    ClusterSpec.from_speeds([1.0, 0.5], memory_bytes=1e5).save(path)
+    rc = main(["plan", "--cluster", str(path), "--model", "vgg-cifar", "--method",
+               "proportional"])
+    assert rc == 2 and "fits in memory" in capsys.readouterr().err

@@ -1,0 +1,326 @@
+"""Reading ADNI-style NIfTI directories: pre-processing steps, bad data, splits, tf.data."""
+import gzip
+import logging
+
+import nibabel as nib
+import numpy as np
+import pytest
+
+from meshpar.data.nifti import (
+    BadLabelsError,
+    BadSubjectError,
+    Compose,
+    CropOrPad,
+    NiftiDataset,
+    RandomAffine,
+    RandomFlip,
+    Reorient,
+    Resample,
+    Subject,
+    Volume,
+    ZScore,
+    load_volume,
+    read_labels,
+    split_subjects,
+)
+
+SHAPE = (12, 12, 12)
+
+
+def _blob(shape=SHAPE, seed=0):
+    """A bright ellipsoid on a dark noisy background, off-centre so flips show."""
+    rng = np.random.default_rng(seed)
+    grid = np.indices(shape).astype(float)
+    centre = np.array(shape)[:, None, None, None] * np.array([0.55, 0.45, 0.5])[:, None, None, None]
+    inside = (((grid - centre) / (np.array(shape)[:, None, None, None] * 0.3)) ** 2).sum(0) < 1
+    return (inside * 100.0 + grid[0] * 2 + rng.normal(0, 1, shape)).astype(np.float32) + 5.0
+
+
+def _save(path, data, affine=None):
+    nib.save(nib.Nifti1Image(np.asarray(data), np.eye(4) if affine is None else affine), str(path))
+    return path
+
+
+def _dataset(root, labels, n_bytes=None, header="subject,label"):
+    """Write ``labels`` (name -> label) as good 12^3 volumes plus labels.csv."""
+    root.mkdir(exist_ok=True)
+    lines = [header]
+    for i, (name, label) in enumerate(labels.items()):
+        _save(root / name, _blob(seed=i))
+        lines.append(f"{name},{label}")
+    (root / "labels.csv").write_text("\n".join(lines) + "\n")
+    return root
+
+
+@pytest.fixture
+def good(tmp_path):
+    return _dataset(tmp_path / "ds", {f"s{i}.nii.gz": ("NC", "AD")[i % 2] for i in range(6)})
+
+
+def _add(root, name, label="AD"):
+    with open(root / "labels.csv", "a") as fh:
+        fh.write(f"{name},{label}\n")
+    return root / name
+
+
+# ------------------------------------------------------------------ reading and steps
+
+
+def test_volume_round_trips_through_a_nii_gz_file(tmp_path):
+    data = _blob()
+    affine = np.diag([1.5, 1.5, 2.0, 1.0])
+    affine[:3, 3] = [-9, -8, -12]
+    vol = load_volume(_save(tmp_path / "a.nii.gz", data, affine))
+    np.testing.assert_array_equal(vol.data, data)
+    np.testing.assert_allclose(vol.affine, affine)
+    np.testing.assert_allclose(vol.zooms, [1.5, 1.5, 2.0])
+    assert vol.data.dtype == np.float32 and vol.path == tmp_path / "a.nii.gz"
+
+
+def test_lps_file_reorients_to_the_same_array_as_its_ras_twin(tmp_path):
+    data = _blob(shape=(10, 12, 14))
+    ras_affine = np.diag([2.0, 2.0, 2.0, 1.0])
+    ras_affine[:3, 3] = [-9, -11, -13]
+    flip = np.diag([-1.0, -1.0, 1.0, 1.0])
+    flip[:3, 3] = [9, 11, 0]  # index i -> 9 - i, j -> 11 - j
+    lps_data = data[::-1, ::-1, :]
+    lps_affine = ras_affine @ flip
+    ras = load_volume(_save(tmp_path / "ras.nii.gz", data, ras_affine))
+    lps = load_volume(_save(tmp_path / "lps.nii", lps_data, lps_affine))
+    assert nib.aff2axcodes(lps.affine) == ("L", "P", "S")
+    got, want = Reorient()(lps), Reorient()(ras)
+    np.testing.assert_array_equal(got.data, want.data)
+    np.testing.assert_allclose(got.affine, want.affine)
+    canonical = nib.as_closest_canonical(nib.load(str(tmp_path / "lps.nii")))
+    np.testing.assert_array_equal(got.data, canonical.get_fdata(dtype=np.float32))
+
+
+def test_resample_to_target_shape_keeps_the_field_of_view():
+    vol = Volume(_blob(shape=(24, 20, 16)), np.diag([1.0, 1.2, 1.5, 1.0]))
+    out = Resample(shape=(12, 10, 8))(vol)
+    assert out.data.shape == (12, 10, 8) and out.data.dtype == np.float32
+    np.testing.assert_allclose(out.zooms, [2.0, 2.4, 3.0])
+
+    def corner(v, index):  # world position of a grid corner (voxel edge, not centre)
+        return (v.affine @ np.r_[index, 1.0])[:3]
+
+    np.testing.assert_allclose(corner(out, [-0.5] * 3), corner(vol, [-0.5] * 3))
+    np.testing.assert_allclose(corner(out, [11.5, 9.5, 7.5]), corner(vol, [23.5, 19.5, 15.5]))
+    ramp = Volume(np.indices((20, 20, 20))[0].astype(np.float32), np.eye(4))
+    np.testing.assert_allclose(Resample(shape=(10, 10, 10))(ramp).data[2:8, 5, 5], 2 * np.arange(2, 8) + 0.5,
+                               atol=1e-3)
+
+
+def test_resample_to_spacing_then_crop_or_pad_reaches_the_model_grid():
+    vol = Volume(_blob(shape=(20, 20, 10)), np.diag([1.0, 1.0, 3.0, 1.0]))
+    spaced = Resample(spacing=2.0)(vol)
+    assert spaced.data.shape == (10, 10, 15)
+    out = CropOrPad((12, 8, 12))(spaced)
+    assert out.data.shape == (12, 8, 12)
+    # voxel (1, 0, 0) of the padded/cropped grid is voxel (0, 1, 1) of the spaced one
+    np.testing.assert_allclose(out.affine @ [1, 0, 0, 1], spaced.affine @ [0, 1, 1, 1])
+    np.testing.assert_array_equal(out.data[1:11, :, :], spaced.data[:, 1:9, 1:13])
+
+
+def test_zscore_uses_statistics_inside_the_head_mask():
+    data = np.zeros((16, 16, 16), np.float32)
+    data[4:12, 4:12, 4:12] = np.random.default_rng(0).normal(500, 40, (8, 8, 8))
+    out = ZScore()(Volume(data, np.eye(4))).data
+    inside = out[4:12, 4:12, 4:12]
+    assert abs(inside.mean()) < 1e-4 and abs(inside.std() - 1) < 1e-4
+    assert np.all(out[0] < -5)  # background far below the head
+    zeroed = ZScore(mask=100.0, zero_outside=True)(Volume(data, np.eye(4))).data
+    assert np.all(zeroed[0] == 0)
+
+
+def test_augmentation_is_seeded_and_off_without_rng():
+    vol = Volume(_blob(shape=(16, 16, 16)), np.eye(4))
+    aug = Compose([RandomFlip(p=1.0), RandomAffine(max_rotation_deg=10, max_shift=1)])
+    assert aug(vol).data is vol.data
+    a = aug(vol, np.random.default_rng(3)).data
+    b = aug(vol, np.random.default_rng(3)).data
+    c = aug(vol, np.random.default_rng(4)).data
+    np.testing.assert_array_equal(a, b)
+    assert not np.allclose(a, c) and not np.allclose(a, vol.data)
+    np.testing.assert_array_equal(RandomFlip(p=1.0)(vol, np.random.default_rng(0)).data, vol.data[::-1])
+
+
+def test_dataset_reads_labels_and_yields_model_shaped_examples(good):
+    ds = NiftiDataset(good, (8, 8, 8))
+    assert len(ds) == 6 and ds.class_counts() == {"NC": 3, "AD": 3} and ds.n_skipped == 0
+    x, y = ds[1]
+    assert x.shape == (8, 8, 8, 1) and x.dtype == np.float32 and y == 1
+    epoch = list(ds.examples(shuffle=True, seed=1))
+    assert sorted(int(y) for _, y in epoch) == [0, 0, 0, 1, 1, 1]
+
+
+def test_labels_csv_columns_match_case_insensitively_and_names_may_omit_suffix(tmp_path):
+    root = tmp_path / "adni"
+    root.mkdir()
+    _save(root / "002_S_0295.nii.gz", _blob())
+    (root / "labels.csv").write_text("Subject,Label,Group,Subject_ID\n002_S_0295,AD,pMCI,002_S_0295\n")
+    [s] = read_labels(root, ("NC", "AD"))
+    assert s.path == root / "002_S_0295.nii.gz" and s.group == "pMCI" and s.label == "AD"
+
+
+# ------------------------------------------------------------------ bad data, one test per case
+
+
+def test_corrupt_file_is_named_in_the_error(good):
+    (good / "junk.nii.gz").write_bytes(b"this is not a nifti file at all" * 20)
+    _add(good, "junk.nii.gz")
+    with pytest.raises(BadSubjectError, match="junk.nii.gz.*cannot be read") as err:
+        NiftiDataset(good, (8, 8, 8))
+    assert err.value.path == good / "junk.nii.gz"
+
+
+def test_corrupt_file_is_skipped_and_counted_with_skip_bad(good, caplog):
+    (good / "junk.nii.gz").write_bytes(b"\x1f\x8b" + b"\x00" * 100)
+    _add(good, "junk.nii.gz")
+    with caplog.at_level(logging.WARNING, logger="meshpar.data.nifti"):
+        ds = NiftiDataset(good, (8, 8, 8), skip_bad=True)
+    assert len(ds) == 6 and ds.n_skipped == 1 and ds.skipped[0].path == good / "junk.nii.gz"
+    assert "junk.nii.gz" in caplog.text
+
+
+def test_truncated_nii_gz_fails_when_its_voxels_are_read(good):
+    whole = gzip.compress(nib.Nifti1Image(_blob(shape=(20, 20, 20)), np.eye(4)).to_bytes())
+    (good / "cut.nii.gz").write_bytes(whole[: len(whole) // 2])
+    _add(good, "cut.nii.gz")
+    ds = NiftiDataset(good, (8, 8, 8))  # the header is intact: caught lazily
+    with pytest.raises(BadSubjectError, match="cut.nii.gz: voxel data cannot be read"):
+        ds.load(6)
+    lenient = NiftiDataset(good, (8, 8, 8), skip_bad=True)
+    assert len(list(lenient.examples())) == 6 and lenient.skipped[0].path == good / "cut.nii.gz"
+
+
+def test_truncated_uncompressed_nii_fails_at_the_header_check(good):
+    whole = nib.Nifti1Image(_blob(), np.eye(4)).to_bytes()
+    (good / "cut.nii").write_bytes(whole[:-100])
+    _add(good, "cut.nii")
+    with pytest.raises(BadSubjectError, match="cut.nii: is truncated"):
+        NiftiDataset(good, (8, 8, 8))
+
+
+def test_two_dimensional_file_is_rejected(good):
+    _save(good / "slice.nii.gz", _blob()[:, :, 0])
+    _add(good, "slice.nii.gz")
+    with pytest.raises(BadSubjectError, match=r"slice.nii.gz: has shape \(12, 12\)"):
+        NiftiDataset(good, (8, 8, 8))
+    assert NiftiDataset(good, (8, 8, 8), skip_bad=True).n_skipped == 1
+
+
+def test_four_dimensional_file_with_two_volumes_is_rejected_but_one_volume_is_fine(good):
+    _save(good / "fmri.nii.gz", np.stack([_blob(), _blob()], axis=-1))
+    _save(good / "single.nii.gz", _blob()[..., None])
+    _add(good, "single.nii.gz")
+    assert NiftiDataset(good, (8, 8, 8))[6][0].shape == (8, 8, 8, 1)
+    _add(good, "fmri.nii.gz")
+    with pytest.raises(BadSubjectError, match="fmri.nii.gz: has shape .*2 volumes"):
+        NiftiDataset(good, (8, 8, 8))
+    assert NiftiDataset(good, (8, 8, 8), skip_bad=True).n_skipped == 1
+
+
+@pytest.mark.parametrize("value", [np.nan, np.inf])
+def test_nan_or_inf_voxels_fail_lazily_naming_the_file(good, value):
+    data = _blob()
+    data[3, 4, 5] = value
+    _save(good / "nan.nii.gz", data)
+    _add(good, "nan.nii.gz")
+    ds = NiftiDataset(good, (8, 8, 8))
+    with pytest.raises(BadSubjectError, match="nan.nii.gz: 1 of 1728 voxels are NaN or infinite"):
+        ds[6]
+    lenient = NiftiDataset(good, (8, 8, 8), skip_bad=True)
+    assert lenient.n_skipped == 0  # content is checked when read...
+    assert len(list(lenient.examples())) == 6 and lenient.n_skipped == 1  # ...then skipped and counted
+
+
+def test_constant_volume_cannot_be_normalised(good):
+    _save(good / "flat.nii.gz", np.full(SHAPE, 7.0, np.float32))
+    _add(good, "flat.nii.gz")
+    with pytest.raises(BadSubjectError, match="flat.nii.gz: is constant"):
+        NiftiDataset(good, (8, 8, 8))[6]
+
+
+def test_label_outside_the_label_set_is_rejected(good):
+    _save(good / "mci.nii.gz", _blob())
+    _add(good, "mci.nii.gz", label="MCI")
+    with pytest.raises(BadSubjectError, match=r"mci.nii.gz: label 'MCI' \(labels.csv line 8\) is not in"):
+        NiftiDataset(good, (8, 8, 8))
+    ds = NiftiDataset(good, (8, 8, 8), skip_bad=True)
+    assert len(ds) == 6 and ds.skipped[0].path == good / "mci.nii.gz"
+    assert len(NiftiDataset(good, (8, 8, 8), label_set=("NC", "MCI", "AD"))) == 7
+
+
+def test_file_named_in_labels_csv_but_missing_is_rejected(good):
+    _add(good, "gone.nii.gz")
+    with pytest.raises(BadSubjectError, match="gone.nii.gz: file named in labels.csv line 8 does not exist"):
+        NiftiDataset(good, (8, 8, 8))
+    ds = NiftiDataset(good, (8, 8, 8), skip_bad=True)
+    assert (len(ds), ds.n_skipped) == (6, 1)
+
+
+def test_labels_csv_missing_a_column_is_rejected_even_with_skip_bad(tmp_path):
+    root = _dataset(tmp_path / "ds", {"a.nii.gz": "AD"}, header="subject,diagnosis")
+    with pytest.raises(BadLabelsError, match="labels.csv: missing column\\(s\\) 'label'"):
+        NiftiDataset(root, (8, 8, 8), skip_bad=True)
+
+
+def test_missing_labels_csv_and_duplicate_rows_are_rejected(good):
+    _add(good, "s1.nii.gz")
+    with pytest.raises(BadLabelsError, match="'s1.nii.gz' is already listed on line 3"):
+        read_labels(good)
+    (good / "labels.csv").unlink()
+    with pytest.raises(BadLabelsError, match="no labels.csv"):
+        read_labels(good)
+
+
+def test_all_subjects_bad_is_an_error_not_an_empty_dataset(tmp_path):
+    root = tmp_path / "ds"
+    root.mkdir()
+    (root / "labels.csv").write_text("subject,label\nx.nii.gz,AD\n")
+    with pytest.raises(ValueError, match="no usable subjects"):
+        NiftiDataset(root, (8, 8, 8), skip_bad=True)
+
+
+# ------------------------------------------------------------------ splits
+
+
+def test_split_is_stratified_and_keeps_a_persons_scans_together():
+    subjects = [Subject(f"p{p}_v{v}.nii", ("NC", "AD")[p % 2], None, f"p{p}") for p in range(20) for v in range(2)]
+    train, val = split_subjects(subjects, val_fraction=0.2, seed=1)
+    assert len(train) + len(val) == 40
+    val_people = {s.subject_id for s in val}
+    assert not val_people & {s.subject_id for s in train}
+    assert sorted(s.label for s in val) == ["AD"] * 4 + ["NC"] * 4  # 2 people each, 2 scans each
+    assert split_subjects(subjects, 0.2, seed=1) == (train, val)
+    assert split_subjects(subjects, 0.2, seed=2) != (train, val)
+
+
+# ------------------------------------------------------------------ tf.data
+
+
+def test_tf_pipeline_streams_batches_and_skips_bad_subjects(good):
+    import tensorflow as tf
+
+    from meshpar.data.nifti import make_tf_dataset
+
+    data = _blob()
+    data[0, 0, 0] = np.nan
+    _save(good / "nan.nii.gz", data)
+    _add(good, "nan.nii.gz")
+    source = NiftiDataset(good, (8, 8, 8), skip_bad=True)
+    batches = list(make_tf_dataset(source, batch_size=4, augment=True, seed=3))
+    assert [tuple(x.shape) for x, _ in batches] == [(4, 8, 8, 8, 1), (2, 8, 8, 8, 1)]
+    assert batches[0][0].dtype == tf.float32 and batches[0][1].dtype == tf.int32
+    labels = np.concatenate([y.numpy() for _, y in batches])
+    assert sorted(labels) == [0, 0, 0, 1, 1, 1]
+    assert source.n_skipped == 1 and source.skipped[0].path == good / "nan.nii.gz"
+    again = list(make_tf_dataset(source, batch_size=4, augment=True, seed=3))
+    np.testing.assert_array_equal(batches[0][0].numpy(), again[0][0].numpy())  # deterministic
+    two_epochs = make_tf_dataset(source, batch_size=3, repeat=2, drop_remainder=True)
+    assert sum(1 for _ in two_epochs) == 4
+
+    strict = make_tf_dataset(good, (8, 8, 8), batch_size=7, shuffle=False)
+    with pytest.raises(tf.errors.OpError, match="nan.nii.gz: 1 of 1728 voxels are NaN"):
+        list(strict)
