@@ -9,8 +9,8 @@ scalp              ellipsoid shell, bright
 skull              shell inside the scalp, dark
 outer CSF          thin dark shell between skull and brain (widens with atrophy)
 grey matter        outer band of the brain (thins with atrophy)
-sulci              CSF grooves where a random "gyral" field on the sphere of
-                   directions exceeds a threshold (widen with atrophy)
+sulci              CSF grooves along the zero crossings of a random "gyral"
+                   field on the sphere of directions (widen with age, atrophy)
 white matter       inside the cortex, lined by grey matter along the sulci
 ventricles         two lateral ellipsoids and a midline third ventricle
                    (enlarge with atrophy)
@@ -22,8 +22,11 @@ Every subject has its own head size and shape, ventricle and hippocampus size,
 gyral pattern, head position, scanner gain, bias field and Rician noise, and is
 written in one of several voxel orientations with a small oblique rotation, so
 reorientation and resampling matter when reading it back. The class signal is
-anatomical (atrophy): no single global intensity statistic separates the
-groups, because the scanner gain varies more than atrophy changes the mean.
+anatomical: disease atrophy enlarges the ventricles and temporal horns and
+shrinks the hippocampi most, while ageing (drawn independently of the group)
+widens sulci and thins the cortex in everyone. No global intensity statistic
+separates the groups: the scanner gain varies more than atrophy changes the
+mean, and ageing confounds the global CSF fraction.
 
 Only numpy, scipy and nibabel are imported here (no TensorFlow).
 
