@@ -1,9 +1,10 @@
 """Data for meshpar: synthetic brain MRI phantoms and NIfTI datasets.
 
 ``phantoms`` writes brain-like synthetic subjects as real ``.nii.gz`` files;
-``nifti`` reads an ADNI-style directory (NIfTI files + ``labels.csv``) through
-small composable pre-processing steps into a streaming ``tf.data`` pipeline.
-Neither imports TensorFlow until :func:`make_tf_dataset` is called.
+``nifti`` reads an ADNI-style directory (NIfTI files + ``labels.csv``) into a
+streaming ``tf.data`` pipeline, through the small composable pre-processing
+steps of ``transforms``. None imports TensorFlow until :func:`make_tf_dataset`
+is called.
 """
 from __future__ import annotations
 
@@ -11,23 +12,26 @@ from meshpar.data.nifti import (
     BadDataError,
     BadLabelsError,
     BadSubjectError,
-    Compose,
-    CropOrPad,
     NiftiDataset,
-    RandomAffine,
-    RandomFlip,
-    Reorient,
-    Resample,
     Subject,
     Volume,
-    ZScore,
-    default_transform,
     load_volume,
     make_tf_dataset,
     read_labels,
     split_subjects,
 )
 from meshpar.data.phantoms import make_phantom, write_dataset
+from meshpar.data.transforms import (
+    Compose,
+    CropOrPad,
+    RandomAffine,
+    RandomFlip,
+    Reorient,
+    Resample,
+    Transform,
+    ZScore,
+    default_transform,
+)
 
 __all__ = [
     "BadDataError",
@@ -41,6 +45,7 @@ __all__ = [
     "Reorient",
     "Resample",
     "Subject",
+    "Transform",
     "Volume",
     "ZScore",
     "default_transform",

@@ -13,8 +13,10 @@ name                   what                                             TensorFl
 =====================  ===============================================  ==========
 
 :func:`get` maps the model names used on the command line and in plans
-(``resattnet3d-small``, ``resattnet3d-full``, ``vgg-cifar``, ...) to a module
-and a configuration. Nothing here imports TensorFlow.
+(``resattnet3d-small``, ``resattnet3d-full`` alias ``resattnet3d``,
+``vgg-cifar``, ...) to a module and a configuration (the planner's
+:mod:`meshpar.models.catalog` names the same models). Nothing here imports
+TensorFlow.
 """
 from __future__ import annotations
 
@@ -54,6 +56,7 @@ class ModelSpec(NamedTuple):
 _REGISTRY = {
     "resattnet3d-small": (resattnet3d, ResAttNet3DConfig.small),
     "resattnet3d-full": (resattnet3d, ResAttNet3DConfig.full),
+    "resattnet3d": (resattnet3d, ResAttNet3DConfig.full),  # alias, as in catalog
     "resattnet3d-tiny": (resattnet3d, lambda: ResAttNet3DConfig.small(
         input_shape=(16, 16, 16), stem_filters=4, stage_filters=(4, 8),
         attention_stages=(1,), name="resattnet3d-tiny")),

@@ -1,0 +1,56 @@
+"""``meshpar bench``: benchmarks that run real TF processes.
+
+``meshpar bench hetero`` measures the speed-up of uneven splits on emulated
+uneven devices (throttled TF gRPC workers): see :mod:`meshpar.bench_hetero`.
+"""
+from __future__ import annotations
+
+import json
+import sys
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("bench", help="benchmarks on emulated uneven devices",
+                                   description=__doc__)
+    sub = parser.add_subparsers(dest="bench", metavar="BENCHMARK")
+    hetero = sub.add_parser("hetero", help="even vs proportional vs GA on a LocalCluster")
+    hetero.add_argument("--speeds", default="0.9,0.3",
+                        help="CPU share of each worker, in (0, 1] (default %(default)s)")
+    hetero.add_argument("--quick", action="store_true", help="smaller workload, fewer steps")
+    hetero.add_argument("--model", default=None, choices=["conv3d", "conv3d-quick"],
+                        help="workload (default conv3d, conv3d-quick with --quick)")
+    hetero.add_argument("--steps", type=int, default=None, help="timed steps per strategy")
+    hetero.add_argument("--throttle", default="auto", choices=["auto", "cgroup", "signal", "none"])
+    hetero.add_argument("--seed", type=int, default=0)
+    hetero.add_argument("--out", default=None, help="directory for hetero.json and hetero.png")
+    hetero.add_argument("--no-plot", action="store_true")
+    hetero.add_argument("--json", action="store_true", help="print the result as JSON")
+    hetero.set_defaults(func=run_hetero)
+    parser.set_defaults(func=lambda args: parser.print_help() or 2)
+
+
+def _speeds(text):
+    try:
+        return [float(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise ValueError(f"--speeds must be comma-separated numbers, got {text!r}") from None
+
+
+def run_hetero(args) -> int:
+    from meshpar import bench_hetero
+
+    speeds = _speeds(args.speeds)
+    if args.steps is not None and args.steps < 1:
+        raise ValueError("--steps must be >= 1")
+    log = (lambda *a: print(*a, file=sys.stderr)) if args.json else print
+    result = bench_hetero.run_benchmark(speeds, quick=args.quick, workload_name=args.model,
+                                        throttle=args.throttle, steps=args.steps,
+                                        seed=args.seed, log=log)
+    if args.out:
+        for path in bench_hetero.save(result, args.out, plot=not args.no_plot):
+            log(f"wrote {path}")
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(bench_hetero.format_table(result))
+    return 0

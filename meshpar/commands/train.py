@@ -1,0 +1,261 @@
+"""``meshpar train``: train a model through tf.estimator on an (uneven) mesh.
+
+Data: ``--data DIR`` (NIfTI files + ``labels.csv``, see :mod:`meshpar.data`) or
+``--synthetic`` (brain phantoms written to a temporary directory; random
+two-class images for the 2-D VGG net). Mesh: ``--plan plan.json`` (from
+``meshpar plan``), or ``--speeds`` (split weights in proportion to the speeds,
+mesh ``model:N`` unless ``--mesh`` says otherwise), or neither (one device).
+Devices are emulated on this machine (``""`` device strings) unless
+``--devices`` lists real ones.
+
+Example::
+
+    meshpar train --synthetic --model resattnet3d-small --speeds 0.9,0.3 --steps 50
+"""
+from __future__ import annotations
+
+import math
+import os
+import sys
+import tempfile
+import time
+
+OPTIMIZER_DEFAULT_LR = {"adam": 1e-3, "momentum": 0.01, "sgd": 0.05}
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "train", help="train a model on an uneven mesh (tf.estimator)",
+        description="Train and evaluate a model with uneven model + data parallelism.")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--data", help="NIfTI dataset directory (with labels.csv)")
+    source.add_argument("--synthetic", action="store_true",
+                        help="train on synthetic phantoms written to a temporary directory")
+    parser.add_argument("--model", default="resattnet3d-small",
+                        help="resattnet3d-small, resattnet3d-tiny, resattnet3d-full, vgg-cifar, "
+                             "vgg-cifar-small (default: %(default)s)")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--plan", help="plan JSON file from `meshpar plan`")
+    where.add_argument("--speeds", help="relative device speeds, e.g. 0.9,0.3: split weights "
+                                        "in proportion to them")
+    parser.add_argument("--mesh", help="mesh shape for --speeds, e.g. 'batch:1;model:2' "
+                                       "(default: model:<number of speeds>)")
+    parser.add_argument("--devices", help="comma-separated device strings, pnum order "
+                                          "(default: emulated local devices)")
+    parser.add_argument("--steps", type=int, default=50, help="training steps (default: 50)")
+    parser.add_argument("--batch", type=int, default=4, help="global batch size (default: 4)")
+    parser.add_argument("--model-dir", help="checkpoint directory (default: a new temporary one)")
+    parser.add_argument("--optimizer", choices=sorted(OPTIMIZER_DEFAULT_LR), default="adam")
+    parser.add_argument("--lr", type=float, default=None,
+                        help="learning rate (default: adam 1e-3, momentum 0.01, sgd 0.05)")
+    parser.add_argument("--n-synthetic", type=int, default=64,
+                        help="subjects written by --synthetic (default: 64)")
+    parser.add_argument("--val-fraction", type=float, default=0.25,
+                        help="share of subjects held out for evaluation (default: 0.25)")
+    parser.add_argument("--seed", type=int, default=0, help="data and graph seed (default: 0)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="TF intra/inter-op threads (default 1: deterministic)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.set_defaults(func=run)
+
+
+def parse_speeds(text: str) -> list:
+    parts = [p.strip() for p in str(text).split(",")]
+    speeds = []
+    for i, p in enumerate(parts):
+        try:
+            s = float(p)
+        except ValueError:
+            raise ValueError(f"--speeds: {p!r} is not a number") from None
+        if not math.isfinite(s) or s <= 0:
+            raise ValueError(f"--speeds: speed {i} is {p}; speeds must be finite and > 0")
+        speeds.append(s)
+    return speeds
+
+
+def mesh_from_speeds(speeds, mesh_shape=None):
+    """``(mesh_shape, split_weights)`` for devices of ``speeds`` in pnum order.
+
+    On ``batch:R;model:M`` the model axis gets each column's mean speed and the
+    batch axis each row's total speed; on a one-axis mesh the speeds themselves.
+    """
+    n = len(speeds)
+    mesh_shape = mesh_shape or f"model:{n}"
+    axes = []
+    for part in filter(None, (p.strip() for p in mesh_shape.split(";"))):
+        name, _, size = part.partition(":")
+        try:
+            axes.append((name.strip(), int(size)))
+        except ValueError:
+            raise ValueError(f"--mesh: bad shape {mesh_shape!r}, expected e.g. batch:1;model:2") \
+                from None
+    if math.prod(size for _, size in axes) != n:
+        raise ValueError(f"--mesh {mesh_shape} has {math.prod(s for _, s in axes)} processors "
+                         f"but --speeds lists {n} devices")
+    if len(axes) == 1:
+        return mesh_shape, {axes[0][0]: list(speeds)}
+    if len(axes) != 2:
+        raise ValueError("--mesh: use one or two axes (e.g. batch:2;model:2)")
+    (row_axis, rows), (col_axis, cols) = axes
+    grid = [speeds[r * cols:(r + 1) * cols] for r in range(rows)]
+    return mesh_shape, {row_axis: [sum(row) for row in grid],
+                        col_axis: [sum(grid[r][c] for r in range(rows)) / rows
+                                   for c in range(cols)]}
+
+
+def run(args) -> int:
+    if args.steps < 1 or args.batch < 1:
+        raise ValueError("--steps and --batch must be >= 1")
+    if not 0.0 <= args.val_fraction < 1.0:
+        raise ValueError("--val-fraction must be in [0, 1)")
+    if args.mesh and not args.speeds:
+        raise ValueError("--mesh goes with --speeds (a plan has its own mesh)")
+    from meshpar import models
+
+    spec = models.get(args.model)
+    lr = args.lr if args.lr is not None else OPTIMIZER_DEFAULT_LR[args.optimizer]
+    mesh_kwargs = _mesh_arguments(args)
+
+    os.environ.setdefault("TF_DETERMINISTIC_OPS", "1")
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    with tempfile.TemporaryDirectory(prefix="meshpar-train-") as scratch:
+        model_dir = args.model_dir or os.path.join(scratch, "model")
+        train_fn, eval_fn, data_note = _input_fns(args, spec, scratch)
+        return _train(args, spec, lr, mesh_kwargs, model_dir, train_fn, eval_fn, data_note)
+
+
+def _mesh_arguments(args) -> dict:
+    devices = None
+    if args.devices:
+        devices = [d.strip() for d in args.devices.split(",")]
+    if args.plan:
+        from meshpar.plan import Plan
+
+        plan = Plan.load(args.plan)
+        n = len(plan.devices)
+        if devices is None:
+            devices = [""] * n  # emulated: the plan's device names may be other machines
+        return dict(plan=plan, devices=devices)
+    if args.speeds:
+        mesh_shape, weights = mesh_from_speeds(parse_speeds(args.speeds), args.mesh)
+        return dict(mesh_shape=mesh_shape, split_weights=weights, devices=devices)
+    return dict(mesh_shape="all:1", devices=devices)
+
+
+def _input_fns(args, spec, scratch):
+    """``(train_input_fn, eval_input_fn or None, description)``."""
+    from meshpar import models
+
+    shape = models.input_shape(spec.config)
+    if spec.module is models.vgg_cifar:
+        if args.data:
+            raise ValueError(f"{spec.name} trains on --synthetic images only")
+        return _synthetic_images(args, shape) + (f"{args.n_synthetic} synthetic images",)
+    from meshpar.data import make_tf_dataset, nifti, write_dataset
+
+    directory = args.data
+    if args.synthetic:
+        directory = os.path.join(scratch, "phantoms")
+        write_dataset(directory, args.n_synthetic, shape=shape[:3], seed=args.seed)
+    subjects = nifti.read_labels(directory)
+    if len(subjects) < 2:
+        raise ValueError(f"{directory}: need at least 2 subjects, found {len(subjects)}")
+    train_subjects, val_subjects = nifti.split_subjects(subjects, args.val_fraction,
+                                                        seed=args.seed)
+    if len(train_subjects) < args.batch:
+        raise ValueError(f"--batch {args.batch} is larger than the {len(train_subjects)} "
+                         "training subjects")
+
+    def train_fn():
+        return make_tf_dataset(directory, shape[:3], args.batch, shuffle=True, seed=args.seed,
+                               repeat=True, subjects=train_subjects, drop_remainder=True)
+
+    eval_fn = None
+    if len(val_subjects) >= args.batch:
+        def eval_fn():
+            return make_tf_dataset(directory, shape[:3], args.batch, shuffle=False,
+                                   subjects=val_subjects, drop_remainder=True)
+    note = (f"{len(train_subjects)} training / {len(val_subjects)} validation subjects "
+            f"from {'synthetic phantoms' if args.synthetic else directory}")
+    return train_fn, eval_fn, note
+
+
+def _synthetic_images(args, shape):
+    """Two-class random images: class 1 has a brighter centre."""
+    import numpy as np
+    import tensorflow.compat.v1 as tf
+
+    rng = np.random.RandomState(args.seed)
+    n = args.n_synthetic
+    x = rng.randn(n, *shape).astype(np.float32)
+    y = (np.arange(n) % 2).astype(np.int32)
+    h, w = shape[0], shape[1]
+    x[y == 1, h // 4:3 * h // 4, w // 4:3 * w // 4] += 1.0
+    n_val = int(round(n * args.val_fraction))
+    xt, yt, xv, yv = x[n_val:], y[n_val:], x[:n_val], y[:n_val]
+
+    def train_fn():
+        return tf.data.Dataset.from_tensor_slices((xt, yt)).shuffle(
+            len(xt), seed=args.seed).batch(args.batch, drop_remainder=True).repeat()
+
+    eval_fn = None
+    if n_val >= args.batch:
+        def eval_fn():
+            return tf.data.Dataset.from_tensor_slices((xv, yv)).batch(args.batch,
+                                                                       drop_remainder=True)
+    return train_fn, eval_fn
+
+
+def _train(args, spec, lr, mesh_kwargs, model_dir, train_fn, eval_fn, data_note) -> int:
+    import tensorflow.compat.v1 as tf
+    from tqdm import tqdm
+
+    from meshpar import estimator as E
+
+    tf.logging.set_verbosity(tf.logging.ERROR)
+    model_fn = E.build_model_fn(spec, optimizer=args.optimizer, learning_rate=lr,
+                                save_checkpoints_steps=max(args.steps, 1), **mesh_kwargs)
+    est = tf.estimator.Estimator(model_fn, model_dir=model_dir,
+                                 config=E.run_config(model_dir, seed=args.seed,
+                                                     threads=args.threads))
+    mesh = model_fn.mesh
+    print(f"model {spec.name}: {spec.describe().params:,} parameters; {data_note}")
+    print(f"mesh {mesh.mesh_shape} ({mesh.size} device(s)), "
+          f"split weights {mesh.split_weights or 'even'}")
+    print(f"optimizer {args.optimizer} lr {lr:g}, batch {args.batch}, checkpoints in {model_dir}")
+
+    bar = tqdm(total=args.steps, desc="train", unit="step", disable=args.no_progress,
+               file=sys.stderr, dynamic_ncols=True)
+
+    def progress(step, loss):
+        bar.update(1)
+        bar.set_postfix(loss=f"{loss:.4f}")
+
+    history = E.LossHistoryHook(progress)
+    started = time.perf_counter()
+    try:
+        est.train(train_fn, steps=args.steps, hooks=[history])
+    finally:
+        bar.close()
+    seconds = time.perf_counter() - started
+    rows = [("steps", f"{len(history.losses)}"),
+            ("first loss", f"{history.losses[0]:.4f}" if history.losses else "-"),
+            ("last loss", f"{history.losses[-1]:.4f}" if history.losses else "-"),
+            ("train time", f"{seconds:.1f} s (graph build included)")]
+    if eval_fn is not None:
+        results = est.evaluate(eval_fn)
+        for key in ("loss", "accuracy", "auc", "sensitivity", "specificity"):
+            if key in results:
+                rows.append((f"eval {key}", f"{float(results[key]):.4f}"))
+    else:
+        rows.append(("eval", "skipped (fewer validation samples than --batch)"))
+    _print_table(rows)
+    return 0
+
+
+def _print_table(rows) -> None:
+    width = max(len(k) for k, _ in rows)
+    print(f"{'metric'.ljust(width)}  value")
+    print(f"{'-' * width}  {'-' * 5}")
+    for key, value in rows:
+        print(f"{key.ljust(width)}  {value}")

@@ -1,0 +1,324 @@
+"""Pre-processing steps: small composable callables ``Volume -> Volume``.
+
+A :class:`~meshpar.data.nifti.Volume` (array + affine + file name) goes
+through a chain of steps composed with :class:`Compose`:
+
+====================  ==========================================================
+step                  what it does
+====================  ==========================================================
+:class:`Reorient`     to closest canonical orientation (RAS by default)
+:class:`Resample`     to a target shape or voxel spacing (scipy.ndimage.zoom)
+:class:`CropOrPad`    centre crop / pad to a shape
+:class:`ZScore`       z-score with statistics from a head mask (Otsu)
+:class:`RandomFlip`   augmentation; acts only when given a ``rng``
+:class:`RandomAffine` augmentation; acts only when given a ``rng``
+====================  ==========================================================
+
+:func:`default_transform` builds the standard chain. A step only uses a
+volume's ``data``, ``affine``, ``zooms``, ``replace`` and ``error`` (which
+names the file in a :class:`~meshpar.data.nifti.BadSubjectError`), so this
+module does not import the reader. Only numpy, scipy and nibabel are used.
+
+Example
+-------
+>>> from meshpar.data.nifti import load_volume
+>>> vol = load_volume("sub-0001.nii.gz")                        # doctest: +SKIP
+>>> default_transform((32, 32, 32), augment=False)(vol).data.shape  # doctest: +SKIP
+(32, 32, 32)
+"""
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Callable, Optional, Sequence, Union
+
+import numpy as np
+
+if TYPE_CHECKING:  # only for type hints: the reader imports this module
+    from meshpar.data.nifti import Volume
+
+__all__ = [
+    "Compose",
+    "CropOrPad",
+    "RandomAffine",
+    "RandomFlip",
+    "Reorient",
+    "Resample",
+    "Transform",
+    "ZScore",
+    "default_transform",
+    "otsu_threshold",
+]
+
+
+class Transform:
+    """A pre-processing step: ``Volume -> Volume``. Random steps take ``rng``."""
+
+    random = False
+
+    def __call__(self, vol: Volume, rng: Optional[np.random.Generator] = None) -> Volume:  # pragma: no cover
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{k}={v!r}" for k, v in vars(self).items())
+        return f"{type(self).__name__}({fields})"
+
+
+class Compose(Transform):
+    """Apply steps in order; ``rng`` is passed on to the random ones."""
+
+    def __init__(self, transforms: Sequence[Callable]):
+        self.transforms = list(transforms)
+
+    @property
+    def random(self) -> bool:  # type: ignore[override]
+        return any(getattr(t, "random", False) for t in self.transforms)
+
+    def __call__(self, vol: Volume, rng: Optional[np.random.Generator] = None) -> Volume:
+        for step in self.transforms:
+            vol = step(vol, rng) if getattr(step, "random", False) else step(vol)
+        return vol
+
+
+class Reorient(Transform):
+    """Permute/flip axes to the closest ``axcodes`` orientation (RAS: as ``nibabel.as_closest_canonical``).
+
+    No interpolation: an oblique grid keeps its small residual rotation.
+    """
+
+    def __init__(self, axcodes: str = "RAS"):
+        self.axcodes = axcodes
+
+    def __call__(self, vol: Volume) -> Volume:
+        from nibabel.orientations import apply_orientation, axcodes2ornt, inv_ornt_aff, io_orientation, ornt_transform
+
+        start = io_orientation(vol.affine)
+        transform = ornt_transform(start, axcodes2ornt(tuple(self.axcodes)))
+        if np.array_equal(transform, [[0, 1], [1, 1], [2, 1]]):
+            return vol
+        data = apply_orientation(vol.data, transform)
+        affine = vol.affine @ inv_ornt_aff(transform, vol.data.shape)
+        return vol.replace(data=np.ascontiguousarray(data), affine=affine)
+
+
+def _scale_affine(affine: np.ndarray, old_shape, new_shape) -> np.ndarray:
+    """Affine of a grid covering the same field of view with ``new_shape`` voxels."""
+    step = np.asarray(old_shape, float) / np.asarray(new_shape, float)
+    grid = np.eye(4)
+    grid[:3, :3] = np.diag(step)
+    grid[:3, 3] = 0.5 * step - 0.5  # voxel centres of the new grid in old voxel coordinates
+    return affine @ grid
+
+
+class Resample(Transform):
+    """Resample to ``shape`` (same field of view) or to voxel ``spacing`` in mm.
+
+    Linear interpolation by default (``order``); when shrinking, a Gaussian
+    pre-filter (``antialias``) avoids aliasing.
+    """
+
+    def __init__(self, shape: Optional[Sequence[int]] = None, spacing=None, order: int = 1, antialias: bool = True):
+        if (shape is None) == (spacing is None):
+            raise ValueError("Resample needs exactly one of shape or spacing")
+        self.shape = None if shape is None else tuple(int(s) for s in shape)
+        self.spacing = None if spacing is None else tuple(np.broadcast_to(np.asarray(spacing, float), (3,)))
+        self.order = order
+        self.antialias = antialias
+
+    def __call__(self, vol: Volume) -> Volume:
+        from scipy import ndimage
+
+        old = vol.data.shape
+        if self.shape is not None:
+            new = self.shape
+        else:
+            new = tuple(max(1, int(round(n * z / s))) for n, z, s in zip(old, vol.zooms, self.spacing))
+        if tuple(new) == tuple(old):
+            return vol
+        factors = np.asarray(new, float) / np.asarray(old, float)
+        data = vol.data
+        if self.antialias and np.any(factors < 1):
+            sigma = np.maximum(0.0, (1.0 / factors - 1.0) / 2.0)
+            data = ndimage.gaussian_filter(data, sigma, mode="nearest")
+        out = ndimage.zoom(data, factors, order=self.order, mode="nearest", grid_mode=True)
+        if out.shape != tuple(new):  # zoom rounds output size; keep exactly what was asked
+            out = _crop_or_pad(out, new, float(out.min()))[0]
+        return vol.replace(data=out.astype(np.float32, copy=False), affine=_scale_affine(vol.affine, old, new))
+
+
+def _crop_or_pad(data: np.ndarray, shape: Sequence[int], value: float):
+    """Centre crop/pad; returns the array and the index offset of its origin in ``data``."""
+    out = np.full(tuple(shape), value, dtype=data.dtype)
+    offset = []
+    src, dst = [], []
+    for n_in, n_out in zip(data.shape, shape):
+        start = (n_in - n_out) // 2  # >0: crop, <0: pad
+        offset.append(start)
+        lo = max(start, 0)
+        hi = min(start + n_out, n_in)
+        src.append(slice(lo, hi))
+        dst.append(slice(lo - start, hi - start))
+    out[tuple(dst)] = data[tuple(src)]
+    return out, np.asarray(offset, float)
+
+
+class CropOrPad(Transform):
+    """Centre crop or pad to ``shape``; padding uses ``value`` (default: the image minimum)."""
+
+    def __init__(self, shape: Sequence[int], value: Optional[float] = None):
+        self.shape = tuple(int(s) for s in shape)
+        self.value = value
+
+    def __call__(self, vol: Volume) -> Volume:
+        if vol.data.shape == self.shape:
+            return vol
+        value = float(vol.data.min()) if self.value is None else float(self.value)
+        data, offset = _crop_or_pad(vol.data, self.shape, value)
+        shift = np.eye(4)
+        shift[:3, 3] = offset
+        return vol.replace(data=data, affine=vol.affine @ shift)
+
+
+def otsu_threshold(data: np.ndarray, bins: int = 256) -> float:
+    """Otsu's threshold: the intensity that best splits the histogram in two classes."""
+    values = data[np.isfinite(data)].ravel()
+    lo, hi = float(values.min()), float(values.max())
+    if hi <= lo:
+        return lo
+    counts, edges = np.histogram(values, bins=bins, range=(lo, hi))
+    centres = (edges[:-1] + edges[1:]) / 2
+    w0 = np.cumsum(counts)
+    w1 = w0[-1] - w0
+    s0 = np.cumsum(counts * centres)
+    m0 = s0 / np.maximum(w0, 1)
+    m1 = (s0[-1] - s0) / np.maximum(w1, 1)
+    between = w0 * w1 * (m0 - m1) ** 2
+    return float(edges[1:][int(np.argmax(between[:-1]))])
+
+
+class ZScore(Transform):
+    """Subtract the mean and divide by the standard deviation of the voxels in a mask.
+
+    ``mask``: ``"otsu"`` (head vs background, default), ``"nonzero"``, a number
+    (voxels above it) or a callable ``data -> bool array``. With
+    ``zero_outside`` voxels outside the mask are set to 0 (the mask's mean).
+    A constant image or an empty mask raises :class:`BadSubjectError`.
+    """
+
+    def __init__(self, mask: Union[str, float, Callable] = "otsu", zero_outside: bool = False, eps: float = 1e-8):
+        self.mask = mask
+        self.zero_outside = zero_outside
+        self.eps = eps
+
+    def mask_of(self, data: np.ndarray) -> np.ndarray:
+        if callable(self.mask):
+            return np.asarray(self.mask(data), dtype=bool)
+        if self.mask == "otsu":
+            return data > otsu_threshold(data)
+        if self.mask == "nonzero":
+            return data != 0
+        if isinstance(self.mask, (int, float)):
+            return data > float(self.mask)
+        raise ValueError(f"unknown mask {self.mask!r}: use 'otsu', 'nonzero', a threshold or a callable")
+
+    def __call__(self, vol: Volume) -> Volume:
+        data = vol.data
+        if float(data.max()) - float(data.min()) <= self.eps:
+            raise vol.error(f"is constant ({float(data.min()):g}); nothing to normalise")
+        mask = self.mask_of(data)
+        if mask.sum() < 2:
+            raise vol.error("intensity mask is empty; cannot normalise")
+        inside = data[mask].astype(np.float64)
+        mean, std = inside.mean(), inside.std()
+        if std <= self.eps:
+            raise vol.error("is constant inside its mask; nothing to normalise")
+        out = ((data - mean) / std).astype(np.float32)
+        if self.zero_outside:
+            out[~mask] = 0.0
+        return vol.replace(data=out)
+
+
+class RandomFlip(Transform):
+    """Flip each of ``axes`` with probability ``p`` (axis 0 is left-right in RAS).
+
+    Augmentation: the array changes, the affine does not. Identity without ``rng``.
+    """
+
+    random = True
+
+    def __init__(self, axes: Sequence[int] = (0,), p: float = 0.5):
+        self.axes = tuple(axes)
+        self.p = p
+
+    def __call__(self, vol: Volume, rng: Optional[np.random.Generator] = None) -> Volume:
+        if rng is None:
+            return vol
+        axes = [a for a in self.axes if rng.random() < self.p]
+        if not axes:
+            return vol
+        return vol.replace(data=np.ascontiguousarray(np.flip(vol.data, axis=axes)))
+
+
+class RandomAffine(Transform):
+    """Small random rotation, scaling and shift about the centre (augmentation).
+
+    Angles up to ``max_rotation_deg`` about each axis, scale within
+    ``1 +- max_scale``, shift up to ``max_shift`` voxels; applied with
+    probability ``p``. Identity without ``rng``.
+    """
+
+    random = True
+
+    def __init__(self, max_rotation_deg: float = 5.0, max_scale: float = 0.05, max_shift: float = 2.0,
+                 order: int = 1, p: float = 1.0):
+        self.max_rotation_deg = max_rotation_deg
+        self.max_scale = max_scale
+        self.max_shift = max_shift
+        self.order = order
+        self.p = p
+
+    def __call__(self, vol: Volume, rng: Optional[np.random.Generator] = None) -> Volume:
+        from scipy import ndimage
+
+        if rng is None or rng.random() >= self.p:
+            return vol
+        angles = np.deg2rad(rng.uniform(-self.max_rotation_deg, self.max_rotation_deg, size=3))
+        matrix = np.eye(3)
+        for axis, angle in enumerate(angles):
+            i, j = [k for k in range(3) if k != axis]
+            rot = np.eye(3)
+            rot[i, i] = rot[j, j] = math.cos(angle)
+            rot[i, j], rot[j, i] = -math.sin(angle), math.sin(angle)
+            matrix = rot @ matrix
+        matrix = matrix / rng.uniform(1 - self.max_scale, 1 + self.max_scale)
+        centre = (np.asarray(vol.data.shape, float) - 1) / 2
+        shift = rng.uniform(-self.max_shift, self.max_shift, size=3)
+        offset = centre - matrix @ (centre + shift)  # output voxel x samples input at matrix @ x + offset
+        data = ndimage.affine_transform(vol.data, matrix, offset=offset, order=self.order,
+                                        mode="constant", cval=float(vol.data.min()))
+        return vol.replace(data=data.astype(np.float32, copy=False))
+
+
+def default_transform(
+    shape: Sequence[int],
+    spacing=None,
+    augment: bool = True,
+    mask: Union[str, float, Callable] = "otsu",
+) -> Compose:
+    """The standard chain: reorient to RAS, resample, [augment], z-score.
+
+    With ``spacing`` (mm) the volume is resampled to that voxel size and then
+    centre cropped/padded to ``shape`` (geometry kept); without, it is
+    resampled straight to ``shape`` (field of view kept). The random steps
+    (left-right flip, small affine) only act when an ``rng`` is passed, so one
+    chain serves training and evaluation.
+    """
+    shape = tuple(int(s) for s in shape)
+    steps: list = [Reorient("RAS")]
+    if spacing is None:
+        steps.append(Resample(shape=shape))
+    else:
+        steps += [Resample(spacing=spacing), CropOrPad(shape)]
+    if augment:
+        steps += [RandomFlip(axes=(0,)), RandomAffine()]
+    steps.append(ZScore(mask))
+    return Compose(steps)

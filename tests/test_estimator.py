@@ -1,0 +1,131 @@
+"""meshpar.estimator: uneven hybrid meshes train like one device; checkpoints move between meshes."""
+import shutil
+
+import numpy as np
+import pytest
+
+import meshpar  # noqa: F401  (import shim before mesh_tensorflow)
+import tensorflow.compat.v1 as tf
+
+from meshpar import estimator as E
+from meshpar.models import ResAttNet3DConfig
+
+tf.logging.set_verbosity(tf.logging.ERROR)
+
+# Smallest network with every part: stem, pool, residual block, attention, head.
+TINY = ResAttNet3DConfig.small(input_shape=(8, 8, 8), stem_filters=4, stage_filters=(6,),
+                               attention_stages=(0,), name="tiny-resattnet3d")
+HYBRID = dict(mesh_shape="batch:2;model:3",
+              split_weights={"batch": [2, 1], "model": [3, 2, 1]})
+BATCH = 6
+
+
+def _data(n=24, seed=0):
+    rng = np.random.RandomState(seed)
+    x = rng.randn(n, 8, 8, 8, 1).astype(np.float32)
+    y = (np.arange(n) % 2).astype(np.int32)
+    x[y == 1, 2:6, 2:6, 2:6] += 1.0  # a bright blob marks class 1
+    return x, y
+
+
+def _train_input(x, y):
+    return lambda: tf.data.Dataset.from_tensor_slices((x, y)).batch(
+        BATCH, drop_remainder=True).repeat()
+
+
+def _eval_input(x, y):
+    return lambda: tf.data.Dataset.from_tensor_slices((x, y)).batch(BATCH, drop_remainder=True)
+
+
+def test_uneven_hybrid_mesh_trains_like_one_device(tmp_path):
+    x, y = _data()
+    results = {}
+    for name, mesh in [("one", {}), ("hybrid", HYBRID)]:
+        est = E.make_estimator(TINY, str(tmp_path / name), optimizer="adam",
+                               learning_rate=0.01, **mesh)
+        history = E.LossHistoryHook()
+        est.train(_train_input(x, y), max_steps=24, hooks=[history])
+        results[name] = (np.array(history.losses), est.evaluate(_eval_input(x, y)))
+    (one_losses, one_eval), (hyb_losses, hyb_eval) = results["one"], results["hybrid"]
+    assert len(one_losses) == 24
+    assert one_losses[-1] < 0.5 * one_losses[0]  # it learns
+    np.testing.assert_allclose(hyb_losses, one_losses, atol=1e-5, rtol=0)
+    for metric in ("accuracy", "auc", "sensitivity", "specificity"):
+        assert hyb_eval[metric] == pytest.approx(one_eval[metric], abs=1e-6), metric
+    assert hyb_eval["loss"] == pytest.approx(one_eval["loss"], abs=1e-5)
+    assert one_eval["accuracy"] >= 0.7  # above chance (0.5) after 24 steps
+
+
+def _variables(est):
+    return {name: est.get_variable_value(name) for name in est.get_variable_names()
+            if name != "global_step"}
+
+
+def test_checkpoint_from_uneven_mesh_restores_on_one_device_and_on_a_2x2_mesh(tmp_path):
+    """Train 3 steps on model:3 [3,2,1]; continue one step there, on one device
+    and on batch:2;model:2 with other weights: identical variables (Adam slots
+    and batch-norm averages too), so each mesh restored the slices it needed."""
+    x, y = _data()
+    first = tmp_path / "uneven"
+    uneven = dict(mesh_shape="model:3", split_weights={"model": [3, 2, 1]})
+    E.make_estimator(TINY, str(first), optimizer="momentum", learning_rate=0.05,
+                     **uneven).train(_train_input(x, y), max_steps=3)
+    meshes = {
+        "uneven": uneven,
+        "one": {},
+        "2x2": dict(mesh_shape="batch:2;model:2",
+                    split_weights={"batch": [1, 2], "model": [1, 3]}),
+    }
+    after = {}
+    for name, mesh in meshes.items():
+        model_dir = tmp_path / f"continued_{name}"
+        shutil.copytree(first, model_dir)
+        est = E.make_estimator(TINY, str(model_dir), optimizer="momentum", learning_rate=0.05,
+                               **mesh)
+        est.train(_train_input(x, y), max_steps=4)
+        assert est.get_variable_value("global_step") == 4
+        after[name] = _variables(est)
+    names = set(after["uneven"])
+    assert any(n.endswith("/momentum") for n in names) and any("moving_mean" in n for n in names)
+    assert not any("_slice_" in n for n in names)  # only masters are checkpointed
+    for name in ("one", "2x2"):
+        assert set(after[name]) == names
+        for var in names:
+            np.testing.assert_allclose(after[name][var], after["uneven"][var], atol=1e-6,
+                                       err_msg=f"{name}: {var}")
+
+
+def test_model_fn_rejects_dynamic_batch_and_wrong_shapes():
+    model_fn = E.build_model_fn(TINY)
+    with tf.Graph().as_default():
+        dynamic = tf.placeholder(tf.float32, [None, 8, 8, 8, 1])
+        with pytest.raises(ValueError, match="drop_remainder"):
+            model_fn(dynamic, None, tf.estimator.ModeKeys.PREDICT)
+        wrong = tf.zeros([2, 8, 8, 4, 1])
+        with pytest.raises(ValueError, match="expected"):
+            model_fn(wrong, None, tf.estimator.ModeKeys.PREDICT)
+
+
+def test_mesh_spec_from_explicit_arguments_and_default_layout():
+    spec = E._as_spec(TINY)
+    mesh = E.MeshSpec("batch:2;model:3")
+    assert mesh.devices == ("",) * 6
+    layout = mesh.layout_for(spec)
+    assert layout.startswith("batch:batch;stem_filters:model")
+    assert E.default_layout(spec, "all:3").split(";")[0] == "stem_filters:all"
+    assert E.default_layout(spec, "batch:4") == "batch:batch"
+    with pytest.raises(ValueError, match="processors"):
+        E.MeshSpec("model:3", devices=["", ""])
+    with pytest.raises(ValueError, match="one of"):
+        E.build_model_fn(TINY, mesh=mesh, mesh_shape="all:1")
+
+
+def test_mesh_spec_from_plan_uses_its_mesh_layout_and_weights():
+    plan_module = pytest.importorskip("meshpar.plan")
+    plan = plan_module.Plan(method="proportional", model=TINY.name, batch=BATCH,
+                            mesh_shape=(("model", 3),), layout=(("stem_filters", "model"),),
+                            devices=("", "", ""), split_weights={"model": [3, 2, 1]})
+    mesh = E.MeshSpec.from_plan(plan)
+    assert mesh.mesh_shape == "model:3"
+    assert mesh.layout == "stem_filters:model"
+    assert mesh.split_weights == {"model": [3, 2, 1]}
