@@ -125,16 +125,16 @@ class _DutyCycle(threading.Thread):
     def __init__(self, pid: int, speed: float, period_s: float = 0.02):
         super().__init__(daemon=True, name=f"meshpar-throttle-{pid}")
         self.pid, self.speed, self.period = pid, speed, period_s
-        self._stop = threading.Event()
+        self._halt = threading.Event()
 
     def run(self):
         try:
-            while not self._stop.is_set():
+            while not self._halt.is_set():
                 os.kill(self.pid, signal.SIGCONT)
-                if self._stop.wait(self.speed * self.period):
+                if self._halt.wait(self.speed * self.period):
                     break
                 os.kill(self.pid, signal.SIGSTOP)
-                self._stop.wait((1.0 - self.speed) * self.period)
+                self._halt.wait((1.0 - self.speed) * self.period)
         except ProcessLookupError:
             return
         finally:
@@ -144,7 +144,7 @@ class _DutyCycle(threading.Thread):
                 pass
 
     def stop(self):
-        self._stop.set()
+        self._halt.set()
         self.join(timeout=2)
 
 
@@ -308,7 +308,10 @@ class LocalCluster:
     def stop(self):
         """Stop every worker, end throttling, remove cgroups (idempotent)."""
         for cycle in self._cycles:
-            cycle.stop()
+            try:
+                cycle.stop()
+            except Exception:  # keep going: the processes must die regardless
+                pass
         self._cycles = []
         for proc in self.processes:
             if proc.poll() is None:

@@ -1,0 +1,38 @@
+"""``meshpar train``: argument handling, speeds -> split weights, a tiny end-to-end run."""
+import pytest
+
+from meshpar.cli import main
+from meshpar.commands.train import mesh_from_speeds
+
+
+def test_speeds_on_one_axis_are_the_split_weights():
+    assert mesh_from_speeds([0.9, 0.3]) == ("model:2", {"model": [0.9, 0.3]})
+
+
+def test_speeds_on_a_2d_mesh_give_row_totals_and_column_means():
+    shape, weights = mesh_from_speeds([0.8, 0.4, 0.6, 0.2], "batch:2;model:2")
+    assert shape == "batch:2;model:2"
+    assert weights["batch"] == pytest.approx([1.2, 0.8])
+    assert weights["model"] == pytest.approx([0.7, 0.3])
+
+
+def test_mesh_that_does_not_match_the_speeds_is_a_usage_error(capsys):
+    rc = main(["train", "--synthetic", "--speeds", "0.9,0.3", "--mesh", "model:3"])
+    assert rc == 2
+    assert "3 processors" in capsys.readouterr().err
+
+
+def test_bad_speed_is_a_usage_error(capsys):
+    rc = main(["train", "--synthetic", "--speeds", "0.9,-1"])
+    assert rc == 2
+    assert "speed 1" in capsys.readouterr().err
+
+
+def test_train_vgg_small_on_an_uneven_mesh_prints_a_metrics_table(capsys, tmp_path):
+    rc = main(["train", "--synthetic", "--model", "vgg-cifar-small", "--speeds", "0.9,0.3",
+               "--steps", "4", "--batch", "4", "--n-synthetic", "16", "--no-progress",
+               "--model-dir", str(tmp_path / "run"), "--optimizer", "momentum"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "mesh model:2" in out and "eval accuracy" in out and "last loss" in out
+    assert list((tmp_path / "run").glob("model.ckpt-4.index"))

@@ -1,0 +1,124 @@
+"""LocalCluster: real TF gRPC workers on loopback, throttled, always cleaned up;
+and an uneven mesh over them computes the one-device result."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from meshpar.local_cluster import LocalCluster, WorkerError, detect_cgroup
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie is dead for our purpose
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
+            return f.read().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_speeds_are_validated():
+    with pytest.raises(ValueError, match="positive"):
+        LocalCluster([0.5, 0.0])
+    with pytest.raises(ValueError, match="\\(0, 1\\]"):
+        LocalCluster([1.5])
+    with pytest.raises(ValueError, match="throttle"):
+        LocalCluster([0.5], throttle="turbo")
+
+
+def test_uneven_mesh_over_grpc_workers_matches_one_device_and_cleans_up():
+    from mtf_helpers import HeterogeneousMeshImpl, mtf, tf
+
+    def loss_on(impl, target=""):
+        graph_tf = tf.Graph()
+        with graph_tf.as_default():
+            tf.set_random_seed(0)
+            graph = mtf.Graph()
+            mesh = mtf.Mesh(graph, "mesh")
+            rng = np.random.RandomState(0)
+            dims = [mtf.Dimension(n, s) for n, s in (("batch", 5), ("h", 6), ("w", 6), ("c", 3))]
+            x = mtf.import_tf_tensor(mesh, tf.constant(rng.randn(5, 6, 6, 3).astype(np.float32)),
+                                     mtf.Shape(dims))
+            y = mtf.layers.conv2d(x, mtf.Dimension("filters", 7), name="conv",
+                                  filter_initializer=tf.constant_initializer(
+                                      rng.randn(3, 3, 3, 7).astype(np.float32)))
+            loss = mtf.reduce_sum(mtf.square(y))
+            lowering = mtf.Lowering(graph, {mesh: impl})
+            out = lowering.export_to_tf_tensor(loss)
+            init = tf.global_variables_initializer()
+            with tf.Session(target, graph=graph_tf) as sess:
+                sess.run(init)
+                sess.run(lowering.copy_masters_to_slices())
+                return sess.run(out)
+
+    expected = loss_on(HeterogeneousMeshImpl("all:1", "", [""]))
+    cluster = LocalCluster([1.0, 0.5])
+    with cluster:
+        pids = [p.pid for p in cluster.processes]
+        assert all(_alive(p) for p in pids)
+        impl = HeterogeneousMeshImpl("model:2", "filters:model", cluster.devices,
+                                     split_weights={"model": [0.7, 0.3]})
+        got = loss_on(impl, cluster.target)
+        if cluster.throttle == "cgroup":
+            assert len(cluster._cgroups) == 1  # the 1.0 worker is not throttled
+            paths = [g.path for g in cluster._cgroups]
+            assert all(os.path.isdir(p) for p in paths)
+    np.testing.assert_allclose(got, expected, rtol=1e-5)
+    assert not any(_alive(p) for p in pids)
+    if cluster.throttle == "cgroup":
+        assert not any(os.path.exists(p) for p in paths)
+
+
+def test_signal_throttle_stops_and_resumes_and_cleans_up():
+    cluster = LocalCluster([0.5], throttle="signal", pin=False)
+    with pytest.raises(RuntimeError, match="boom"):
+        with cluster:
+            pid = cluster.processes[0].pid
+            assert cluster.throttle == "signal" and len(cluster._cycles) == 1
+            assert cluster._cycles[0].is_alive()
+            raise RuntimeError("boom")
+    assert not _alive(pid)
+    assert cluster._cycles == []
+
+
+def test_dead_worker_is_reported_with_its_address():
+    with LocalCluster([1.0, 1.0], throttle="none") as cluster:
+        cluster.kill_worker(1)
+        with pytest.raises(WorkerError, match=f"worker 1 at {cluster.addresses[1]}"):
+            cluster.check_alive()
+
+
+def test_worker_command_rejects_bad_cluster_files(tmp_path):
+    from meshpar.cli import main
+
+    bad = tmp_path / "c.json"
+    bad.write_text(json.dumps({"worker": ["nohostport"]}))
+    proc = subprocess.run([sys.executable, "-m", "meshpar", "worker", "--cluster", str(bad),
+                           "--task", "0"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert "host:port" in proc.stderr and "Traceback" not in proc.stderr
+    bad.write_text(json.dumps({"worker": ["127.0.0.1:1"]}))
+    assert main(["worker", "--cluster", str(bad), "--task", "3"]) == 2
+
+
+@pytest.mark.skipif(detect_cgroup() is None, reason="needs a writable cgroup cpu controller")
+def test_cgroup_quota_uses_a_short_period():
+    from meshpar.local_cluster import _CgroupQuota
+
+    group = _CgroupQuota(detect_cgroup(), "meshpar-test-quota", 0.3, 10_000)
+    try:
+        assert (group.period_us, group.quota_us) == (10_000, 3_000)
+    finally:
+        group.remove()
+    slow = _CgroupQuota(detect_cgroup(), "meshpar-test-quota2", 0.05, 10_000)
+    try:
+        assert slow.quota_us >= 1000 and abs(slow.quota_us / slow.period_us - 0.05) < 0.01
+    finally:
+        slow.remove()
