@@ -213,7 +213,7 @@ def sample_params(
     k = 14
     directions = rng.normal(size=(k, 3))
     directions /= np.linalg.norm(directions, axis=1, keepdims=True)
-    ventricle_base = np.exp(rng.normal(0.0, 0.1))  # people differ a lot in ventricle size
+    ventricle_base = np.exp(rng.normal(0.0, 0.08))  # people differ a lot in ventricle size
     bias_quad = rng.normal(0.0, 0.08, size=(3, 3))
     return PhantomParams(
         label=label,
@@ -229,9 +229,9 @@ def sample_params(
         gyral_directions=directions,
         gyral_phases=rng.uniform(0.0, 2 * np.pi, size=k),
         gyral_frequency=rng.uniform(11.0, 14.0),
-        ventricle_scale=ventricle_base * (1.0 + 0.12 * age + 0.4 * atrophy) * rng.normal(1.0, 0.05, size=3),
+        ventricle_scale=ventricle_base * (1.0 + 0.12 * age + 0.6 * atrophy) * rng.normal(1.0, 0.05, size=3),
         ventricle_asymmetry=rng.normal(0.0, 0.08),
-        hippocampus_scale=(1.0 - 0.05 * age - 0.3 * atrophy) * np.exp(rng.normal(0.0, 0.06)),
+        hippocampus_scale=(1.0 - 0.05 * age - 0.35 * atrophy) * np.exp(rng.normal(0.0, 0.06)),
         temporal_horn_scale=(1.0 + 0.2 * age + 1.5 * atrophy) * np.exp(rng.normal(0.0, 0.1)),
         gain=float(np.exp(rng.normal(np.log(800.0), 0.25))),
         bias_linear=rng.normal(0.0, 0.1, size=3),
@@ -260,8 +260,8 @@ def _ventricle_ellipsoids(params: PhantomParams) -> list:
     vs = params.ventricle_scale
     a = params.ventricle_asymmetry
     ts = params.temporal_horn_scale
-    lateral = np.array([0.08, 0.28, 0.1]) * vs
-    horn = np.array([0.03, 0.13, 0.03]) * ts
+    lateral = np.array([0.1, 0.28, 0.1]) * vs
+    horn = np.array([0.035, 0.13, 0.035]) * ts
     return [
         ((-0.13, 0.04, 0.14), lateral * (1 + a)),  # lateral ventricles
         ((0.13, 0.04, 0.14), lateral * (1 - a)),
