@@ -211,6 +211,8 @@ def build_model_fn(model, plan=None, *, mesh: Optional[MeshSpec] = None,
             raise ValueError(f"{spec.name}: features have shape {features.shape.as_list()[1:]}"
                              f", expected {list(expected)}")
         is_training = mode == tf_estimator.ModeKeys.TRAIN
+        if labels is None and mode != tf_estimator.ModeKeys.PREDICT:
+            raise ValueError(f"{mode} needs labels")
         graph = mtf.Graph()
         mtf_mesh = mtf.Mesh(graph, "mesh")
         logits, bn_updates = spec.build(features, mesh=mtf_mesh, is_training=is_training)

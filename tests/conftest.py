@@ -4,3 +4,17 @@ import os
 os.environ.setdefault("TF_DETERMINISTIC_OPS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("MPLBACKEND", "Agg")
+
+
+import sys  # noqa: E402
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _close_tf_graph_contexts():
+    """Leave no TF graph context open after a test (tests/mtf_helpers.py)."""
+    yield
+    helpers = sys.modules.get("mtf_helpers")
+    if helpers is not None:
+        helpers.close_graphs()

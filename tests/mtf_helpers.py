@@ -7,7 +7,10 @@ import tensorflow.compat.v1 as tf
 
 from meshpar.mesh_impl import HeterogeneousMeshImpl
 
-tf.disable_eager_execution()
+# TF2 runs eagerly; Mesh-TF builds TF1 graphs. Instead of switching eager off
+# for the whole process (which breaks other tests), each test builds inside a
+# graph context that conftest.py closes after the test.
+_OPEN_GRAPHS = []
 
 ONE_THREAD = dict(intra_op_parallelism_threads=1, inter_op_parallelism_threads=1)
 
@@ -20,9 +23,25 @@ def one_device_impl():
     return HeterogeneousMeshImpl("all:1", "", [""])
 
 
-def new_graph(seed=1):
-    tf.reset_default_graph()
+def fresh_tf_graph(seed=1):
+    """Make a new tf.Graph the default one until the test ends."""
+    close_graphs()
+    graph = tf.Graph()
+    context = graph.as_default()
+    context.__enter__()
+    _OPEN_GRAPHS.append(context)
     tf.set_random_seed(seed)
+    return graph
+
+
+def close_graphs():
+    while _OPEN_GRAPHS:
+        _OPEN_GRAPHS.pop().__exit__(None, None, None)
+
+
+def new_graph(seed=1):
+    """A fresh default tf.Graph and an mtf graph with one mesh on it."""
+    fresh_tf_graph(seed)
     graph = mtf.Graph()
     return graph, mtf.Mesh(graph, "mesh")
 

@@ -129,3 +129,17 @@ def test_mesh_spec_from_plan_uses_its_mesh_layout_and_weights():
     assert mesh.mesh_shape == "model:3"
     assert mesh.layout == "stem_filters:model"
     assert mesh.split_weights == {"model": [3, 2, 1]}
+
+
+def test_estimator_train_step_orders_every_variable_read_before_every_write():
+    """The whole training step (model, optimizer slots, batch-norm averages,
+    global step) has no read that may run after a write of the same variable."""
+    from meshpar import optim
+
+    model_fn = E.build_model_fn(TINY, mesh_shape="model:2", split_weights={"model": [2, 1]},
+                                optimizer="adam")
+    x, y = _data(BATCH)
+    with tf.Graph().as_default():
+        tf.set_random_seed(1)
+        spec = model_fn(tf.constant(x), tf.constant(y), tf.estimator.ModeKeys.TRAIN)
+        assert optim.unordered_reads([spec.loss, spec.train_op]) == []

@@ -2,7 +2,8 @@
 import numpy as np
 import pytest
 
-from mtf_helpers import HeterogeneousMeshImpl, mtf, new_graph, run_lowered, session, tf
+from mtf_helpers import (HeterogeneousMeshImpl, fresh_tf_graph, mtf, new_graph, run_lowered,
+                         session, tf)
 from meshpar.mesh_impl import UnevenLayoutError
 
 MESH = "batch:2;model:3"
@@ -97,7 +98,7 @@ def test_make_slices_cut_where_slice_begin_says():
     impl = impl_2x3()
     value = np.arange(7 * 13, dtype=np.float32).reshape(7, 13)
     shape = mtf.Shape([mtf.Dimension("batch", 7), mtf.Dimension("filters", 13)])
-    tf.reset_default_graph()
+    fresh_tf_graph()
     slices = impl.make_slices(tf.constant(value), shape)
     with session() as sess:
         got = sess.run(slices)
@@ -112,7 +113,7 @@ def _laid_out(impl, pieces):
 
 
 def test_allconcat_joins_uneven_pieces():
-    tf.reset_default_graph()
+    fresh_tf_graph()
     impl = HeterogeneousMeshImpl("model:3", "", [""] * 3)
     pieces = [np.full((2, s), i, np.float32) for i, s in enumerate([3, 1, 2])]
     out = impl.allconcat(_laid_out(impl, pieces), 0, 1)
@@ -122,7 +123,7 @@ def test_allconcat_joins_uneven_pieces():
 
 
 def test_allsplit_keeps_each_processors_uneven_piece():
-    tf.reset_default_graph()
+    fresh_tf_graph()
     impl = HeterogeneousMeshImpl("model:3", "", [""] * 3, split_weights={"model": [3, 2, 1]})
     value = np.arange(12, dtype=np.float32)
     out = impl.allsplit(_laid_out(impl, [value] * 3), 0, 0)
@@ -134,7 +135,7 @@ def test_allsplit_keeps_each_processors_uneven_piece():
 
 
 def test_alltoall_moves_uneven_pieces():
-    tf.reset_default_graph()
+    fresh_tf_graph()
     impl = HeterogeneousMeshImpl("model:3", "", [""] * 3, split_weights={"model": [3, 2, 1]})
     full = np.arange(6 * 12, dtype=np.float32).reshape(6, 12)
     rows = [full[0:3], full[3:5], full[5:6]]  # split along axis 0 like [3, 2, 1]
@@ -149,7 +150,7 @@ def test_alltoall_moves_uneven_pieces():
 
 @pytest.mark.parametrize("shape", [(3, 5), (37, 41), (1031,)])
 def test_allreduce_ring_with_unequal_chunks_sums_exactly(shape):
-    tf.reset_default_graph()
+    fresh_tf_graph()
     impl = HeterogeneousMeshImpl("model:3", "", [""] * 3)
     rng = np.random.RandomState(0)
     pieces = [rng.randint(-5, 5, size=shape).astype(np.float32) for _ in range(3)]
@@ -164,7 +165,7 @@ def test_allreduce_ring_with_unequal_chunks_sums_exactly(shape):
 
 
 def test_receive_between_unequal_slices_is_refused():
-    tf.reset_default_graph()
+    fresh_tf_graph()
     impl = HeterogeneousMeshImpl("model:2", "", [""] * 2)
     pieces = [np.zeros((3,), np.float32), np.zeros((2,), np.float32)]
     with pytest.raises(UnevenLayoutError, match="needs equal slices"):

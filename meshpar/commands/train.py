@@ -48,6 +48,8 @@ def register(subparsers) -> None:
     parser.add_argument("--optimizer", choices=sorted(OPTIMIZER_DEFAULT_LR), default="adam")
     parser.add_argument("--lr", type=float, default=None,
                         help="learning rate (default: adam 1e-3, momentum 0.01, sgd 0.05)")
+    parser.add_argument("--labels", default="NC,AD",
+                        help="class names in labels.csv, class 0 first (default: NC,AD)")
     parser.add_argument("--n-synthetic", type=int, default=64,
                         help="subjects written by --synthetic (default: 64)")
     parser.add_argument("--val-fraction", type=float, default=0.25,
@@ -153,11 +155,16 @@ def _input_fns(args, spec, scratch):
         return _synthetic_images(args, shape) + (f"{args.n_synthetic} synthetic images",)
     from meshpar.data import make_tf_dataset, nifti, write_dataset
 
+    label_set = tuple(name.strip() for name in args.labels.split(",") if name.strip())
+    if len(label_set) != spec.config.num_classes:
+        raise ValueError(f"--labels names {len(label_set)} classes but {spec.name} has "
+                         f"{spec.config.num_classes}")
     directory = args.data
     if args.synthetic:
         directory = os.path.join(scratch, "phantoms")
-        write_dataset(directory, args.n_synthetic, shape=shape[:3], seed=args.seed)
-    subjects = nifti.read_labels(directory)
+        write_dataset(directory, args.n_synthetic, shape=shape[:3], seed=args.seed,
+                      label_set=label_set)
+    subjects = nifti.read_labels(directory, label_set)
     if len(subjects) < 2:
         raise ValueError(f"{directory}: need at least 2 subjects, found {len(subjects)}")
     train_subjects, val_subjects = nifti.split_subjects(subjects, args.val_fraction,
@@ -167,13 +174,14 @@ def _input_fns(args, spec, scratch):
                          "training subjects")
 
     def train_fn():
-        return make_tf_dataset(directory, shape[:3], args.batch, shuffle=True, seed=args.seed,
-                               repeat=True, subjects=train_subjects, drop_remainder=True)
+        return make_tf_dataset(directory, shape[:3], args.batch, label_set, shuffle=True,
+                               seed=args.seed, repeat=True, subjects=train_subjects,
+                               drop_remainder=True)
 
     eval_fn = None
     if len(val_subjects) >= args.batch:
         def eval_fn():
-            return make_tf_dataset(directory, shape[:3], args.batch, shuffle=False,
+            return make_tf_dataset(directory, shape[:3], args.batch, label_set, shuffle=False,
                                    subjects=val_subjects, drop_remainder=True)
     note = (f"{len(train_subjects)} training / {len(val_subjects)} validation subjects "
             f"from {'synthetic phantoms' if args.synthetic else directory}")

@@ -231,8 +231,8 @@ def sample_params(
         gyral_frequency=rng.uniform(11.0, 14.0),
         ventricle_scale=ventricle_base * (1.0 + 0.12 * age + 0.6 * atrophy) * rng.normal(1.0, 0.05, size=3),
         ventricle_asymmetry=rng.normal(0.0, 0.08),
-        hippocampus_scale=(1.0 - 0.05 * age - 0.35 * atrophy) * np.exp(rng.normal(0.0, 0.06)),
-        temporal_horn_scale=(1.0 + 0.2 * age + 1.5 * atrophy) * np.exp(rng.normal(0.0, 0.1)),
+        hippocampus_scale=(1.0 - 0.05 * age - 0.4 * atrophy) * np.exp(rng.normal(0.0, 0.06)),
+        temporal_horn_scale=(1.0 + 0.2 * age + 1.3 * atrophy) * np.exp(rng.normal(0.0, 0.1)),
         gain=float(np.exp(rng.normal(np.log(800.0), 0.25))),
         bias_linear=rng.normal(0.0, 0.1, size=3),
         bias_quadratic=(bias_quad + bias_quad.T) / 2,
@@ -261,7 +261,7 @@ def _ventricle_ellipsoids(params: PhantomParams) -> list:
     a = params.ventricle_asymmetry
     ts = params.temporal_horn_scale
     lateral = np.array([0.1, 0.28, 0.1]) * vs
-    horn = np.array([0.035, 0.13, 0.035]) * ts
+    horn = np.array([0.03, 0.13, 0.03]) * ts
     return [
         ((-0.13, 0.04, 0.14), lateral * (1 + a)),  # lateral ventricles
         ((0.13, 0.04, 0.14), lateral * (1 - a)),
