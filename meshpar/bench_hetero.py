@@ -213,10 +213,47 @@ def profile_cluster(cluster, workload, runner_factory, warmup, steps, fractions,
 
 
 # ------------------------------------------------------------------- driver
+class ExistingCluster:
+    """Workers already running elsewhere (``meshpar worker``), from a TF
+    cluster file or ``TF_CONFIG``: the benchmark runs on them as they are."""
+
+    throttle = "none"
+    pin = False
+
+    def __init__(self, cluster_file: Optional[str] = None, device_type: str = "CPU"):
+        from meshpar.commands.worker import load_cluster
+
+        jobs, _ = load_cluster(cluster_file)
+        job = "worker" if "worker" in jobs else sorted(jobs)[0]
+        self.addresses = list(jobs[job])
+        self.devices = [f"/job:{job}/task:{i}/device:{device_type}:0"
+                        for i in range(len(self.addresses))]
+        self.speeds = [1.0] * len(self.addresses)
+
+    @property
+    def target(self) -> str:
+        return f"grpc://{self.addresses[0]}"
+
+    def describe(self) -> str:
+        return f"existing cluster of {len(self.addresses)} workers: {', '.join(self.addresses)}"
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None
+
+
 def run_benchmark(speeds: Sequence[float] = DEFAULT_SPEEDS, quick: bool = False,
                   workload_name: Optional[str] = None, throttle: str = "auto",
-                  steps: Optional[int] = None, seed: int = 0, log=print) -> dict:
-    """Run the whole benchmark; return the results as a JSON-ready dict."""
+                  steps: Optional[int] = None, seed: int = 0, log=print,
+                  cluster_file: Optional[str] = None, only_ga: bool = False) -> dict:
+    """Run the whole benchmark; return the results as a JSON-ready dict.
+
+    With ``cluster_file`` (or ``"TF_CONFIG"``) it runs on existing workers
+    instead of starting a LocalCluster of ``speeds``. ``only_ga`` measures the
+    planned strategy alone (used by the scaling benchmark).
+    """
     from meshpar.local_cluster import LocalCluster
     from meshpar.planner import plan as make_plan
 
@@ -224,7 +261,12 @@ def run_benchmark(speeds: Sequence[float] = DEFAULT_SPEEDS, quick: bool = False,
     warmup, steps = (1, steps or 3) if quick else (2, steps or 7)
     fractions = (1.0, 0.5, 0.25) if quick else (1.0, 0.75, 0.5, 0.25)
     started = time.time()
-    with LocalCluster(speeds, throttle=throttle) as cluster:
+    if cluster_file:
+        context = ExistingCluster(None if cluster_file == "TF_CONFIG" else cluster_file)
+        speeds = context.speeds
+    else:
+        context = LocalCluster(speeds, throttle=throttle)
+    with context as cluster:
         log(f"cluster: {cluster.describe()}")
         log(f"workload: {workload}")
 
@@ -253,6 +295,8 @@ def run_benchmark(speeds: Sequence[float] = DEFAULT_SPEEDS, quick: bool = False,
                      split_weights={k: list(v) for k, v in plan.split_weights.items()}),
         ]
         results = {}
+        if only_ga:
+            strategies = [s for s in strategies if s.name == "ga"]
         runners = {s.name: runner(workload, s, f"strategy_{s.name.replace('-', '_')}")
                    for s in strategies if _expressible(s, workload)}
         # Interleave the strategies' timed steps so drift hits all alike.
@@ -275,7 +319,7 @@ def run_benchmark(speeds: Sequence[float] = DEFAULT_SPEEDS, quick: bool = False,
                 "samples_per_second": rate, "efficiency": rate / ideal,
             }
         for name in ("even", "ga"):
-            if name in runners:
+            if name in runners and not only_ga:
                 results[name]["busy_seconds_per_worker"] = runners[name].busy_seconds()
         for r in runners.values():
             r.close()

@@ -16,6 +16,9 @@ def register(subparsers) -> None:
     hetero = sub.add_parser("hetero", help="even vs proportional vs GA on a LocalCluster")
     hetero.add_argument("--speeds", default="0.9,0.3",
                         help="CPU share of each worker, in (0, 1] (default %(default)s)")
+    hetero.add_argument("--cluster", default=None,
+                        help="run on existing workers from a TF cluster JSON ('TF_CONFIG' to read"
+                             " the environment) instead of starting a LocalCluster")
     hetero.add_argument("--quick", action="store_true", help="smaller workload, fewer steps")
     hetero.add_argument("--model", default=None, choices=["conv3d", "conv3d-quick"],
                         help="workload (default conv3d, conv3d-quick with --quick)")
@@ -45,7 +48,7 @@ def run_hetero(args) -> int:
     log = (lambda *a: print(*a, file=sys.stderr)) if args.json else print
     result = bench_hetero.run_benchmark(speeds, quick=args.quick, workload_name=args.model,
                                         throttle=args.throttle, steps=args.steps,
-                                        seed=args.seed, log=log)
+                                        seed=args.seed, log=log, cluster_file=args.cluster)
     if args.out:
         for path in bench_hetero.save(result, args.out, plot=not args.no_plot):
             log(f"wrote {path}")
