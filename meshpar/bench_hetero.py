@@ -62,6 +62,8 @@ class Conv3dWorkload:
 WORKLOADS = {
     "conv3d": Conv3dWorkload(),
     "conv3d-quick": Conv3dWorkload(name="conv3d-quick", spatial=16),
+    # for the test suite: exercises every step in seconds
+    "conv3d-tiny": Conv3dWorkload(name="conv3d-tiny", batch=4, spatial=6, c_in=4, c_out=8),
 }
 
 
