@@ -2,8 +2,7 @@
 
 Each is executed with nbclient in a fresh kernel running this interpreter
 (so the venv's meshpar, TensorFlow and matplotlib), in a temporary working
-directory; outputs are not written back. Select them with ``-k notebooks``
-or ``-m notebooks``. Each takes well under two minutes on two CPU cores.
+directory; outputs are not written back. Select them with ``-k notebooks``. Each takes well under two minutes on two CPU cores.
 """
 import json
 import os
@@ -17,8 +16,6 @@ nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 pytest.importorskip("ipykernel")
 pytest.importorskip("matplotlib")
-
-pytestmark = pytest.mark.notebooks
 
 NOTEBOOK_DIR = Path(__file__).resolve().parent.parent / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))

@@ -27,6 +27,10 @@ shrinks the hippocampi most, while ageing (drawn independently of the group)
 widens sulci and thins the cortex in everyone. No global intensity statistic
 separates the groups: the scanner gain varies more than atrophy changes the
 mean, and ageing confounds the global CSF fraction.
+The effect sizes are set so that a small 3-D CNN
+reaches >= 90% held-out accuracy at 32^3 within seconds of CPU training while
+a classifier on mean intensity stays near chance
+(``benchmarks/phantom_learnability.py``).
 
 Only numpy, scipy and nibabel are imported here (no TensorFlow).
 
