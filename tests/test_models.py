@@ -122,6 +122,42 @@ def test_uneven_hybrid_mesh_gives_the_one_device_logits(module, config):
     np.testing.assert_allclose(hybrid, one, atol=1e-5)
 
 
+def test_float64_gradients_on_an_uneven_hybrid_mesh_equal_one_device_to_rounding():
+    """In float64 the uneven split changes nothing but rounding (~1e-14). In
+    float32, batch-norm backward over large volumes amplifies reduction-order
+    rounding (at 32^3, one device in float32 is itself ~0.5% off float64), so
+    exact-parity checks use small volumes or float64. TF's CPU max-pool has no
+    float64 kernel, hence no stem pool here."""
+    config = ResAttNet3DConfig.small(input_shape=(8, 8, 8), stem_filters=5,
+                                     stage_filters=(5, 7), attention_stages=(1,),
+                                     stem_pool=False, name="tiny3d-f64")
+    x = np.random.RandomState(0).randn(5, 8, 8, 8, 1)
+
+    def gradients(impl):
+        with tf.Graph().as_default():
+            tf.set_random_seed(1)
+            graph = mtf.Graph()
+            mesh = mtf.Mesh(graph, "mesh")
+            logits, _ = resattnet3d.build(tf.constant(x, tf.float64), config, mesh=mesh)
+            loss = mtf.reduce_sum(mtf.square(logits))
+            variables = graph.trainable_variables
+            grads = mtf.gradients([loss], [v.outputs[0] for v in variables])
+            lowering = mtf.Lowering(graph, {mesh: impl})
+            outs = [lowering.export_to_tf_tensor(g) for g in grads]
+            with tf.Session(config=ONE_THREAD) as sess:
+                sess.run(tf.global_variables_initializer())
+                sess.run(lowering.copy_masters_to_slices())
+                return sess.run(outs)
+
+    one = gradients(HeterogeneousMeshImpl("all:1", "", [""]))
+    hybrid = gradients(HeterogeneousMeshImpl(
+        "batch:2;model:3", resattnet3d.layout_rules(config), [""] * 6,
+        split_weights={"batch": [2, 1], "model": [3, 2, 1]}))
+    assert len(one) == len(hybrid) > 20
+    for want, got in zip(one, hybrid):
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+
+
 def test_eval_graph_uses_moving_averages_and_returns_no_updates():
     graph, _, _, updates = _build_graph(resattnet3d, TINY_3D, is_training=False)
     assert updates == []

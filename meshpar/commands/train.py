@@ -116,7 +116,7 @@ def run(args) -> int:
 
     spec = models.get(args.model)
     lr = args.lr if args.lr is not None else OPTIMIZER_DEFAULT_LR[args.optimizer]
-    mesh_kwargs = _mesh_arguments(args)
+    mesh_kwargs = _mesh_arguments(args, spec)
 
     os.environ.setdefault("TF_DETERMINISTIC_OPS", "1")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -126,7 +126,7 @@ def run(args) -> int:
         return _train(args, spec, lr, mesh_kwargs, model_dir, train_fn, eval_fn, data_note)
 
 
-def _mesh_arguments(args) -> dict:
+def _mesh_arguments(args, spec) -> dict:
     devices = None
     if args.devices:
         devices = [d.strip() for d in args.devices.split(",")]
@@ -134,6 +134,9 @@ def _mesh_arguments(args) -> dict:
         from meshpar.plan import Plan
 
         plan = Plan.load(args.plan)
+        if plan.model not in (spec.name, spec.config.name):
+            raise ValueError(f"{args.plan} was planned for model {plan.model!r}, "
+                             f"not {spec.name!r}")
         n = len(plan.devices)
         if devices is None:
             devices = [""] * n  # emulated: the plan's device names may be other machines

@@ -31,6 +31,11 @@ def glorot_initializer():
                                            distribution="uniform")
 
 
+def variable_dtype(x):
+    """float32 master and slice variables, activations in ``x``'s dtype (as mtf's convs)."""
+    return mtf.VariableDType(tf.float32, tf.float32, x.dtype)
+
+
 def pad_to_even(x, dim_names):
     """Zero-pad each named dimension of odd size by one at the end.
 
@@ -60,7 +65,7 @@ def conv2d(x, out_dim, kernel=3, use_bias=True, name="conv2d"):
         y = mtf.layers.conv2d(x, out_dim, filter_size=(kernel, kernel),
                               filter_initializer=he_initializer(), name="conv")
         if use_bias:
-            bias = mtf.get_variable(x.mesh, "bias", [out_dim],
+            bias = mtf.get_variable(x.mesh, "bias", [out_dim], dtype=variable_dtype(x),
                                     initializer=tf.zeros_initializer())
             y += bias
     return y
@@ -71,11 +76,12 @@ def dense(x, reduced_dims, out_dim, use_bias=True, initializer=None, name="dense
     reduced_dims = list(reduced_dims)
     with tf.variable_scope(name):
         kernel = mtf.get_variable(x.mesh, "kernel", reduced_dims + [out_dim],
+                                  dtype=variable_dtype(x),
                                   initializer=initializer or glorot_initializer())
         out_shape = [d for d in x.shape.dims if d not in reduced_dims] + [out_dim]
         y = mtf.einsum([x, kernel], output_shape=out_shape)
         if use_bias:
-            bias = mtf.get_variable(x.mesh, "bias", [out_dim],
+            bias = mtf.get_variable(x.mesh, "bias", [out_dim], dtype=variable_dtype(x),
                                     initializer=tf.zeros_initializer())
             y += bias
     return y
@@ -89,14 +95,15 @@ def batch_norm(x, channel_dim, is_training, momentum=0.9, epsilon=1e-5, name="bn
     (mtf.Tensor, list of mtf.Operation)
         The normalised tensor and, in training, the moving-average updates.
     """
+    dtype = variable_dtype(x)
     with tf.variable_scope(name):
-        scale = mtf.get_variable(x.mesh, "scale", [channel_dim],
+        scale = mtf.get_variable(x.mesh, "scale", [channel_dim], dtype=dtype,
                                  initializer=tf.ones_initializer())
-        offset = mtf.get_variable(x.mesh, "offset", [channel_dim],
+        offset = mtf.get_variable(x.mesh, "offset", [channel_dim], dtype=dtype,
                                   initializer=tf.zeros_initializer())
-        moving_mean = mtf.get_variable(x.mesh, "moving_mean", [channel_dim],
+        moving_mean = mtf.get_variable(x.mesh, "moving_mean", [channel_dim], dtype=dtype,
                                        initializer=tf.zeros_initializer(), trainable=False)
-        moving_var = mtf.get_variable(x.mesh, "moving_variance", [channel_dim],
+        moving_var = mtf.get_variable(x.mesh, "moving_variance", [channel_dim], dtype=dtype,
                                       initializer=tf.ones_initializer(), trainable=False)
         updates = []
         if is_training:

@@ -43,8 +43,8 @@ them); :func:`build` imports Mesh-TensorFlow when called.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import NamedTuple, Optional, Sequence
+from dataclasses import dataclass
+from typing import NamedTuple, Optional
 
 from meshpar.description import Layer, ModelDescription
 

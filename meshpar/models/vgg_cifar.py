@@ -20,7 +20,6 @@ Pure Python at import time; :func:`build` imports Mesh-TensorFlow.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import NamedTuple, Optional
 
