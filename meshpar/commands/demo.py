@@ -25,8 +25,8 @@ def register(subparsers) -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--speeds", default=DEFAULT_SPEEDS,
                         help="relative speeds of the emulated devices (default %(default)s)")
-    parser.add_argument("--steps", type=int, default=60, help="training steps (default %(default)s)")
-    parser.add_argument("--subjects", type=int, default=64,
+    parser.add_argument("--steps", type=int, default=100, help="training steps (default %(default)s)")
+    parser.add_argument("--subjects", type=int, default=96,
                         help="synthetic subjects to write (default %(default)s)")
     parser.add_argument("--skip-training", action="store_true",
                         help="stop after the split check and the plans")
@@ -135,19 +135,21 @@ def show_plans(speeds, batch: int):
     return plans["ga"]
 
 
-def train_on_plan(plan, steps: int, subjects: int, batch: int):
-    """Part 3: synthetic phantoms -> estimator training on the planned mesh."""
-    from meshpar.commands.train import train_and_evaluate_synthetic
+def train_on_plan(plan, steps: int, subjects: int, batch: int) -> int:
+    """Part 3: synthetic phantoms -> estimator training on the planned mesh
+    (through ``meshpar train``, which prints the held-out metrics table)."""
+    from meshpar.cli import main as cli_main
 
-    print(f"\n== 3. Training resattnet3d-small on {subjects} synthetic NIfTI phantoms,"
-          f" mesh {plan.mesh_shape_string()} (weights {plan.split_weights}), {steps} steps")
+    print(f"\n== 3. Training resattnet3d-small on {subjects} synthetic NIfTI phantoms (32^3),"
+          f" on the GA plan's mesh {plan.mesh_shape_string()} with emulated devices,"
+          f" {steps} steps of batch {batch}")
     with tempfile.TemporaryDirectory(prefix="meshpar-demo-") as tmp:
-        metrics = train_and_evaluate_synthetic(
-            plan=plan, steps=steps, subjects=subjects, batch=batch,
-            work_dir=tmp, seed=0)
-    print("   held-out metrics: " + ", ".join(
-        f"{k} {v:.3f}" for k, v in sorted(metrics.items()) if isinstance(v, float)))
-    return metrics
+        path = os.path.join(tmp, "plan.json")
+        plan.save(path)
+        return cli_main(["train", "--synthetic", "--model", "resattnet3d-small", "--plan", path,
+                         "--steps", str(steps), "--batch", str(batch),
+                         "--n-synthetic", str(subjects), "--lr", "3e-3", "--threads", "2",
+                         "--model-dir", os.path.join(tmp, "model")])
 
 
 def run(args) -> int:
@@ -162,6 +164,8 @@ def run(args) -> int:
     batch = 8
     plan = show_plans(speeds, batch)
     if not args.skip_training:
-        train_on_plan(plan, args.steps, args.subjects, batch)
+        status = train_on_plan(plan, args.steps, args.subjects, batch)
+        if status:
+            return status
     print(f"\ndone in {time.time() - start:.0f} s")
     return 0
