@@ -89,3 +89,16 @@ def plot_plan_split(plan, ax=None):
     ax.set_xlabel("share of the dimension (colour = mesh coordinate)")
     ax.set_title(f"{plan.method}: mesh {plan.mesh_shape_string()}")
     return ax
+
+
+def plot_plan(plan, path: str) -> str:
+    """A plan's split diagram next to its convergence history (``meshpar plan --plot``)."""
+    plt = _pyplot()
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 0.8 + 0.35 * max(4, len(plan.split_sizes))))
+    plot_plan_split(plan, ax=ax1)
+    plot_ga_convergence(list(plan.history), ax=ax2, label=f"{plan.method} best",
+                        lower_bound=plan.lower_bound_seconds)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path

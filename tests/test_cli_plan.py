@@ -67,3 +67,12 @@ def test_plan_that_cannot_fit_in_memory_exits_2(capsys, tmp_path):
     rc = main(["plan", "--cluster", str(path), "--model", "vgg-cifar", "--method",
                "proportional"])
     assert rc == 2 and "fits in memory" in capsys.readouterr().err
+
+
+def test_plan_plot_writes_a_png(tmp_path):
+    from meshpar.cli import main
+
+    out = tmp_path / "plan.png"
+    assert main(["plan", "--speeds", "1.0,0.5,0.3,0.2", "--model", "resattnet3d-small",
+                 "--batch", "8", "--method", "proportional", "--plot", str(out)]) == 0
+    assert out.read_bytes()[:4] == b"\x89PNG"

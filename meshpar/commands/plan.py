@@ -33,6 +33,7 @@ def register(subparsers) -> None:
                         help="show the GA progress bar even when stderr is not a terminal")
     parser.add_argument("--json", action="store_true", help="print the plan as one JSON object")
     parser.add_argument("--out", help="also write the plan to this JSON file")
+    parser.add_argument("--plot", help="write a PNG: split diagram and GA convergence")
     parser.set_defaults(func=run)
 
 
@@ -86,6 +87,10 @@ def run(args) -> int:
             f"(model {model.name}, batch {args.batch})")
     if args.out:
         result.save(args.out)
+    if args.plot:
+        from meshpar.viz import plot_plan
+
+        plot_plan(result, args.plot)
     if args.json:
         print(json.dumps(result.to_dict()))
     else:
