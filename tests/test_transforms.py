@@ -1,6 +1,7 @@
 """Pre-processing steps: reorientation, resampling, crop/pad, z-scoring, seeded augmentation."""
 import nibabel as nib
 import numpy as np
+from nifti_helpers import blob, save_nifti
 import pytest
 
 from meshpar.data.nifti import Volume, load_volume
@@ -17,17 +18,10 @@ from meshpar.data.transforms import (
 
 
 def _blob(shape=(12, 12, 12), seed=0):
-    """A bright ellipsoid on a dark noisy background, off-centre so flips show."""
-    rng = np.random.default_rng(seed)
-    grid = np.indices(shape).astype(float)
-    centre = np.array(shape)[:, None, None, None] * np.array([0.55, 0.45, 0.5])[:, None, None, None]
-    inside = (((grid - centre) / (np.array(shape)[:, None, None, None] * 0.3)) ** 2).sum(0) < 1
-    return (inside * 100.0 + grid[0] * 2 + rng.normal(0, 1, shape)).astype(np.float32) + 5.0
+    return blob(shape, seed)
 
 
-def _save(path, data, affine=None):
-    nib.save(nib.Nifti1Image(np.asarray(data), np.eye(4) if affine is None else affine), str(path))
-    return path
+_save = save_nifti
 
 
 def test_lps_file_reorients_to_the_same_array_as_its_ras_twin(tmp_path):
