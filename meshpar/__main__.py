@@ -1,5 +1,7 @@
+"""``python -m meshpar``: the same as the ``meshpar`` command (see :mod:`meshpar.cli`)."""
 import sys
 
 from meshpar.cli import main
 
-sys.exit(main())
+if __name__ == "__main__":
+    sys.exit(main())

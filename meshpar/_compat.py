@@ -72,6 +72,7 @@ def install_import_hook() -> None:
 
 
 def remove_import_hook() -> None:
+    """Take the import hook off ``sys.meta_path`` again (a no-op when it is not there)."""
     import sys
 
     while _HOOK in sys.meta_path:

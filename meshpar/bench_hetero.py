@@ -45,6 +45,7 @@ class Conv3dWorkload:
 
     @property
     def forward_flops_per_sample(self) -> float:
+        """FLOPs of the convolution's forward pass for one sample (2 per multiply-add)."""
         return 2.0 * self.spatial ** 3 * self.kernel ** 3 * self.c_in * self.c_out
 
     def description(self):
@@ -81,6 +82,9 @@ class Strategy:
     predicted_seconds: Optional[float] = None
 
     def mesh_impl(self):
+        """The mesh implementation that runs this strategy: Mesh-TF's ``PlacementMeshImpl``
+        when ``upstream``, else a ``HeterogeneousMeshImpl`` with ``split_weights``.
+        """
         from meshpar.mesh_impl import HeterogeneousMeshImpl
 
         if self.upstream:
@@ -146,6 +150,7 @@ class StrategyRunner:
         self.session.run(init[1])
 
     def time_steps(self, warmup: int, steps: int) -> list:
+        """Run ``warmup`` untimed steps, then return the wall seconds of ``steps`` steps."""
         for _ in range(warmup):
             self.session.run(self.step)
         times = []
@@ -172,6 +177,7 @@ class StrategyRunner:
         return busy
 
     def close(self):
+        """Close the session (the workers keep running)."""
         self.session.close()
 
 
@@ -223,7 +229,8 @@ class ExistingCluster:
     throttle = "none"
     pin = False
 
-    def __init__(self, cluster_file: Optional[str] = None, device_type: str = "CPU"):
+    def __init__(self, cluster_file: Optional[str] = None, device_type: str = "CPU",
+                 connect_timeout: float = 5.0):
         from meshpar.commands.worker import load_cluster
 
         jobs, _ = load_cluster(cluster_file)
@@ -232,19 +239,51 @@ class ExistingCluster:
         self.devices = [f"/job:{job}/task:{i}/device:{device_type}:0"
                         for i in range(len(self.addresses))]
         self.speeds = [1.0] * len(self.addresses)
+        self.connect_timeout = float(connect_timeout)
+
+    def check_reachable(self) -> None:
+        """Raise ValueError naming the first worker that does not accept a TCP
+        connection within ``connect_timeout`` seconds. A TF session on a dead
+        worker waits for it forever; this turns that hang into an error."""
+        for task, address in enumerate(self.addresses):
+            check_address_reachable(address, self.connect_timeout, f"worker task {task}")
 
     @property
     def target(self) -> str:
+        """Session target: ``grpc://`` address of the first worker."""
         return f"grpc://{self.addresses[0]}"
 
     def describe(self) -> str:
+        """One line naming the workers, for the benchmark log."""
         return f"existing cluster of {len(self.addresses)} workers: {', '.join(self.addresses)}"
 
     def __enter__(self):
+        self.check_reachable()
         return self
 
     def __exit__(self, *exc):
         return None
+
+
+def check_address_reachable(address: str, timeout: float = 5.0, what: str = "worker") -> None:
+    """Open (and close) a TCP connection to ``host:port``; ValueError naming the
+    address if that fails or takes longer than ``timeout`` seconds."""
+    import socket
+
+    host, sep, port = str(address).rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"{what} address {address!r} is not 'host:port'")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout):
+            pass
+    except socket.timeout:
+        raise ValueError(f"{what} at {address} is unreachable: no answer within "
+                         f"{timeout:g} s (is `meshpar worker` running there?)") from None
+    except OSError as err:
+        reason = err.strerror or type(err).__name__
+        raise ValueError(f"{what} at {address} is unreachable: {reason} "
+                         f"(is `meshpar worker` running there?)") from None
 
 
 def run_benchmark(speeds: Sequence[float] = DEFAULT_SPEEDS, quick: bool = False,
@@ -422,6 +461,9 @@ def _predict(model, cluster_spec, batch, strategy: Strategy, plan) -> Optional[f
 
 
 def format_table(result: dict) -> str:
+    """The benchmark result as a text table: one row per strategy with throughput,
+    fraction of ideal, speed-up over ``even`` and predicted against measured step time.
+    """
     lines = [
         f"ideal (sum of standalone throughputs): {result['ideal_samples_per_second']:.2f} samples/s"
         f"  (standalone: " + ", ".join(f"{r:.2f}" for r in result["standalone_samples_per_second"])

@@ -39,6 +39,7 @@ class UsageError(ValueError):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``meshpar`` argument parser with every available subcommand registered."""
     parser = argparse.ArgumentParser(
         prog="meshpar",
         description="Uneven (heterogeneous) model + data parallelism on Mesh-TensorFlow.",
@@ -59,6 +60,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    """Run the ``meshpar`` command line.
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        Arguments without the program name (default: ``sys.argv[1:]``).
+
+    Returns
+    -------
+    int
+        Exit code: the subcommand's, 2 for bad input (one line on stderr) or no
+        subcommand, 1 for a failed cluster, 130 when interrupted.
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
@@ -66,6 +80,11 @@ def main(argv=None) -> int:
         return 2
     try:
         return int(args.func(args) or 0)
+    except RuntimeError as err:
+        if type(err).__name__ not in ("ClusterFailure", "WorkerError"):
+            raise
+        print(f"meshpar {args.command}: failed: {err}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("meshpar: interrupted", file=sys.stderr)
         return 130

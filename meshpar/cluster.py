@@ -15,7 +15,6 @@ Example
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import time
@@ -23,6 +22,8 @@ from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
 import numpy as np
+
+from meshpar.jsonio import load_json, save_json_atomic
 
 #: FLOP/s of a device of relative speed 1.0 in synthetic clusters.
 REFERENCE_FLOPS = 1e11
@@ -104,6 +105,7 @@ class DeviceSpec:
         return float(out) if np.ndim(out) == 0 else out
 
     def to_dict(self) -> dict:
+        """JSON-ready dict (``profile`` as a list of ``[size, flops_per_second]`` pairs)."""
         return {"name": self.name, "device": self.device,
                 "profile": [[s, f] for s, f in self.profile],
                 "memory_bytes": self.memory_bytes}
@@ -153,6 +155,7 @@ class ClusterSpec:
 
     @property
     def device_strings(self) -> list:
+        """TF device string of every device, in cluster order."""
         return [d.device for d in self.devices]
 
     def speeds_at(self, size: float) -> np.ndarray:
@@ -183,6 +186,7 @@ class ClusterSpec:
         return cls(tuple(devices), bandwidth=bandwidth, latency=latency)
 
     def to_dict(self) -> dict:
+        """JSON-ready dict, the format :meth:`from_dict` and :meth:`load` read."""
         out = {"devices": [d.to_dict() for d in self.devices],
                "bandwidth": self.bandwidth, "latency": self.latency}
         if self.extra:
@@ -219,20 +223,18 @@ class ClusterSpec:
             raise ValueError(f"{source}: {err}") from err
 
     def save(self, path) -> None:
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump(self.to_dict(), f, indent=2)
-            f.write("\n")
+        """Write the JSON file atomically (an existing file is never left half-written)."""
+        save_json_atomic(path, self.to_dict())
 
     @classmethod
     def load(cls, path) -> "ClusterSpec":
+        """Read a cluster JSON file (as written by :meth:`save` or ``meshpar profile``).
+
+        FileNotFoundError if it is missing; ValueError naming the file for bad JSON
+        or a bad field.
+        """
         path = os.fspath(path)
-        if not os.path.exists(path):
-            raise FileNotFoundError(f"cluster file {path} does not exist")
-        with open(path, encoding="utf-8") as f:
-            try:
-                data = json.load(f)
-            except json.JSONDecodeError as err:
-                raise ValueError(f"cluster file {path}: not valid JSON ({err})") from err
+        data = load_json(path, "cluster file")
         return cls.from_dict(data, source=f"cluster file {path}")
 
 

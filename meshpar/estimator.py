@@ -92,12 +92,17 @@ class MeshSpec:
 
     @property
     def size(self) -> int:
+        """Number of processors (devices) in the mesh."""
         return len(self.devices)
 
     def layout_for(self, spec: models.ModelSpec) -> str:
+        """The layout string for ``spec``: the given one, else the model's default rules
+        for this mesh shape.
+        """
         return self.layout if self.layout is not None else default_layout(spec, self.mesh_shape)
 
     def make_impl(self, spec: models.ModelSpec):
+        """A ``HeterogeneousMeshImpl`` for ``spec`` on this mesh (imports TensorFlow)."""
         from meshpar.mesh_impl import HeterogeneousMeshImpl
 
         return HeterogeneousMeshImpl(self.mesh_shape, self.layout_for(spec), list(self.devices),
@@ -305,18 +310,30 @@ def _metrics(labels, classes, probabilities, num_classes: int) -> dict:
 
 
 def run_config(model_dir: str, seed: int = 1, save_summary_steps: int = 100,
-               log_step_count_steps: int = 100, threads: int = 1) -> "tf_estimator.RunConfig":
+               log_step_count_steps: int = 100, threads: int = 1,
+               cluster_client=None) -> "tf_estimator.RunConfig":
     """A deterministic ``RunConfig``: graph seed, ``threads`` intra/inter-op threads.
 
     Set ``TF_DETERMINISTIC_OPS=1`` in the environment too for bit-reproducible runs.
+    With ``cluster_client`` (a :class:`meshpar.cluster_client.ClusterClient`)
+    training and evaluation sessions run on that TF cluster, mastered by this
+    process.
     """
     session_config = tf.ConfigProto(intra_op_parallelism_threads=threads,
                                     inter_op_parallelism_threads=threads,
                                     allow_soft_placement=True)
-    return tf_estimator.RunConfig(model_dir=model_dir, tf_random_seed=seed,
-                                  session_config=session_config,
-                                  save_summary_steps=save_summary_steps,
-                                  log_step_count_steps=log_step_count_steps)
+    if cluster_client is not None:
+        session_config = cluster_client.session_config(session_config)
+    config = tf_estimator.RunConfig(model_dir=model_dir, tf_random_seed=seed,
+                                    session_config=session_config,
+                                    save_summary_steps=save_summary_steps,
+                                    log_step_count_steps=log_step_count_steps)
+    if cluster_client is not None:
+        # RunConfig takes its masters only from TF_CONFIG, which describes a
+        # between-graph job; here one process drives the whole mesh.
+        config._master = cluster_client.target  # pylint: disable=protected-access
+        config._evaluation_master = cluster_client.target  # pylint: disable=protected-access
+    return config
 
 
 def make_estimator(model, model_dir: str, plan=None, *, seed: int = 1, threads: int = 1,
@@ -342,12 +359,15 @@ class LossHistoryHook(tf_estimator.SessionRunHook):
         self._loss = None
 
     def begin(self):
+        """Find the loss tensor in the graph being run."""
         self._loss = tf.get_default_graph().get_tensor_by_name(LOSS_TENSOR_NAME + ":0")
 
     def before_run(self, run_context):
+        """Ask the session to fetch the loss with every training step."""
         return tf.train.SessionRunArgs(self._loss)
 
     def after_run(self, run_context, run_values):
+        """Record the step's loss and call ``callback`` with it."""
         value = float(run_values.results)
         self.losses.append(value)
         if self._callback is not None:

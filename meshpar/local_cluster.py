@@ -195,17 +195,21 @@ class LocalCluster:
     # ------------------------------------------------------------ properties
     @property
     def devices(self) -> list:
+        """Device string of each worker's CPU, in task order (one per speed)."""
         return [f"/job:worker/task:{i}/device:CPU:0" for i in range(len(self.speeds))]
 
     @property
     def target(self) -> str:
+        """Session target: ``grpc://`` address of worker 0."""
         return f"grpc://{self.addresses[0]}"
 
     @property
     def cluster_def(self) -> dict:
+        """The cluster in TF's format, ``{"worker": ["host:port", ...]}``."""
         return {"worker": list(self.addresses)}
 
     def describe(self) -> str:
+        """One line: number of workers, CPU shares, pinning and throttle method."""
         pin = "pinned one per core" if self.pin else "not pinned"
         how = {"cgroup": f"cgroup CPU quota, period {self.period_us // 1000} ms",
                "signal": "SIGSTOP/SIGCONT duty cycle, period 20 ms",
@@ -222,6 +226,10 @@ class LocalCluster:
         self.stop()
 
     def start(self) -> "LocalCluster":
+        """Start the workers and wait until each answers (idempotent); returns ``self``.
+
+        On any failure the workers already started are stopped again.
+        """
         if self._started:
             return self
         self._started = True

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import random as _py_random
 from typing import Mapping, Optional, Sequence
 
@@ -145,6 +146,7 @@ class HeterogeneousMeshImpl(_pmi.PlacementMeshImpl):
         return self.tensor_dimension_to_mesh_axis(mtf.Dimension(dim_name, 1))
 
     def tensor_layout(self, arg):
+        """Mesh-TF's tensor layout, with errors naming the mtf op being lowered."""
         try:
             return super().tensor_layout(arg)
         except ValueError as err:
@@ -209,6 +211,7 @@ class HeterogeneousMeshImpl(_pmi.PlacementMeshImpl):
         return split_sizes(total, weights, what)
 
     def pcoord(self, pnum: int, mesh_axis: int) -> int:
+        """Coordinate of processor ``pnum`` along mesh axis ``mesh_axis`` (row-major pnums)."""
         return mtf.pnum_to_processor_coordinates(self.shape, pnum)[mesh_axis]
 
     # ----------------------------------------------------------- slice shapes
@@ -250,6 +253,9 @@ class HeterogeneousMeshImpl(_pmi.PlacementMeshImpl):
         return [self.slice_shape(tensor_shape, p) for p in range(self.size)]
 
     def slice_begin(self, tensor_shape, pnum: int) -> list:
+        """Offset of processor ``pnum``'s slice in each tensor dimension (uneven offsets:
+        the sum of the sizes of the lower coordinates).
+        """
         tensor_shape = mtf.convert_to_shape(tensor_shape)
         coords = mtf.pnum_to_processor_coordinates(self.shape, pnum)
         return [0 if axis is None else offsets(self.dim_sizes(dim, axis))[coords[axis]]
@@ -266,6 +272,7 @@ class HeterogeneousMeshImpl(_pmi.PlacementMeshImpl):
         return max(_prod(s) for s in self.slice_shapes(mtf.convert_to_shape(tensor_shape)))
 
     def laid_out_size(self, tensor_shape) -> int:
+        """Total elements over all slices (replicated dimensions counted on every processor)."""
         return sum(_prod(s) for s in self.slice_shapes(mtf.convert_to_shape(tensor_shape)))
 
     # -------------------------------------------------------------- plumbing
@@ -295,6 +302,11 @@ class HeterogeneousMeshImpl(_pmi.PlacementMeshImpl):
             self._even_collectives = previous
 
     def slicewise(self, fn, *inputs):
+        """Apply ``fn`` to each processor's slices on that processor's device.
+
+        Non-laid-out inputs are passed whole to every processor; a tuple result gives
+        a tuple of laid-out tensors.
+        """
         inputs = mtf.convert_args_to_laid_out_tensors(inputs)
         inputs = [x.tensor_list if isinstance(x, self.LaidOutTensor) else [x] * self.size
                   for x in inputs]
@@ -336,6 +348,7 @@ class HeterogeneousMeshImpl(_pmi.PlacementMeshImpl):
                 mesh_impl.combine_slices(as_master_dtype, shape))
 
     def make_slices(self, tf_tensor, tensor_shape):
+        """Cut a whole ``tf_tensor`` into the (uneven) slices of all processors, pnum order."""
         tensor_shape = mtf.convert_to_shape(tensor_shape)
         replicated = self.tensor_layout(tensor_shape).is_fully_replicated
 
@@ -350,6 +363,7 @@ class HeterogeneousMeshImpl(_pmi.PlacementMeshImpl):
     # (combine_slices is inherited: it concatenates, which takes uneven pieces.)
 
     def broadcast_impl(self, old_slices, old_shape, new_shape):
+        """Broadcast every slice from ``old_shape`` to its slice shape of ``new_shape``."""
         def grow(x):
             zeros = tf.zeros(self.slice_shape(new_shape), dtype=x.dtype)
             return zeros + mtf.ops._expand_dims(x, old_shape, new_shape)  # pylint: disable=protected-access
@@ -357,19 +371,37 @@ class HeterogeneousMeshImpl(_pmi.PlacementMeshImpl):
         return self.slicewise(grow, old_slices)
 
     def random(self, shape, tf_fn, kwargs):
+        """A random op (``mtf.random_uniform``, ``mtf.dropout``), slice by slice.
+
+        With a TF graph seed (``tf.set_random_seed``, ``RunConfig(tf_random_seed=)``)
+        each slice's op seed comes from the graph seed, the mtf op's name and
+        the slice's position, so a rerun draws the same values (Mesh-TF's own
+        ``PlacementMeshImpl`` draws them from Python's unseeded ``random`` and
+        the per-process string ``hash``, so its dropout masks change every run).
+        Without a graph seed the op seed is random, as there.
+        """
         shape = mtf.convert_to_shape(shape)
-        op_seed = _py_random.random()
+        graph_seed = tf.get_default_graph().seed
+        if graph_seed is not None and self._current_op is not None:
+            op_seed = f"{graph_seed},{self._current_op.name}"
+        else:
+            op_seed = repr(_py_random.random())
 
         def draw(pnum):
             # Slices that cover the same part of the tensor get the same seed,
             # so replicas of one slice hold the same values.
-            seed = hash(f"{op_seed},{self.slice_begin(shape, pnum)}")
+            text = f"{op_seed},{self.slice_begin(shape, pnum)}"
+            seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "little") >> 1
             return tf_fn(self.slice_shape(shape, pnum), seed=seed, **kwargs)
 
         return self.slicewise(draw, self.laid_out_pnum())
 
     # ----------------------------------------------------------- collectives
     def allreduce(self, x, mesh_axes, reduction_fn_string):
+        """Reduce ``x`` over ``mesh_axes`` with a ring all-reduce that takes unequal chunks.
+
+        ``reduction_fn_string`` is mtf's name of the reduction (``"SUM"``, ``"MAX"``, ...).
+        """
         return self._collective_with_groups(
             x, mesh_axes, functools.partial(
                 allreduce_ring_uneven, reduction_fn_string=reduction_fn_string))
@@ -439,6 +471,12 @@ class HeterogeneousMeshImpl(_pmi.PlacementMeshImpl):
         return self._collective_with_groups(x, [mesh_axis], exchange)
 
     def receive(self, x, mesh_axis, source_pcoord):
+        """Each processor takes the slice of processor ``source_pcoord[its pcoord]`` along
+        ``mesh_axis`` (zeros where that is None), as Mesh-TF's ``receive`` (shifts).
+
+        :class:`UnevenLayoutError` naming the op when source and target slices differ
+        in shape: shifting needs equal slices along the axis.
+        """
         x = x.to_laid_out_tensor()
 
         def receive_in_group(xs, devices):

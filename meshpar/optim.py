@@ -80,9 +80,13 @@ class AfterAll(mtf.Operation):
 
     @property
     def has_gradient(self):
+        """False: ordering only, nothing to differentiate."""
         return False
 
     def lower(self, lowering):
+        """Lower to ``tf.identity`` of each slice under control dependencies on all the
+        other inputs' slices.
+        """
         mesh_impl = lowering.mesh_impl(self)
         control = []
         for dep in self.inputs[1:]:
@@ -105,6 +109,7 @@ class Sgd(mtf.optimize.Optimizer):
         self.learning_rate = float(learning_rate)
 
     def apply_grad(self, grad, var):
+        """``var -= learning_rate * grad`` (no update for a None gradient)."""
         if grad is None:
             return []
         return [mtf.assign_sub(var, grad * self.learning_rate)]
@@ -122,6 +127,7 @@ class Momentum(mtf.optimize.Optimizer):
         self.momentum = float(momentum)
 
     def apply_grad(self, grad, var):
+        """Update the momentum slot and the variable (no update for a None gradient)."""
         if grad is None:
             return []
         slot = mtf.get_variable(
@@ -149,6 +155,10 @@ class Adam(mtf.optimize.Optimizer):
         self.name = name
 
     def apply_grads(self, grads, variables):
+        """Adam updates for all ``(grad, variable)`` pairs, sharing one step count.
+
+        Returns the assign operations; variables with a None gradient are skipped.
+        """
         pairs = [(g, v) for g, v in zip(grads, variables) if g is not None]
         if not pairs:
             return []
@@ -179,6 +189,7 @@ class Adam(mtf.optimize.Optimizer):
         return [mtf.assign(m, new_m), mtf.assign(v, new_v), mtf.assign_sub(var, step)]
 
     def apply_grad(self, grad, var):  # pragma: no cover - apply_grads is the entry point
+        """Not supported: Adam needs the shared step count, so use :meth:`apply_grads`."""
         raise ValueError("Adam needs the step count: call apply_grads")
 
 

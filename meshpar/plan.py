@@ -15,11 +15,12 @@ M         (1, 0)                      ``devices[M]``
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 from dataclasses import dataclass, field
 from typing import Optional
+
+from meshpar.jsonio import load_json, save_json_atomic
 
 PLAN_FIELDS = ("method", "model", "batch", "mesh_shape", "layout", "devices",
                "split_weights", "dim_split_weights", "split_sizes",
@@ -143,6 +144,7 @@ class Plan:
 
     # ---------------------------------------------------------------- JSON
     def to_dict(self) -> dict:
+        """JSON-ready dict of every field (NaN and infinity as null)."""
         out = {
             "method": self.method, "model": self.model, "batch": self.batch,
             "mesh_shape": [[a, s] for a, s in self.mesh_shape],
@@ -165,6 +167,7 @@ class Plan:
 
     @classmethod
     def from_dict(cls, data, source: str = "plan") -> "Plan":
+        """Build from :meth:`to_dict`'s format; ValueError naming ``source`` and the bad field."""
         if not isinstance(data, dict):
             raise ValueError(f"{source}: expected a JSON object, got {type(data).__name__}")
         required = ("method", "model", "batch", "mesh_shape", "layout", "devices")
@@ -197,20 +200,16 @@ class Plan:
             raise ValueError(f"{source}: malformed field ({err})") from err
 
     def save(self, path) -> None:
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump(self.to_dict(), f, indent=2)
-            f.write("\n")
+        """Write the JSON file atomically (an existing file is never left half-written)."""
+        save_json_atomic(path, self.to_dict())
 
     @classmethod
     def load(cls, path) -> "Plan":
+        """Read a plan JSON file (from :meth:`save` or ``meshpar plan --out``); ValueError
+        naming the file for bad content, FileNotFoundError if it is missing.
+        """
         path = os.fspath(path)
-        if not os.path.exists(path):
-            raise FileNotFoundError(f"plan file {path} does not exist")
-        with open(path, encoding="utf-8") as f:
-            try:
-                data = json.load(f)
-            except json.JSONDecodeError as err:
-                raise ValueError(f"plan file {path}: not valid JSON ({err})") from err
+        data = load_json(path, "plan file")
         return cls.from_dict(data, source=f"plan file {path}")
 
 

@@ -1,6 +1,7 @@
 """Plots: benchmark bars against the ideal, per-device busy time, plan splits,
-GA convergence. matplotlib (Agg), imported when a function is called; each
-function takes plain data (dicts, Plans) and returns the PNG path or the axes.
+GA convergence, the predicted per-device timeline of a plan. matplotlib (Agg),
+imported when a function is called; each function takes plain data (dicts,
+Plans, cost-model evaluations) and returns the PNG path or the axes.
 """
 from __future__ import annotations
 
@@ -91,13 +92,115 @@ def plot_plan_split(plan, ax=None):
     return ax
 
 
-def plot_plan(plan, path: str) -> str:
-    """A plan's split diagram next to its convergence history (``meshpar plan --plot``)."""
+def plot_device_timeline(plan, evaluation=None, cost=None, ax=None):
+    """The predicted timeline of one training step, one row per device (a Gantt chart).
+
+    Devices are drawn top to bottom in pnum order. Each row has two bars: the
+    device's compute seconds (coloured by device) and, in grey, the rest of
+    the step, which it spends waiting for slower devices and in collectives.
+    A balanced plan fills every row; an even split on uneven devices leaves
+    the fast ones mostly grey.
+
+    Parameters
+    ----------
+    plan : meshpar.plan.Plan
+        The plan drawn (its ``devices`` give the rows).
+    evaluation : meshpar.cost_model.Evaluation, optional
+        The cost model's evaluation of ``plan`` (its first candidate is used).
+        Computed with ``cost.evaluate_plan(plan)`` when omitted.
+    cost : meshpar.cost_model.CostModel, optional
+        The cost model of the plan's model, cluster and batch; required when
+        ``evaluation`` is omitted. When given, rows are labelled with device
+        names and speeds relative to the fastest device, coloured by cluster
+        index.
+    ax : matplotlib.axes.Axes, optional
+        Axes to draw on; a new figure when omitted.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The axes, with ``2 * len(plan.devices)`` bars (compute, then idle).
+
+    Examples
+    --------
+    >>> cost = CostModel(describe_model("vgg-cifar"), cluster, batch=8)  # doctest: +SKIP
+    >>> plot_device_timeline(plan, cost=cost)                             # doctest: +SKIP
+    """
+    if evaluation is None:
+        if cost is None:
+            raise ValueError("plot_device_timeline needs an evaluation or a cost model")
+        evaluation = cost.evaluate_plan(plan)
+    busy = [float(b) for b in evaluation.device_seconds[0]]
+    step = float(evaluation.seconds[0])
+    n = len(plan.devices)
+    if len(busy) != n:
+        raise ValueError(f"evaluation has {len(busy)} devices but the plan has {n}")
     plt = _pyplot()
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 0.8 + 0.35 * max(4, len(plan.split_sizes))))
-    plot_plan_split(plan, ax=ax1)
-    plot_ga_convergence(list(plan.history), ax=ax2, label=f"{plan.method} best",
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8, 1.0 + 0.3 * min(n, 32)))
+    if cost is not None:
+        devices = cost.cluster.devices
+        index = {d.device: i for i, d in enumerate(devices)}
+        fastest = max(float(s) for s in cost.max_speed)
+        speed = {d.device: float(s) / fastest for d, s in zip(devices, cost.max_speed)}
+        colors = [f"C{index.get(d, p) % 10}" for p, d in enumerate(plan.devices)]
+        labels = [f"{devices[index[d]].name} (speed {speed[d]:.2f})" if d in index else d
+                  for d in plan.devices]
+    else:
+        colors = [f"C{p % 10}" for p in range(n)]
+        labels = list(plan.devices)
+    rows = list(range(n))
+    ms = [b * 1e3 for b in busy]
+    ax.barh(rows, ms, color=colors, label="compute (colour: device)")
+    ax.barh(rows, [max(step * 1e3 - b, 0.0) for b in ms], left=ms, color="lightgrey",
+            label="idle or communicating")
+    if n <= 32:
+        ax.set_yticks(rows)
+        ax.set_yticklabels(labels, fontsize=8)
+    else:
+        ax.set_ylabel("pnum")
+    ax.set_ylim(n - 0.5, -0.5)  # pnum 0 at the top
+    ax.set_xlabel("predicted time in one training step (ms)")
+    ax.set_title(f"{plan.method}: mesh {plan.mesh_shape_string()}, step {step * 1e3:.2f} ms",
+                 fontsize=9)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return ax
+
+
+def plot_plan(plan, path: str, model=None, cluster=None) -> str:
+    """Write a PNG of a plan (``meshpar plan --plot``).
+
+    Panels: the split diagram, the convergence history and, when ``model`` and
+    ``cluster`` are given, the predicted per-device timeline.
+
+    Parameters
+    ----------
+    plan : meshpar.plan.Plan
+    path : str
+        PNG file to write.
+    model : meshpar.description.ModelDescription, optional
+        The model the plan was made for.
+    cluster : meshpar.cluster.ClusterSpec, optional
+        The cluster the plan was made for.
+
+    Returns
+    -------
+    str
+        ``path``.
+    """
+    plt = _pyplot()
+    timeline = model is not None and cluster is not None
+    height = 0.8 + 0.35 * max(4, len(plan.split_sizes))
+    if timeline:
+        height = max(height, 1.0 + 0.3 * min(len(plan.devices), 32))
+    fig, axes = plt.subplots(1, 3 if timeline else 2, figsize=(18 if timeline else 12, height))
+    plot_plan_split(plan, ax=axes[0])
+    plot_ga_convergence(list(plan.history), ax=axes[1], label=f"{plan.method} best",
                         lower_bound=plan.lower_bound_seconds)
+    if timeline:
+        from meshpar.cost_model import CostModel
+
+        plot_device_timeline(plan, cost=CostModel(model, cluster, plan.batch), ax=axes[2])
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

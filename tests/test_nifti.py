@@ -1,4 +1,5 @@
-"""Reading ADNI-style NIfTI directories: files, bad data, splits, tf.data (steps: test_transforms.py)."""
+"""Reading ADNI-style NIfTI directories: files, bad data, tf.data (steps: test_transforms.py,
+splits: test_cohorts.py)."""
 import gzip
 import logging
 
@@ -14,7 +15,6 @@ from meshpar.data.nifti import (
     Subject,
     load_volume,
     read_labels,
-    split_subjects,
 )
 
 SHAPE = (12, 12, 12)
@@ -199,20 +199,6 @@ def test_all_subjects_bad_is_an_error_not_an_empty_dataset(tmp_path):
     (root / "labels.csv").write_text("subject,label\nx.nii.gz,AD\n")
     with pytest.raises(ValueError, match="no usable subjects"):
         NiftiDataset(root, (8, 8, 8), skip_bad=True)
-
-
-# ------------------------------------------------------------------ splits
-
-
-def test_split_is_stratified_and_keeps_a_persons_scans_together():
-    subjects = [Subject(f"p{p}_v{v}.nii", ("NC", "AD")[p % 2], None, f"p{p}") for p in range(20) for v in range(2)]
-    train, val = split_subjects(subjects, val_fraction=0.2, seed=1)
-    assert len(train) + len(val) == 40
-    val_people = {s.subject_id for s in val}
-    assert not val_people & {s.subject_id for s in train}
-    assert sorted(s.label for s in val) == ["AD"] * 4 + ["NC"] * 4  # 2 people each, 2 scans each
-    assert split_subjects(subjects, 0.2, seed=1) == (train, val)
-    assert split_subjects(subjects, 0.2, seed=2) != (train, val)
 
 
 # ------------------------------------------------------------------ tf.data

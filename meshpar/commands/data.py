@@ -36,12 +36,25 @@ def _fraction(text: str) -> float:
     return value
 
 
+EPILOG = """examples:
+  meshpar data synth --out phantoms --n 200      200 phantoms, half NC and half AD
+  meshpar data check phantoms --content          validate labels.csv and every file
+"""
+
+
 def register(subparsers) -> None:
+    """Add ``meshpar data`` with its ``synth`` and ``check`` actions to ``subparsers``."""
     parser = subparsers.add_parser("data", help="synthetic MRI phantoms and NIfTI dataset checks",
-                                   description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+                                   description=__doc__, epilog=EPILOG,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="data_command", metavar="ACTION")
 
-    synth = sub.add_parser("synth", help="write brain-like phantoms as .nii.gz files with labels.csv")
+    synth = sub.add_parser("synth", help="write brain-like phantoms as .nii.gz files with labels.csv",
+                           description="Write brain-like synthetic subjects (one label per diagnostic "
+                                       "group) as .nii.gz files with labels.csv.",
+                           epilog="example:\n"
+                                  "  meshpar data synth --out phantoms --n 200 --shape 32,32,32\n",
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
     synth.add_argument("--out", required=True, help="dataset directory to create")
     synth.add_argument("--n", type=int, default=200, help="number of subjects (default 200)")
     synth.add_argument("--shape", type=_ints, default=(32, 32, 32), help="voxel grid, e.g. 32,32,32 (default)")
@@ -56,7 +69,12 @@ def register(subparsers) -> None:
                        help="write into a non-empty directory (replaces only files this command writes)")
     synth.set_defaults(func=run)
 
-    check = sub.add_parser("check", help="validate a NIfTI dataset directory (labels.csv + files)")
+    check = sub.add_parser("check", help="validate a NIfTI dataset directory (labels.csv + files)",
+                           description="Validate a NIfTI dataset directory: labels.csv, the files it "
+                                       "names and their headers (--content: voxels too). "
+                                       "Lists bad subjects; exit code 1 if there are any.",
+                           epilog="example:\n  meshpar data check phantoms --labels NC,AD --content\n",
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
     check.add_argument("directory")
     check.add_argument("--labels", type=_names, default=("NC", "AD"), help="label set (default NC,AD)")
     check.add_argument("--shape", type=_ints, default=(32, 32, 32), help="model grid (default 32,32,32)")
@@ -67,6 +85,7 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
+    """Run the chosen ``meshpar data`` action (``synth`` or ``check``); returns the exit code."""
     if args.data_command == "synth":
         return _synth(args)
     return _check(args)

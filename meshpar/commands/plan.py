@@ -5,17 +5,26 @@ Imports no TensorFlow: the cluster comes from ``--speeds`` (synthetic) or a
 """
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import sys
 
 METHODS = ("ga", "exact", "proportional", "even")
 
+EPILOG = """examples:
+  meshpar plan --speeds 1.0,0.5,0.3,0.2 --model resattnet3d-small --batch 8 --method ga
+  meshpar plan --cluster cluster.json --batch 8 --out plan.json --plot plan.png
+  meshpar plan --speeds 1.0,0.25 --model vgg-cifar-small --batch 4 --method exact --json
+"""
+
 
 def register(subparsers) -> None:
+    """Add ``meshpar plan`` to ``subparsers``."""
     parser = subparsers.add_parser(
         "plan", help="plan uneven model + data parallelism for a cluster",
-        description="Plan mesh shape, device placement and split weights with the cost model.")
+        description="Plan mesh shape, device placement and split weights with the cost model.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--speeds", help="relative device speeds, e.g. 1.0,0.5,0.3,0.2 "
                                          "(synthetic cluster, 1.0 = 1e11 FLOP/s)")
     parser.add_argument("--cluster", help="cluster JSON file (from `meshpar profile`)")
@@ -33,7 +42,8 @@ def register(subparsers) -> None:
                         help="show the GA progress bar even when stderr is not a terminal")
     parser.add_argument("--json", action="store_true", help="print the plan as one JSON object")
     parser.add_argument("--out", help="also write the plan to this JSON file")
-    parser.add_argument("--plot", help="write a PNG: split diagram and GA convergence")
+    parser.add_argument("--plot", help="write a PNG: split diagram, GA convergence and the "
+                                         "predicted per-device timeline")
     parser.set_defaults(func=run)
 
 
@@ -55,6 +65,10 @@ def parse_speeds(text: str) -> list:
 
 
 def run(args) -> int:
+    """Plan for the given cluster and model; print the plan, optionally save and plot it.
+
+    ValueError (exit code 2) for bad arguments or when no plan fits in memory.
+    """
     from meshpar.cluster import ClusterSpec
     from meshpar.models.catalog import describe_model
     from meshpar.planner import plan
@@ -90,7 +104,7 @@ def run(args) -> int:
     if args.plot:
         from meshpar.viz import plot_plan
 
-        plot_plan(result, args.plot)
+        plot_plan(result, args.plot, model=model, cluster=cluster)
     if args.json:
         print(json.dumps(result.to_dict()))
     else:

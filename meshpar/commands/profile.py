@@ -4,13 +4,22 @@ Writes a cluster JSON for ``meshpar plan --cluster``. Imports TensorFlow when ru
 """
 from __future__ import annotations
 
+import argparse
 import json
+
+EPILOG = """examples:
+  meshpar profile --out cluster.json             profile this machine's devices
+  meshpar profile --quick --json                 two small sizes, print the cluster JSON
+  meshpar plan --cluster cluster.json --model resattnet3d-small --batch 8
+"""
 
 
 def register(subparsers) -> None:
+    """Add ``meshpar profile`` to ``subparsers``."""
     parser = subparsers.add_parser(
         "profile", help="measure local device speeds (conv3d) into a cluster JSON",
-        description="Time conv3d training kernels at several sizes on each local device.")
+        description="Time conv3d training kernels at several sizes on each local device.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", help="write the cluster JSON here")
     parser.add_argument("--json", action="store_true", help="print the cluster as JSON")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs per size (median)")
@@ -19,6 +28,7 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
+    """Profile the local devices; print the cluster and optionally write its JSON; returns 0."""
     from meshpar.cluster import DEFAULT_PROFILE_SIZES, profile_local_devices
 
     if args.repeats < 1:

@@ -14,6 +14,7 @@ Example::
 """
 from __future__ import annotations
 
+import argparse
 import math
 import os
 import sys
@@ -23,10 +24,19 @@ import time
 OPTIMIZER_DEFAULT_LR = {"adam": 1e-3, "momentum": 0.01, "sgd": 0.05}
 
 
+EPILOG = """examples:
+  meshpar train --synthetic --model resattnet3d-small --speeds 0.9,0.3 --steps 50
+  meshpar train --data phantoms --plan plan.json --steps 500 --model-dir runs/ad
+  meshpar train --synthetic --speeds 0.9,0.3,0.6,0.2 --mesh 'batch:2;model:2' --batch 8
+"""
+
+
 def register(subparsers) -> None:
+    """Add ``meshpar train`` to ``subparsers``."""
     parser = subparsers.add_parser(
         "train", help="train a model on an uneven mesh (tf.estimator)",
-        description="Train and evaluate a model with uneven model + data parallelism.")
+        description="Train and evaluate a model with uneven model + data parallelism.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--data", help="NIfTI dataset directory (with labels.csv)")
     source.add_argument("--synthetic", action="store_true",
@@ -42,7 +52,15 @@ def register(subparsers) -> None:
                                        "(default: model:<number of speeds>)")
     parser.add_argument("--devices", help="comma-separated device strings, pnum order "
                                           "(default: emulated local devices)")
-    parser.add_argument("--steps", type=int, default=50, help="training steps (default: 50)")
+    parser.add_argument("--cluster", help="train on TF gRPC workers (`meshpar worker`) listed in "
+                                          "this cluster JSON; 'TF_CONFIG' reads the environment")
+    parser.add_argument("--device-type", default="CPU", choices=["CPU", "GPU"],
+                        help="worker device holding each slice with --cluster (default: CPU)")
+    parser.add_argument("--checkpoint-every", type=int, default=None,
+                        help="checkpoint every N steps (default: at the end only)")
+    parser.add_argument("--steps", type=int, default=50,
+                        help="train until this global step (default: 50); rerunning with the "
+                             "same --model-dir resumes from its last checkpoint")
     parser.add_argument("--batch", type=int, default=4, help="global batch size (default: 4)")
     parser.add_argument("--model-dir", help="checkpoint directory (default: a new temporary one)")
     parser.add_argument("--optimizer", choices=sorted(OPTIMIZER_DEFAULT_LR), default="adam")
@@ -62,6 +80,9 @@ def register(subparsers) -> None:
 
 
 def parse_speeds(text: str) -> list:
+    """``"0.9,0.3"`` -> ``[0.9, 0.3]``; ValueError for a non-number or a speed that is
+    not finite and > 0.
+    """
     parts = [p.strip() for p in str(text).split(",")]
     speeds = []
     for i, p in enumerate(parts):
@@ -82,15 +103,22 @@ def mesh_from_speeds(speeds, mesh_shape=None):
     batch axis each row's total speed; on a one-axis mesh the speeds themselves.
     """
     n = len(speeds)
-    mesh_shape = mesh_shape or f"model:{n}"
+    mesh_shape = f"model:{n}" if mesh_shape is None else mesh_shape
     axes = []
+    bad_shape = f"--mesh: bad shape {mesh_shape!r}, expected e.g. batch:1;model:2"
     for part in filter(None, (p.strip() for p in mesh_shape.split(";"))):
         name, _, size = part.partition(":")
         try:
             axes.append((name.strip(), int(size)))
         except ValueError:
-            raise ValueError(f"--mesh: bad shape {mesh_shape!r}, expected e.g. batch:1;model:2") \
-                from None
+            raise ValueError(bad_shape) from None
+        if not axes[-1][0] or axes[-1][1] < 1:
+            raise ValueError(f"{bad_shape} (each axis needs a name and a size >= 1)")
+    if not axes:
+        raise ValueError(bad_shape)
+    names = [name for name, _ in axes]
+    if len(set(names)) != len(names):
+        raise ValueError(f"--mesh: axis names must differ, got {mesh_shape!r}")
     if math.prod(size for _, size in axes) != n:
         raise ValueError(f"--mesh {mesh_shape} has {math.prod(s for _, s in axes)} processors "
                          f"but --speeds lists {n} devices")
@@ -106,16 +134,30 @@ def mesh_from_speeds(speeds, mesh_shape=None):
 
 
 def run(args) -> int:
+    """Train (and evaluate on the held-out share) as the arguments say; print a summary
+    of losses, timing and eval metrics. Returns the exit code.
+    """
     if args.steps < 1 or args.batch < 1:
         raise ValueError("--steps and --batch must be >= 1")
     if not 0.0 <= args.val_fraction < 1.0:
         raise ValueError("--val-fraction must be in [0, 1)")
-    if args.mesh and not args.speeds:
+    if args.mesh is not None and args.speeds is None:
         raise ValueError("--mesh goes with --speeds (a plan has its own mesh)")
     from meshpar import models
 
     spec = models.get(args.model)
     lr = args.lr if args.lr is not None else OPTIMIZER_DEFAULT_LR[args.optimizer]
+    client = None
+    if args.cluster:
+        if args.devices:
+            raise ValueError("--devices and --cluster exclude each other")
+        from meshpar.cluster_client import ClusterClient, worker_addresses
+
+        client = ClusterClient(worker_addresses(None if args.cluster == "TF_CONFIG"
+                                                else args.cluster), args.device_type)
+        args.devices = ",".join(client.devices)
+    if args.checkpoint_every is not None and args.checkpoint_every < 1:
+        raise ValueError("--checkpoint-every must be >= 1")
     mesh_kwargs = _mesh_arguments(args, spec)
 
     os.environ.setdefault("TF_DETERMINISTIC_OPS", "1")
@@ -123,7 +165,25 @@ def run(args) -> int:
     with tempfile.TemporaryDirectory(prefix="meshpar-train-") as scratch:
         model_dir = args.model_dir or os.path.join(scratch, "model")
         train_fn, eval_fn, data_note = _input_fns(args, spec, scratch)
-        return _train(args, spec, lr, mesh_kwargs, model_dir, train_fn, eval_fn, data_note)
+        if client is not None:
+            train_fn, eval_fn = (_on_device(fn, client.client_device) for fn in (train_fn, eval_fn))
+        return _train(args, spec, lr, mesh_kwargs, model_dir, train_fn, eval_fn, data_note,
+                      client)
+
+
+def _on_device(input_fn, device):
+    """The input pipeline runs in this process (job ``client``), next to its
+    Python readers; the mesh's slices run on the workers."""
+    if input_fn is None:
+        return None
+
+    def placed():
+        import tensorflow.compat.v1 as tf
+
+        with tf.device(device):
+            return input_fn()
+
+    return placed
 
 
 def _mesh_arguments(args, spec) -> dict:
@@ -141,7 +201,7 @@ def _mesh_arguments(args, spec) -> dict:
         if devices is None:
             devices = [""] * n  # emulated: the plan's device names may be other machines
         return dict(plan=plan, devices=devices)
-    if args.speeds:
+    if args.speeds is not None:  # an empty --speeds is an error, not "one device"
         mesh_shape, weights = mesh_from_speeds(parse_speeds(args.speeds), args.mesh)
         return dict(mesh_shape=mesh_shape, split_weights=weights, devices=devices)
     return dict(mesh_shape="all:1", devices=devices)
@@ -217,7 +277,8 @@ def _synthetic_images(args, shape):
     return train_fn, eval_fn
 
 
-def _train(args, spec, lr, mesh_kwargs, model_dir, train_fn, eval_fn, data_note) -> int:
+def _train(args, spec, lr, mesh_kwargs, model_dir, train_fn, eval_fn, data_note,
+           client=None) -> int:
     import tensorflow.compat.v1 as tf
     from tqdm import tqdm
 
@@ -225,10 +286,12 @@ def _train(args, spec, lr, mesh_kwargs, model_dir, train_fn, eval_fn, data_note)
 
     tf.logging.set_verbosity(tf.logging.ERROR)
     model_fn = E.build_model_fn(spec, optimizer=args.optimizer, learning_rate=lr,
-                                save_checkpoints_steps=max(args.steps, 1), **mesh_kwargs)
+                                save_checkpoints_steps=args.checkpoint_every or max(args.steps, 1),
+                                **mesh_kwargs)
     est = tf.estimator.Estimator(model_fn, model_dir=model_dir,
                                  config=E.run_config(model_dir, seed=args.seed,
-                                                     threads=args.threads))
+                                                     threads=args.threads,
+                                                     cluster_client=client))
     mesh = model_fn.mesh
     print(f"model {spec.name}: {spec.describe().params:,} parameters; {data_note}")
     print(f"mesh {mesh.mesh_shape} ({mesh.size} device(s)), "
@@ -245,7 +308,7 @@ def _train(args, spec, lr, mesh_kwargs, model_dir, train_fn, eval_fn, data_note)
     history = E.LossHistoryHook(progress)
     started = time.perf_counter()
     try:
-        est.train(train_fn, steps=args.steps, hooks=[history])
+        _guard(client, lambda: est.train(train_fn, max_steps=args.steps, hooks=[history]))
     finally:
         bar.close()
     seconds = time.perf_counter() - started
@@ -254,7 +317,7 @@ def _train(args, spec, lr, mesh_kwargs, model_dir, train_fn, eval_fn, data_note)
             ("last loss", f"{history.losses[-1]:.4f}" if history.losses else "-"),
             ("train time", f"{seconds:.1f} s (graph build included)")]
     if eval_fn is not None:
-        results = est.evaluate(eval_fn)
+        results = _guard(client, lambda: est.evaluate(eval_fn))
         for key in ("loss", "accuracy", "auc", "sensitivity", "specificity"):
             if key in results:
                 rows.append((f"eval {key}", f"{float(results[key]):.4f}"))
@@ -262,6 +325,25 @@ def _train(args, spec, lr, mesh_kwargs, model_dir, train_fn, eval_fn, data_note)
         rows.append(("eval", "skipped (fewer validation samples than --batch)"))
     _print_table(rows)
     return 0
+
+
+def _guard(client, run):
+    """Run ``run()``; on a cluster, turn a runtime error into a ClusterFailure
+    that names the workers that stopped answering. A bad data file met while
+    streaming becomes its BadSubjectError (one line naming the file)."""
+    import tensorflow.compat.v1 as tf
+
+    from meshpar.data.nifti import bad_data_in
+
+    try:
+        return run()
+    except tf.errors.OpError as err:
+        bad = bad_data_in(err)
+        if bad is not None:
+            raise bad from None
+        if client is None:
+            raise
+        raise client.failure(err) from None
 
 
 def _print_table(rows) -> None:

@@ -7,13 +7,22 @@ until it is killed.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 
+EPILOG = """examples:
+  meshpar worker --cluster cluster.json --task 0     on host 0 of {"worker": ["h0:2222", ...]}
+  TF_CONFIG='{"cluster": {"worker": ["localhost:2222"]}, "task": {"type": "worker", "index": 0}}' \\
+      meshpar worker
+"""
+
 
 def register(subparsers) -> None:
+    """Add ``meshpar worker`` to ``subparsers``."""
     parser = subparsers.add_parser(
-        "worker", help="start one TF gRPC worker of a cluster", description=__doc__)
+        "worker", help="start one TF gRPC worker of a cluster", description=__doc__,
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cluster", help="cluster JSON (default: $TF_CONFIG)")
     parser.add_argument("--task", type=int, help="task index (default: from TF_CONFIG)")
     parser.add_argument("--job", default="worker", help="job name (default %(default)s)")
@@ -53,6 +62,7 @@ def load_cluster(path=None) -> tuple:
 
 
 def run(args) -> int:
+    """Start the TF gRPC server of task ``--task`` of the cluster and block until killed."""
     cluster, task = load_cluster(args.cluster)
     index = args.task if args.task is not None else (task or {}).get("index")
     job = args.job if args.task is not None or not task else task.get("type", args.job)

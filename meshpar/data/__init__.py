@@ -3,11 +3,13 @@
 ``phantoms`` writes brain-like synthetic subjects as real ``.nii.gz`` files;
 ``nifti`` reads an ADNI-style directory (NIfTI files + ``labels.csv``) into a
 streaming ``tf.data`` pipeline, through the small composable pre-processing
-steps of ``transforms``. None imports TensorFlow until :func:`make_tf_dataset`
+steps of ``transforms``; ``cohorts`` splits subjects into train and
+validation sets by person. None imports TensorFlow until :func:`make_tf_dataset`
 is called.
 """
 from __future__ import annotations
 
+from meshpar.data.cohorts import group_by_person, person_id, split_subjects
 from meshpar.data.nifti import (
     BadDataError,
     BadLabelsError,
@@ -18,7 +20,6 @@ from meshpar.data.nifti import (
     load_volume,
     make_tf_dataset,
     read_labels,
-    split_subjects,
 )
 from meshpar.data.phantoms import make_phantom, write_dataset
 from meshpar.data.transforms import (
@@ -49,9 +50,11 @@ __all__ = [
     "Volume",
     "ZScore",
     "default_transform",
+    "group_by_person",
     "load_volume",
     "make_phantom",
     "make_tf_dataset",
+    "person_id",
     "read_labels",
     "split_subjects",
     "write_dataset",

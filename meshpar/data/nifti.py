@@ -8,8 +8,9 @@ Layout::
 ``subject`` names the file (a name without a NIfTI suffix also finds
 ``name.nii.gz`` or ``name.nii``); ``label`` must be in the label set (its index
 is the class); ``group`` (e.g. sMCI/pMCI) is optional and used for stratified
-splits; ``subject_id`` is optional and keeps all scans of one person on the
-same side of a train/validation split (default: the file name).
+splits (:mod:`meshpar.data.cohorts`); ``subject_id`` is optional and keeps all
+scans of one person on the same side of a train/validation split (default:
+the file name).
 
 Each loaded :class:`Volume` (array + affine + file name) goes through a
 pre-processing chain from :mod:`meshpar.data.transforms` (by default
@@ -39,6 +40,8 @@ from typing import Callable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+# Splits live in meshpar.data.cohorts; re-exported so old imports keep working.
+from meshpar.data.cohorts import split_subjects  # noqa: F401
 # The steps live in meshpar.data.transforms; re-exported so `from meshpar.data.nifti import ZScore` still works.
 from meshpar.data.transforms import (  # noqa: F401
     Compose, CropOrPad, RandomAffine, RandomFlip, Reorient, Resample, Transform, ZScore, default_transform,
@@ -70,6 +73,25 @@ class BadSubjectError(BadDataError):
 
 class BadLabelsError(BadDataError):
     """``labels.csv`` itself is unusable (never skippable)."""
+
+
+def bad_data_in(error: BaseException) -> Optional[BadDataError]:
+    """The :class:`BadDataError` carried by a TensorFlow runtime error, or None.
+
+    A bad file met while ``tf.data`` streams (:meth:`NiftiDataset.to_tf`)
+    reaches the caller as a ``tf.errors.OpError`` whose message holds the
+    original error's text (plus a traceback); this rebuilds the original, so
+    callers can report one line naming the file.
+    """
+    text = str(getattr(error, "message", None) or error)
+    for line in text.splitlines():
+        for cls in (BadSubjectError, BadLabelsError, BadDataError):
+            prefix = f"{cls.__name__}: "
+            at = line.find(prefix)
+            if at >= 0 and (at == 0 or not line[at - 1].isalnum()):
+                path, _, problem = line[at + len(prefix):].partition(": ")
+                return cls(path, problem.strip())
+    return None
 
 
 @dataclass(frozen=True)
@@ -221,9 +243,11 @@ class Volume:
         return np.sqrt(np.sum(self.affine[:3, :3] ** 2, axis=0))
 
     def replace(self, **changes) -> "Volume":
+        """A copy with the given fields changed (volumes are immutable)."""
         return dataclasses.replace(self, **changes)
 
     def error(self, problem: str) -> BadSubjectError:
+        """A :class:`BadSubjectError` naming this volume's file and ``problem`` (to raise)."""
         return BadSubjectError(self.path if self.path is not None else "<array>", problem)
 
 
@@ -416,6 +440,7 @@ class NiftiDataset:
 
     @property
     def n_skipped(self) -> int:
+        """Number of subjects in :attr:`skipped` (left out as bad so far)."""
         with self._lock:
             return len(self._skipped)
 
@@ -427,12 +452,14 @@ class NiftiDataset:
                 f"labels={self.label_set}, skipped={self.n_skipped})")
 
     def class_counts(self) -> dict:
+        """Label name -> number of subjects, every name of ``label_set`` included."""
         counts = {name: 0 for name in self.label_set}
         for s in self.subjects:
             counts[s.label] += 1
         return counts
 
     def label_index(self, subject: Subject) -> int:
+        """Class id of ``subject``: the position of its label in ``label_set``."""
         return self.label_set.index(subject.label)
 
     def load(self, index: int, rng: Optional[np.random.Generator] = None) -> Tuple[np.ndarray, int]:
@@ -583,43 +610,3 @@ def make_tf_dataset(
         source = NiftiDataset(directory, shape, label_set, spacing=spacing, skip_bad=skip_bad, subjects=subjects)
     return source.to_tf(batch_size, shuffle=shuffle, augment=augment, seed=seed, repeat=repeat,
                         drop_remainder=drop_remainder, num_parallel_calls=num_parallel_calls)
-
-
-# --------------------------------------------------------------------------- splits
-
-
-def split_subjects(
-    subjects: Sequence[Subject],
-    val_fraction: float = 0.2,
-    seed: int = 0,
-    stratify: Sequence[str] = ("label", "group"),
-) -> Tuple[List[Subject], List[Subject]]:
-    """Stratified train/validation split by person (``subject_id``).
-
-    All scans of one person land on the same side. People are grouped by the
-    ``stratify`` fields of their first scan (label, and group when present);
-    each stratum sends ``round(val_fraction * size)`` people to validation,
-    at least one of a stratum of two or more when ``val_fraction > 0``, and
-    never all of one. Both lists keep the input order.
-    """
-    if not 0.0 <= val_fraction < 1.0:
-        raise ValueError(f"val_fraction must be in [0, 1), got {val_fraction}")
-    people: dict = {}
-    for s in subjects:
-        people.setdefault(s.subject_id or str(s.path), []).append(s)
-    strata: dict = {}
-    for pid, scans in people.items():
-        key = tuple(getattr(scans[0], f) for f in stratify)
-        strata.setdefault(key, []).append(pid)
-    rng = np.random.default_rng(seed)
-    val_people = set()
-    for key in sorted(strata, key=repr):
-        pids = sorted(strata[key])
-        k = int(round(val_fraction * len(pids)))
-        if val_fraction > 0 and len(pids) >= 2:
-            k = min(max(k, 1), len(pids) - 1)
-        chosen = rng.permutation(len(pids))[:k]
-        val_people.update(pids[i] for i in chosen)
-    train = [s for s in subjects if (s.subject_id or str(s.path)) not in val_people]
-    val = [s for s in subjects if (s.subject_id or str(s.path)) in val_people]
-    return train, val

@@ -128,6 +128,7 @@ class Phantom:
 
     @property
     def label(self) -> str:
+        """Diagnostic group the phantom was drawn for (e.g. ``"AD"``)."""
         return self.params.label
 
 

@@ -71,6 +71,7 @@ class Compose(Transform):
 
     @property
     def random(self) -> bool:  # type: ignore[override]
+        """True if any step is random (then the composition takes an ``rng``)."""
         return any(getattr(t, "random", False) for t in self.transforms)
 
     def __call__(self, vol: Volume, rng: Optional[np.random.Generator] = None) -> Volume:
@@ -210,6 +211,11 @@ class ZScore(Transform):
         self.eps = eps
 
     def mask_of(self, data: np.ndarray) -> np.ndarray:
+        """Boolean mask of the voxels whose mean and standard deviation are used.
+
+        ``mask`` may be ``"otsu"`` (above Otsu's threshold), ``"nonzero"``, a number
+        (above that threshold) or a callable on the data; ValueError otherwise.
+        """
         if callable(self.mask):
             return np.asarray(self.mask(data), dtype=bool)
         if self.mask == "otsu":

@@ -38,13 +38,18 @@ class ModelSpec(NamedTuple):
     config: object
 
     def describe(self):
+        """The model's layer table for the planner (a ``ModelDescription``)."""
         return self.module.describe(self.config)
 
     def layout_rules(self, model_axis: str = "model", batch_axis: str = "batch") -> str:
+        """Layout string: batch on ``batch_axis``, the model's splittable dims on ``model_axis``."""
         return self.module.layout_rules(self.config, model_axis=model_axis,
                                         batch_axis=batch_axis)
 
     def build(self, inputs, **kwargs):
+        """Build the network on mtf tensor ``inputs``; keyword arguments go to the model's
+        ``build`` (see its module).
+        """
         return self.module.build(inputs, self.config, **kwargs)
 
     @property

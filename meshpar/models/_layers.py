@@ -27,6 +27,7 @@ def he_initializer():
 
 
 def glorot_initializer():
+    """Glorot (Xavier) uniform initializer from TF's variance scaling (fan average)."""
     return tf.variance_scaling_initializer(scale=1.0, mode="fan_avg",
                                            distribution="uniform")
 

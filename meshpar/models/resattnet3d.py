@@ -147,6 +147,7 @@ class ResAttNet3DConfig:
         return cls(**params)
 
     def key_dim(self, channels: int) -> int:
+        """Size of the attention keys for a block of ``channels`` channels (at least 1)."""
         return max(1, int(round(channels * self.attention_key_ratio)))
 
 

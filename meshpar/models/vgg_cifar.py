@@ -95,6 +95,9 @@ def _conv_plan(config: VggCifarConfig):
 
 
 def split_dim_names(config: VggCifarConfig) -> list:
+    """Names of the dimensions laid out on the model axis: every conv's filters, every
+    dense layer's units, in network order.
+    """
     names = [f"conv{i}_filters" for i, _, _, _ in _conv_plan(config)]
     names += [f"fc{k}_units" for k in range(1, len(config.dense_units) + 1)]
     return names

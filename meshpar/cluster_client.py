@@ -1,0 +1,113 @@
+"""The training process as a member of a TensorFlow gRPC cluster.
+
+Workers (``meshpar worker`` or :class:`~meshpar.local_cluster.LocalCluster`)
+hold the mesh's slices. The training process starts its own in-process
+server and joins them as job ``client`` through TensorFlow's ClusterSpec
+propagation (the session's ``ConfigProto.cluster_def``). So the input
+pipeline, Python functions included (the NIfTI reader runs in
+``tf.numpy_function``), the master variables and the checkpoints stay in this
+process, while every slice computes on its worker.
+
+>>> client = ClusterClient(["10.0.0.1:2222", "10.0.0.2:2222"])    # doctest: +SKIP
+>>> client.devices
+['/job:worker/task:0/device:CPU:0', '/job:worker/task:1/device:CPU:0']
+"""
+from __future__ import annotations
+
+import socket
+from typing import Optional, Sequence
+
+CLIENT_JOB = "client"
+
+
+class ClusterFailure(RuntimeError):
+    """A worker of the cluster is unreachable or died during a run."""
+
+
+def probe(addresses: Sequence[str], timeout: float = 2.0) -> list:
+    """``[(task, address)]`` of the addresses that refuse a TCP connection."""
+    down = []
+    for i, address in enumerate(addresses):
+        host, _, port = address.rpartition(":")
+        try:
+            with socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout):
+                pass
+        except (OSError, ValueError):
+            down.append((i, address))
+    return down
+
+
+def describe_down(down) -> str:
+    """``[(task, address)]`` from :func:`probe` as text, e.g. ``"worker 1 at h1:2222"``."""
+    return ", ".join(f"worker {i} at {address}" for i, address in down)
+
+
+class ClusterClient:
+    """Join workers at ``addresses`` as job ``client``; see the module docstring.
+
+    Parameters
+    ----------
+    addresses : list of "host:port"
+        The ``worker`` job, task i at ``addresses[i]``.
+    device_type : "CPU" or "GPU"
+        Device of each worker that holds its slice.
+    check : bool
+        Probe every worker first and raise :class:`ClusterFailure` naming the
+        unreachable ones (instead of hanging in session creation).
+    """
+
+    def __init__(self, addresses: Sequence[str], device_type: str = "CPU", check: bool = True):
+        import tensorflow.compat.v1 as tf
+
+        self.addresses = list(addresses)
+        if not self.addresses:
+            raise ValueError("the cluster has no workers")
+        if check:
+            down = probe(self.addresses)
+            if down:
+                raise ClusterFailure(f"cannot reach {describe_down(down)}")
+        self.server = tf.distribute.Server.create_local_server()
+        own = self.server.target.replace("grpc://", "")
+        self.cluster_spec = tf.train.ClusterSpec({CLIENT_JOB: [own], "worker": self.addresses})
+        self.devices = [f"/job:worker/task:{i}/device:{device_type}:0"
+                        for i in range(len(self.addresses))]
+        self.client_device = f"/job:{CLIENT_JOB}/task:0/device:CPU:0"
+
+    @property
+    def target(self) -> str:
+        """Session target: this process's own server, the master of the session."""
+        return self.server.target
+
+    def session_config(self, base=None, timeout_ms: int = 0):
+        """``base`` (a ConfigProto) plus this cluster's ``cluster_def``."""
+        import tensorflow.compat.v1 as tf
+
+        config = tf.ConfigProto()
+        if base is not None:
+            config.CopyFrom(base)
+        config.cluster_def.CopyFrom(self.cluster_spec.as_cluster_def())
+        if timeout_ms:
+            config.operation_timeout_in_ms = timeout_ms
+        return config
+
+    def down_workers(self, timeout: float = 2.0) -> list:
+        """``[(task, address)]`` of the workers that do not accept a TCP connection now."""
+        return probe(self.addresses, timeout)
+
+    def failure(self, error: Optional[BaseException] = None) -> ClusterFailure:
+        """A ClusterFailure naming the dead workers (or the error, if all answer)."""
+        down = self.down_workers()
+        if down:
+            return ClusterFailure(f"{describe_down(down)} stopped answering")
+        first = str(error).strip().splitlines()[0] if error is not None else "unknown error"
+        return ClusterFailure(f"the cluster failed: {first}")
+
+
+def worker_addresses(cluster_file: Optional[str]) -> list:
+    """Worker addresses from a TF cluster JSON file, or ``TF_CONFIG`` when None."""
+    from meshpar.commands.worker import load_cluster
+
+    jobs, _ = load_cluster(cluster_file)
+    if "worker" not in jobs:
+        raise ValueError(f"the cluster has no 'worker' job (jobs: {sorted(jobs)})")
+    return list(jobs["worker"])

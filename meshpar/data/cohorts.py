@@ -1,0 +1,85 @@
+"""Cohorts of subjects: train/validation splits by person, stratified by label and group.
+
+Pure Python and numpy (no nibabel, no TensorFlow). Works on any objects with
+the fields of :class:`meshpar.data.nifti.Subject` (``path``, ``label``,
+``group``, ``subject_id``); re-exported from :mod:`meshpar.data.nifti` and
+:mod:`meshpar.data`, so ``from meshpar.data.nifti import split_subjects``
+keeps working.
+
+=====================  ========================================================
+function               what
+=====================  ========================================================
+``person_id``          the person a scan belongs to (``subject_id``, else path)
+``group_by_person``    person -> that person's scans, in input order
+``split_subjects``     stratified train/validation split, one side per person
+=====================  ========================================================
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Dict, List, Sequence, Tuple
+
+import numpy as np
+
+if TYPE_CHECKING:  # a type only: nifti imports this module
+    from meshpar.data.nifti import Subject
+
+__all__ = ["person_id", "group_by_person", "split_subjects"]
+
+
+def person_id(subject: "Subject") -> str:
+    """The person a scan belongs to: its ``subject_id``, else its file path."""
+    return subject.subject_id or str(subject.path)
+
+
+def group_by_person(subjects: Sequence["Subject"]) -> Dict[str, List["Subject"]]:
+    """Person id -> that person's scans; both in first-seen input order."""
+    people: Dict[str, List["Subject"]] = {}
+    for s in subjects:
+        people.setdefault(person_id(s), []).append(s)
+    return people
+
+
+def _strata(people: Dict[str, List["Subject"]], fields: Sequence[str]) -> Dict[tuple, List[str]]:
+    """Stratum key (the ``fields`` of a person's first scan) -> person ids."""
+    strata: Dict[tuple, List[str]] = {}
+    for pid, scans in people.items():
+        key = tuple(getattr(scans[0], f) for f in fields)
+        strata.setdefault(key, []).append(pid)
+    return strata
+
+
+def _validation_count(val_fraction: float, size: int) -> int:
+    """People of a stratum of ``size`` that go to validation."""
+    k = int(round(val_fraction * size))
+    if val_fraction > 0 and size >= 2:
+        k = min(max(k, 1), size - 1)
+    return k
+
+
+def split_subjects(
+    subjects: Sequence["Subject"],
+    val_fraction: float = 0.2,
+    seed: int = 0,
+    stratify: Sequence[str] = ("label", "group"),
+) -> Tuple[List["Subject"], List["Subject"]]:
+    """Stratified train/validation split by person (``subject_id``).
+
+    All scans of one person land on the same side. People are grouped by the
+    ``stratify`` fields of their first scan (label, and group when present);
+    each stratum sends ``round(val_fraction * size)`` people to validation,
+    at least one of a stratum of two or more when ``val_fraction > 0``, and
+    never all of one. Both lists keep the input order. The same ``seed``
+    gives the same split.
+    """
+    if not 0.0 <= val_fraction < 1.0:
+        raise ValueError(f"val_fraction must be in [0, 1), got {val_fraction}")
+    strata = _strata(group_by_person(subjects), stratify)
+    rng = np.random.default_rng(seed)
+    val_people = set()
+    for key in sorted(strata, key=repr):
+        pids = sorted(strata[key])
+        chosen = rng.permutation(len(pids))[:_validation_count(val_fraction, len(pids))]
+        val_people.update(pids[i] for i in chosen)
+    train = [s for s in subjects if person_id(s) not in val_people]
+    val = [s for s in subjects if person_id(s) in val_people]
+    return train, val

@@ -1,0 +1,358 @@
+"""Bad input of every kind ends in a clear error, never a traceback, a hang or a silent result.
+
+One table, ``CASES``, drives one parametrized test: each row is its own test.
+
+* ``cli`` rows run ``meshpar.cli.main(argv)`` in this process and check the exit
+  code (2 unless the command documents another, e.g. ``data check`` exits 1
+  when it found bad subjects), that stderr holds exactly one line starting with
+  ``meshpar`` that contains the expected fragment, and that no "Traceback"
+  was printed (fd-level capture, so TF's own logging would show too).
+* ``subprocess`` rows run ``python -m meshpar`` to prove nothing reaches the
+  terminal but that one line, within a time limit.
+* ``api`` rows call the library and expect a ``ValueError`` (or
+  ``FileNotFoundError``) whose message contains the fragment.
+
+Argument strings may name ``{d}`` (a directory with the fixtures built once by
+``files``), ``{dead}`` (a 127.0.0.1 address nobody listens on) and ``{live}``
+(one that accepts connections).
+"""
+import json
+import math
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable, NamedTuple, Optional, Sequence, Union
+
+import numpy as np
+import pytest
+from nifti_helpers import blob, save_nifti
+
+from meshpar.cli import main
+
+SHAPE = (16, 16, 16)            # resattnet3d-tiny's input grid
+TRAIN = ["--model", "resattnet3d-tiny", "--batch", "2", "--val-fraction", "0", "--no-progress"]
+SYNTH = ["train", "--synthetic", "--steps", "1", "--no-progress"]
+
+
+class Case(NamedTuple):
+    id: str
+    kind: str                    # "cli", "subprocess" or "api"
+    call: Union[Sequence[str], Callable]
+    expect: str                  # fragment of the one error line / the exception message
+    code: int = 2                # exit code of a cli / subprocess case
+    error: type = ValueError     # exception type of an api case
+
+
+# ------------------------------------------------------------------- api calls
+def _impl(shape="model:2", layout="f:model", n=None, **kwargs):
+    from meshpar.mesh_impl import HeterogeneousMeshImpl
+
+    n = n if n is not None else math.prod(int(p.split(":")[1]) for p in shape.split(";"))
+    return lambda d: HeterogeneousMeshImpl(shape, layout, [""] * n, **kwargs)
+
+
+def _split_small_dim(d):
+    import mesh_tensorflow as mtf
+
+    impl = _impl("model:3", split_weights={"model": [3, 2, 1]})(d)
+    return impl.split_sizes(mtf.Dimension("f", 2))
+
+
+def _lower(layout, dims):
+    """Lower ``reduce_sum(ones(dims))`` on ``model:2`` with ``layout``."""
+    def call(d):
+        import meshpar  # noqa: F401
+        import mesh_tensorflow as mtf
+        import tensorflow.compat.v1 as tf
+
+        from meshpar.mesh_impl import HeterogeneousMeshImpl
+
+        with tf.Graph().as_default():
+            graph = mtf.Graph()
+            mesh = mtf.Mesh(graph, "mesh")
+            x = mtf.ones(mesh, mtf.Shape([mtf.Dimension(n, s) for n, s in dims]))
+            y = mtf.reduce_sum(x)
+            impl = HeterogeneousMeshImpl("model:2", layout, ["", ""],
+                                         split_weights={"model": [3, 1]})
+            mtf.Lowering(graph, {mesh: impl}).export_to_tf_tensor(y)
+    return call
+
+
+def _plan(d):
+    from meshpar.plan import Plan
+
+    return Plan.load(Path(d) / "plan.json")
+
+
+def _cluster_load(name):
+    def call(d):
+        from meshpar.cluster import ClusterSpec
+
+        return ClusterSpec.load(Path(d) / name)
+    return call
+
+
+def _models_get(d):
+    from meshpar import models
+
+    return models.get("resnet50")
+
+
+def _split_rule(total, weights):
+    def call(d):
+        from meshpar.splits import split_sizes
+
+        return split_sizes(total, weights)
+    return call
+
+
+NAN = float("nan")
+
+CASES = [
+    # --- split weights: HeterogeneousMeshImpl(...)
+    Case("impl-weight-negative", "api", _impl(split_weights={"model": [1, -1]}), "weights must be positive"),
+    Case("impl-weight-zero", "api", _impl(split_weights={"model": [1, 0]}), "weights must be positive"),
+    Case("impl-weight-nan", "api", _impl(split_weights={"model": [1, NAN]}), "weights must be finite"),
+    Case("impl-weight-inf", "api", _impl(split_weights={"model": [1, math.inf]}), "weights must be finite"),
+    Case("impl-weight-count", "api", _impl(split_weights={"model": [1, 2, 3]}),
+         "has 3 weights; the axis has 2 coordinates"),
+    Case("impl-weight-empty", "api", _impl(split_weights={"model": []}), "must not be empty"),
+    Case("impl-weight-not-numbers", "api", _impl(split_weights={"model": ["a", "b"]}), "must be numbers"),
+    Case("impl-weight-unknown-axis", "api", _impl(split_weights={"batch": [1, 2]}),
+         "not in mesh"),
+    Case("impl-dim-weight-negative", "api", _impl(dim_split_weights={"f": [2, -1]}),
+         "weights must be positive"),
+    Case("impl-dim-weight-count", "api", _impl(dim_split_weights={"f": [1, 1, 1]}),
+         "has 3 weights"),
+    Case("impl-dim-weight-unlaid-dim", "api", _impl(dim_split_weights={"g": [1, 1]}),
+         "does not put on any axis"),
+    Case("split-rule-nan", "api", _split_rule(5, [1, NAN]), "weights must be finite"),
+    # --- split weights: --speeds on every command that takes them
+    Case("plan-speeds-negative", "cli", ["plan", "--speeds", "1,-1", "--model", "vgg-cifar"],
+         "speeds must be finite and > 0"),
+    Case("plan-speeds-zero", "cli", ["plan", "--speeds", "1,0", "--model", "vgg-cifar"],
+         "speeds must be finite and > 0"),
+    Case("plan-speeds-nan", "cli", ["plan", "--speeds", "1,nan", "--model", "vgg-cifar"],
+         "speeds must be finite and > 0"),
+    Case("plan-speeds-empty", "cli", ["plan", "--speeds", "", "--model", "vgg-cifar"],
+         "comma-separated numbers"),
+    Case("plan-speeds-not-number", "cli", ["plan", "--speeds", "1,fast", "--model", "vgg-cifar"],
+         "'fast' is not a number"),
+    Case("train-speeds-negative", "cli", SYNTH + ["--speeds", "1,-1"], "speeds must be finite and > 0"),
+    Case("train-speeds-zero", "cli", SYNTH + ["--speeds", "0,1"], "speeds must be finite and > 0"),
+    Case("train-speeds-nan", "cli", SYNTH + ["--speeds", "nan,1"], "speeds must be finite and > 0"),
+    # used to train silently on one device
+    Case("train-speeds-empty", "cli", SYNTH + ["--speeds", ""], "is not a number"),
+    Case("train-speeds-count-vs-mesh", "cli", SYNTH + ["--speeds", "1,1", "--mesh", "batch:2;model:2"],
+         "has 4 processors but --speeds lists 2 devices"),
+    Case("demo-speeds-negative", "cli", ["demo", "--speeds", "1,-1", "--skip-training"],
+         "weights must be positive"),
+    Case("demo-speeds-nan", "cli", ["demo", "--speeds", "1,nan", "--skip-training"],
+         "weights must be finite"),
+    Case("bench-speeds-zero", "cli", ["bench", "hetero", "--speeds", "0,1", "--quick"],
+         "weights must be positive"),
+    # --- mesh vs devices, layouts, dimensions too small
+    Case("impl-mesh-vs-devices", "api", _impl("batch:2;model:3", n=5),
+         "has 6 processors but 5 devices were given"),
+    Case("train-plan-vs-devices", "cli", SYNTH + ["--model", "vgg-cifar-small", "--plan", "{d}/plan.json",
+                                                  "--devices", "a,b,c"],
+         "has 2 processors but 3 devices were given"),
+    Case("plan-to-mesh-impl-devices", "api", lambda d: _plan(d).to_mesh_impl(["only-one"]),
+         "plan needs 2 devices, got 1"),
+    Case("layout-one-dim-two-axes", "api", _impl("a:2;b:2", "f:a;f:b"), "on two mesh axes"),
+    Case("layout-two-dims-one-axis", "api", _lower("a:model;b:model", [("a", 4), ("b", 6)]),
+         "Two Tensor Dimensions may not map to the same Mesh Dimension"),
+    Case("dim-smaller-than-parts", "api", _split_small_dim, "size 2 cannot be split into 3 parts"),
+    Case("dim-smaller-than-parts-lowering", "api", _lower("a:model", [("a", 1)]),
+         "'a' (size 1) on mesh axis 'model': size 1 cannot be split into 2 parts"),
+    Case("train-dim-smaller-than-parts", "cli",
+         SYNTH + ["--model", "resattnet3d-tiny", "--speeds", "1,1,1,1,1", "--batch", "5",
+                  "--n-synthetic", "12"],
+         "'stem_filters' (size 4) on mesh axis 'model': size 4 cannot be split into 5 parts"),
+    # --- plans for another model or device count
+    Case("train-plan-other-model", "cli", SYNTH + ["--plan", "{d}/plan.json", "--model", "resattnet3d-tiny"],
+         "was planned for model 'vgg-cifar-small', not 'resattnet3d-tiny'"),
+    Case("plan-check-model", "api", lambda d: _plan(d).check_compatible("resattnet3d-small", 2),
+         "plan was made for model 'vgg-cifar-small', not 'resattnet3d-small'"),
+    Case("plan-check-devices", "api", lambda d: _plan(d).check_compatible("vgg-cifar-small", 3),
+         "plan is for 2 devices, not 3"),
+    Case("train-plan-missing", "cli", SYNTH + ["--plan", "{d}/nope.json", "--model", "vgg-cifar-small"],
+         "does not exist"),
+    Case("train-plan-not-json", "cli", SYNTH + ["--plan", "{d}/not-json.json", "--model", "vgg-cifar-small"],
+         "not valid JSON"),
+    # --- cluster files
+    Case("plan-cluster-missing-field", "cli", ["plan", "--cluster", "{d}/no-latency.json", "--model", "vgg-cifar"],
+         "missing field 'latency'"),
+    Case("plan-cluster-device-missing-field", "cli",
+         ["plan", "--cluster", "{d}/device-no-profile.json", "--model", "vgg-cifar"],
+         "devices[0] is missing field"),
+    Case("plan-cluster-not-json", "cli", ["plan", "--cluster", "{d}/not-json.json", "--model", "vgg-cifar"],
+         "not valid JSON"),
+    Case("plan-cluster-missing-file", "cli", ["plan", "--cluster", "{d}/nope.json", "--model", "vgg-cifar"],
+         "does not exist"),
+    Case("plan-cluster-tf-format", "cli", ["plan", "--cluster", "{d}/tf-dead.json", "--model", "vgg-cifar"],
+         "missing field 'devices'"),
+    Case("cluster-load-missing-file", "api", _cluster_load("nope.json"), "does not exist",
+         error=FileNotFoundError),
+    Case("worker-cluster-not-json", "cli", ["worker", "--cluster", "{d}/not-json.json", "--task", "0"],
+         "not valid JSON"),
+    Case("worker-cluster-missing-file", "cli", ["worker", "--cluster", "{d}/nope.json", "--task", "0"],
+         "nope.json"),
+    Case("worker-cluster-no-addresses", "cli", ["worker", "--cluster", "{d}/no-latency.json", "--task", "0"],
+         "must list 'host:port' addresses"),
+    Case("worker-cluster-empty", "cli", ["worker", "--cluster", "{d}/empty.json", "--task", "0"],
+         "no cluster jobs"),
+    Case("worker-task-out-of-range", "cli", ["worker", "--cluster", "{d}/tf-dead.json", "--task", "7"],
+         "--task must be in 0..1"),
+    # --- unreachable workers: a bounded wait, and the message names the address
+    Case("bench-unreachable-worker", "cli", ["bench", "hetero", "--quick", "--cluster", "{d}/tf-dead.json"],
+         "{dead} is unreachable"),
+    Case("bench-unreachable-worker-subprocess", "subprocess",
+         ["bench", "hetero", "--quick", "--cluster", "{d}/tf-dead.json"], "{dead} is unreachable"),
+    Case("bench-cluster-not-json", "cli", ["bench", "hetero", "--cluster", "{d}/not-json.json"],
+         "not valid JSON"),
+    # --- NIfTI data: `data check` reports (exit 1), `train` stops with one line (exit 2)
+    Case("check-corrupt", "cli", ["data", "check", "{d}/corrupt", "--shape", "16,16,16"],
+         "corrupt/s3.nii.gz: cannot be read as NIfTI", code=1),
+    Case("check-truncated", "cli", ["data", "check", "{d}/truncated", "--shape", "16,16,16"],
+         "truncated/s3.nii: is truncated", code=1),
+    Case("check-wrong-rank", "cli", ["data", "check", "{d}/rank", "--shape", "16,16,16"],
+         "rank/s3.nii.gz: has shape (16, 16)", code=1),
+    Case("check-nan", "cli", ["data", "check", "{d}/nan", "--shape", "16,16,16", "--content"],
+         "nan/s3.nii.gz: 1 of 4096 voxels are NaN", code=1),
+    Case("check-gzip-cut", "cli", ["data", "check", "{d}/gzcut", "--shape", "16,16,16", "--content"],
+         "gzcut/s3.nii.gz: voxel data cannot be read", code=1),
+    Case("check-missing-dir", "cli", ["data", "check", "{d}/no-such-dir"], "dataset directory does not exist"),
+    Case("train-corrupt", "cli", ["train", "--data", "{d}/corrupt", "--steps", "4"] + TRAIN,
+         "corrupt/s3.nii.gz: cannot be read as NIfTI"),
+    Case("train-truncated", "cli", ["train", "--data", "{d}/truncated", "--steps", "4"] + TRAIN,
+         "truncated/s3.nii: is truncated"),
+    Case("train-wrong-rank", "cli", ["train", "--data", "{d}/rank", "--steps", "4"] + TRAIN,
+         "expected a 3-D volume"),
+    # NaN voxels and a cut gzip stream are met while tf.data streams: used to be a TF traceback
+    Case("train-nan", "cli", ["train", "--data", "{d}/nan", "--steps", "4"] + TRAIN,
+         "nan/s3.nii.gz: 1 of 4096 voxels are NaN or infinite"),
+    Case("train-gzip-cut-subprocess", "subprocess", ["train", "--data", "{d}/gzcut", "--steps", "4"] + TRAIN,
+         "gzcut/s3.nii.gz: voxel data cannot be read"),
+    # --- model names, step counts, mesh strings
+    Case("train-unknown-model", "cli", SYNTH + ["--model", "resnet50"], "unknown model 'resnet50'"),
+    Case("plan-unknown-model", "cli", ["plan", "--speeds", "1,1", "--model", "resnet50"],
+         "unknown model 'resnet50'"),
+    Case("models-get-unknown", "api", _models_get, "unknown model 'resnet50'"),
+    Case("train-steps-0", "cli", ["train", "--synthetic", "--steps", "0"], "--steps and --batch must be >= 1"),
+    Case("train-steps-negative", "cli", ["train", "--synthetic", "--steps", "-2"], "must be >= 1"),
+    Case("bench-steps-0", "cli", ["bench", "hetero", "--steps", "0"], "--steps must be >= 1"),
+    Case("mesh-no-size", "cli", SYNTH + ["--speeds", "1,1", "--mesh", "model"], "--mesh: bad shape 'model'"),
+    Case("mesh-size-not-int", "cli", SYNTH + ["--speeds", "1,1", "--mesh", "model:x"], "bad shape 'model:x'"),
+    Case("mesh-size-0", "cli", SYNTH + ["--speeds", "1,1", "--mesh", "model:0;batch:0"], "size >= 1"),
+    Case("mesh-size-negative", "cli", SYNTH + ["--speeds", "1,1", "--mesh", "model:-2"], "size >= 1"),
+    Case("mesh-no-name", "cli", SYNTH + ["--speeds", "1,1", "--mesh", ":2"], "needs a name"),
+    Case("mesh-empty", "cli", SYNTH + ["--speeds", "1,1", "--mesh", ";;"], "bad shape ';;'"),
+    Case("mesh-repeated-axis", "cli", SYNTH + ["--speeds", "1,1", "--mesh", "model:2;model:1"],
+         "axis names must differ"),
+    Case("mesh-three-axes", "cli", SYNTH + ["--speeds", "1,1", "--mesh", "a:1;b:1;c:2"], "one or two axes"),
+    Case("mesh-without-speeds", "cli", SYNTH + ["--mesh", "model:2"], "--mesh goes with --speeds"),
+]
+
+
+# ------------------------------------------------------------------- fixtures
+def _nifti_set(root: Path, kind: str, n: int = 8) -> None:
+    """``n`` good 16^3 subjects; subject 3 broken as ``kind`` says."""
+    root.mkdir()
+    rows = ["subject,label"]
+    for i in range(n):
+        name = "s3.nii" if (kind == "truncated" and i == 3) else f"s{i}.nii.gz"
+        save_nifti(root / name, blob(SHAPE, seed=i))
+        rows.append(f"{name},{'AD' if i % 2 else 'NC'}")
+    bad = root / ("s3.nii" if kind == "truncated" else "s3.nii.gz")
+    if kind == "corrupt":
+        bad.write_bytes(b"not a NIfTI file " * 20)
+    elif kind in ("truncated", "gzcut"):
+        data = bad.read_bytes()
+        bad.write_bytes(data[: len(data) * 2 // 3])
+    elif kind == "rank":
+        save_nifti(bad, np.zeros(SHAPE[:2], np.float32))
+    elif kind == "nan":
+        volume = blob(SHAPE, seed=3)
+        volume[2, 2, 2] = np.nan
+        save_nifti(bad, volume)
+    (root / "labels.csv").write_text("\n".join(rows) + "\n")
+
+
+@pytest.fixture(scope="module")
+def addresses():
+    """A listening 127.0.0.1 port and one that is bound but refuses connections."""
+    live = socket.socket()
+    live.bind(("127.0.0.1", 0))
+    live.listen(4)
+    dead = socket.socket()
+    dead.bind(("127.0.0.1", 0))  # bound, never listening: connect() is refused
+    try:
+        yield {"live": "127.0.0.1:%d" % live.getsockname()[1],
+               "dead": "127.0.0.1:%d" % dead.getsockname()[1]}
+    finally:
+        live.close()
+        dead.close()
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory, addresses):
+    from meshpar.cluster import ClusterSpec
+    from meshpar.models.catalog import describe_model
+    from meshpar.planner import plan
+
+    d = tmp_path_factory.mktemp("bad-input")
+    plan(describe_model("vgg-cifar-small"), ClusterSpec.from_speeds([1.0, 0.5]), 4,
+         method="proportional").save(d / "plan.json")
+    good = ClusterSpec.from_speeds([1.0, 0.5]).to_dict()
+    (d / "no-latency.json").write_text(json.dumps({k: v for k, v in good.items() if k != "latency"}))
+    broken = dict(good, devices=[{k: v for k, v in dev.items() if k != "profile"}
+                                 for dev in good["devices"]])
+    (d / "device-no-profile.json").write_text(json.dumps(broken))
+    (d / "not-json.json").write_text("{\"worker\": [\"127.0.0.1:1\"")
+    (d / "empty.json").write_text("{}")
+    # the reachable worker first: every address is probed, not only the first
+    (d / "tf-dead.json").write_text(json.dumps({"worker": [addresses["live"], addresses["dead"]]}))
+    for kind in ("corrupt", "truncated", "gzcut", "rank", "nan"):
+        _nifti_set(d / kind, kind)
+    return d
+
+
+def _fill(text: str, d: Path, addresses: dict) -> str:
+    return text.replace("{d}", str(d)).replace("{dead}", addresses["dead"]).replace(
+        "{live}", addresses["live"])
+
+
+# ----------------------------------------------------------------------- test
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_bad_input(case: Case, files, addresses, capfd):
+    expect = _fill(case.expect, files, addresses)
+    if case.kind == "api":
+        with pytest.raises(case.error) as info:
+            case.call(files)
+        assert expect in str(info.value)
+        return
+    argv = [_fill(a, files, addresses) for a in case.call]
+    started = time.monotonic()
+    if case.kind == "subprocess":
+        proc = subprocess.run([sys.executable, "-m", "meshpar"] + argv, capture_output=True,
+                              text=True, timeout=120, cwd=files)
+        rc, out, err = proc.returncode, proc.stdout, proc.stderr
+    else:
+        capfd.readouterr()
+        rc = main(argv)
+        out, err = capfd.readouterr()
+    elapsed = time.monotonic() - started
+    assert "Traceback" not in out + err
+    assert rc == case.code, (rc, err)
+    if case.code == 2:
+        lines = err.strip().splitlines()
+        assert len(lines) == 1, err
+        assert lines[0].startswith(f"meshpar {argv[0]}: error: "), lines[0]
+        assert expect in lines[0], lines[0]
+    else:  # `data check` found bad subjects: it lists each on stdout and exits 1
+        assert any(line.strip().startswith("bad: ") and expect in line
+                   for line in out.splitlines()), out
+    assert elapsed < 60, f"took {elapsed:.1f} s"

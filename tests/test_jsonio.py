@@ -1,0 +1,74 @@
+"""meshpar.jsonio: JSON files with errors that name the file, and atomic writes."""
+import json
+import os
+
+import pytest
+
+from meshpar import jsonio
+from meshpar.jsonio import load_json, save_json_atomic
+
+
+def test_saved_json_loads_back_with_a_final_newline(tmp_path):
+    path = tmp_path / "plan.json"
+    save_json_atomic(path, {"b": [1, 2.5], "a": None})
+    assert load_json(path, "plan file") == {"b": [1, 2.5], "a": None}
+    assert path.read_text(encoding="utf-8").endswith("}\n")
+
+
+def test_missing_file_error_names_the_file_and_what_it_is(tmp_path):
+    path = tmp_path / "nope.json"
+    with pytest.raises(FileNotFoundError, match=r"cluster file .*nope\.json does not exist"):
+        load_json(path, "cluster file")
+
+
+def test_invalid_json_error_names_the_file(tmp_path):
+    path = tmp_path / "broken.json"
+    path.write_text("{not json", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"plan file .*broken\.json: not valid JSON"):
+        load_json(path, "plan file")
+
+
+def test_a_directory_or_binary_file_is_a_value_error_naming_it(tmp_path):
+    with pytest.raises(ValueError, match="is a directory"):
+        load_json(tmp_path, "plan file")
+    binary = tmp_path / "bin.json"
+    binary.write_bytes(b"\xff\xfe\x00")
+    with pytest.raises(ValueError, match=r"bin\.json: not UTF-8"):
+        load_json(binary, "plan file")
+
+
+def test_unserialisable_data_leaves_the_existing_file_and_no_temp_files(tmp_path):
+    path = tmp_path / "cluster.json"
+    save_json_atomic(path, {"old": 1})
+    with pytest.raises(TypeError):
+        save_json_atomic(path, {"new": object()})
+    assert json.loads(path.read_text(encoding="utf-8")) == {"old": 1}
+    assert os.listdir(tmp_path) == ["cluster.json"]
+
+
+def test_a_failed_rename_leaves_the_existing_file_and_no_temp_files(tmp_path, monkeypatch):
+    path = tmp_path / "cluster.json"
+    save_json_atomic(path, {"old": 1})
+
+    def fail(src, dst):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(jsonio.os, "replace", fail)
+    with pytest.raises(OSError, match="disk full"):
+        save_json_atomic(path, {"new": 2})
+    assert json.loads(path.read_text(encoding="utf-8")) == {"old": 1}
+    assert os.listdir(tmp_path) == ["cluster.json"]
+
+
+def test_overwrite_keeps_the_permissions_of_the_replaced_file(tmp_path):
+    path = tmp_path / "plan.json"
+    save_json_atomic(path, {"v": 1})
+    os.chmod(path, 0o640)
+    save_json_atomic(path, {"v": 2})
+    assert os.stat(path).st_mode & 0o777 == 0o640
+    assert load_json(path) == {"v": 2}
+
+
+def test_missing_directory_is_an_os_error(tmp_path):
+    with pytest.raises(OSError):
+        save_json_atomic(tmp_path / "no" / "plan.json", {})
