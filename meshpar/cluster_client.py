@@ -14,7 +14,10 @@ process, while every slice computes on its worker.
 """
 from __future__ import annotations
 
+import _thread
+import contextlib
 import socket
+import threading
 from typing import Optional, Sequence
 
 CLIENT_JOB = "client"
@@ -54,9 +57,16 @@ class ClusterClient:
     check : bool
         Probe every worker first and raise :class:`ClusterFailure` naming the
         unreachable ones (instead of hanging in session creation).
+    timeout_s : float
+        Longest an operation may wait (``operation_timeout_in_ms``): a step
+        blocked on a dead worker fails after it instead of hanging.
     """
 
-    def __init__(self, addresses: Sequence[str], device_type: str = "CPU", check: bool = True):
+    def __init__(self, addresses: Sequence[str], device_type: str = "CPU", check: bool = True,
+                 timeout_s: float = 300.0):
+        if not timeout_s > 0:
+            raise ValueError(f"worker timeout must be > 0 seconds, got {timeout_s}")
+        self.timeout_ms = int(timeout_s * 1000)
         import tensorflow.compat.v1 as tf
 
         self.addresses = list(addresses)
@@ -78,21 +88,57 @@ class ClusterClient:
         """Session target: this process's own server, the master of the session."""
         return self.server.target
 
-    def session_config(self, base=None, timeout_ms: int = 0):
-        """``base`` (a ConfigProto) plus this cluster's ``cluster_def``."""
+    def session_config(self, base=None, timeout_ms: Optional[int] = None):
+        """``base`` (a ConfigProto) plus this cluster's ``cluster_def`` and the
+        operation timeout."""
         import tensorflow.compat.v1 as tf
 
         config = tf.ConfigProto()
         if base is not None:
             config.CopyFrom(base)
         config.cluster_def.CopyFrom(self.cluster_spec.as_cluster_def())
-        if timeout_ms:
-            config.operation_timeout_in_ms = timeout_ms
+        config.operation_timeout_in_ms = self.timeout_ms if timeout_ms is None else timeout_ms
         return config
 
     def down_workers(self, timeout: float = 2.0) -> list:
         """``[(task, address)]`` of the workers that do not accept a TCP connection now."""
         return probe(self.addresses, timeout)
+
+    @contextlib.contextmanager
+    def watch(self, interval: float = 2.0, on_stuck=None, grace: float = 10.0):
+        """Within: a thread probes the workers every ``interval`` seconds and,
+        when one stops answering, interrupts the main thread, which raises
+        :class:`ClusterFailure` naming it.
+
+        TF cannot always be interrupted: after a worker dies, the monitored
+        session retries it and ``Session.close`` can block in C for good. If
+        the main thread has not come back ``grace`` seconds after the
+        interrupt, ``on_stuck(failure)`` is called from the watching thread
+        (a command line tool reports and exits there)."""
+        stop = threading.Event()
+        self.lost = []
+
+        def probe_loop():
+            while not stop.wait(interval):
+                down = self.down_workers(timeout=interval)
+                if down and not stop.is_set():
+                    self.lost = down
+                    _thread.interrupt_main()
+                    if on_stuck is not None and not stop.wait(grace):
+                        on_stuck(ClusterFailure(f"{describe_down(down)} stopped answering"))
+                    return
+
+        thread = threading.Thread(target=probe_loop, name="meshpar-watch", daemon=True)
+        thread.start()
+        try:
+            yield self
+        except KeyboardInterrupt:
+            if self.lost:
+                raise ClusterFailure(f"{describe_down(self.lost)} stopped answering") from None
+            raise
+        finally:
+            stop.set()
+            thread.join(timeout=interval + 3)
 
     def failure(self, error: Optional[BaseException] = None) -> ClusterFailure:
         """A ClusterFailure naming the dead workers (or the error, if all answer)."""

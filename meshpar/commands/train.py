@@ -56,6 +56,9 @@ def register(subparsers) -> None:
                                           "this cluster JSON; 'TF_CONFIG' reads the environment")
     parser.add_argument("--device-type", default="CPU", choices=["CPU", "GPU"],
                         help="worker device holding each slice with --cluster (default: CPU)")
+    parser.add_argument("--worker-timeout", type=float, default=300.0,
+                        help="with --cluster: seconds an operation may wait on a worker before "
+                             "the run is declared failed (default: %(default)s)")
     parser.add_argument("--checkpoint-every", type=int, default=None,
                         help="checkpoint every N steps (default: at the end only)")
     parser.add_argument("--steps", type=int, default=50,
@@ -154,7 +157,8 @@ def run(args) -> int:
         from meshpar.cluster_client import ClusterClient, worker_addresses
 
         client = ClusterClient(worker_addresses(None if args.cluster == "TF_CONFIG"
-                                                else args.cluster), args.device_type)
+                                                else args.cluster), args.device_type,
+                               timeout_s=args.worker_timeout)
         args.devices = ",".join(client.devices)
     if args.checkpoint_every is not None and args.checkpoint_every < 1:
         raise ValueError("--checkpoint-every must be >= 1")
@@ -168,7 +172,7 @@ def run(args) -> int:
         if client is not None:
             train_fn, eval_fn = (_on_device(fn, client.client_device) for fn in (train_fn, eval_fn))
         return _train(args, spec, lr, mesh_kwargs, model_dir, train_fn, eval_fn, data_note,
-                      client)
+                      client, scratch)
 
 
 def _on_device(input_fn, device):
@@ -278,7 +282,7 @@ def _synthetic_images(args, shape):
 
 
 def _train(args, spec, lr, mesh_kwargs, model_dir, train_fn, eval_fn, data_note,
-           client=None) -> int:
+           client=None, scratch=None) -> int:
     import tensorflow.compat.v1 as tf
     from tqdm import tqdm
 
@@ -308,7 +312,8 @@ def _train(args, spec, lr, mesh_kwargs, model_dir, train_fn, eval_fn, data_note,
     history = E.LossHistoryHook(progress)
     started = time.perf_counter()
     try:
-        _guard(client, lambda: est.train(train_fn, max_steps=args.steps, hooks=[history]))
+        _guard(client, lambda: est.train(train_fn, max_steps=args.steps, hooks=[history]),
+               _exit_now(scratch))
     finally:
         bar.close()
     seconds = time.perf_counter() - started
@@ -317,7 +322,7 @@ def _train(args, spec, lr, mesh_kwargs, model_dir, train_fn, eval_fn, data_note,
             ("last loss", f"{history.losses[-1]:.4f}" if history.losses else "-"),
             ("train time", f"{seconds:.1f} s (graph build included)")]
     if eval_fn is not None:
-        results = _guard(client, lambda: est.evaluate(eval_fn))
+        results = _guard(client, lambda: est.evaluate(eval_fn), _exit_now(scratch))
         for key in ("loss", "accuracy", "auc", "sensitivity", "specificity"):
             if key in results:
                 rows.append((f"eval {key}", f"{float(results[key]):.4f}"))
@@ -327,7 +332,23 @@ def _train(args, spec, lr, mesh_kwargs, model_dir, train_fn, eval_fn, data_note,
     return 0
 
 
-def _guard(client, run):
+def _exit_now(scratch):
+    """Report a lost worker and end the process: TF is blocked in C on the dead
+    worker and cannot be interrupted. Checkpoints on disk are complete (TF
+    writes them atomically); rerunning the command resumes from the last one."""
+
+    def stuck(failure):
+        import shutil
+
+        print(f"meshpar train: failed: {failure}; rerun the same command (same --model-dir)"
+              " to resume from the last checkpoint", file=sys.stderr, flush=True)
+        shutil.rmtree(scratch, ignore_errors=True)
+        os._exit(1)
+
+    return stuck
+
+
+def _guard(client, run, on_stuck=None):
     """Run ``run()``; on a cluster, turn a runtime error into a ClusterFailure
     that names the workers that stopped answering. A bad data file met while
     streaming becomes its BadSubjectError (one line naming the file)."""
@@ -336,7 +357,10 @@ def _guard(client, run):
     from meshpar.data.nifti import bad_data_in
 
     try:
-        return run()
+        if client is None:
+            return run()
+        with client.watch(on_stuck=on_stuck):
+            return run()
     except tf.errors.OpError as err:
         bad = bad_data_in(err)
         if bad is not None:
