@@ -228,3 +228,17 @@ def test_tf_pipeline_streams_batches_and_skips_bad_subjects(good):
     strict = make_tf_dataset(good, (8, 8, 8), batch_size=7, shuffle=False)
     with pytest.raises(tf.errors.OpError, match="nan.nii.gz: 1 of 1728 voxels are NaN"):
         list(strict)
+
+
+def test_a_resumed_stream_starts_where_the_checkpoint_left_it(good):
+    from meshpar.data.nifti import make_tf_dataset
+
+    full = [x.numpy() for x, _ in make_tf_dataset(good, (8, 8, 8), batch_size=2, seed=5,
+                                                  augment=True, repeat=3)]
+    resumed = [x.numpy() for x, _ in make_tf_dataset(good, (8, 8, 8), batch_size=2, seed=5,
+                                                     augment=True, repeat=3, start=2 * 4)]
+    assert len(resumed) == len(full) - 4
+    for a, b in zip(full[4:], resumed):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(ValueError, match="start"):
+        make_tf_dataset(good, (8, 8, 8), batch_size=2, start=-1)

@@ -240,10 +240,13 @@ def _input_fns(args, spec, scratch):
         raise ValueError(f"--batch {args.batch} is larger than the {len(train_subjects)} "
                          "training subjects")
 
+    # A resumed run continues the data stream where its checkpoint left it.
+    start = _checkpoint_step(args.model_dir) * args.batch
+
     def train_fn():
         return make_tf_dataset(directory, shape[:3], args.batch, label_set, shuffle=True,
                                seed=args.seed, repeat=True, subjects=train_subjects,
-                               drop_remainder=True)
+                               drop_remainder=True, start=start)
 
     eval_fn = None
     if len(val_subjects) >= args.batch:
@@ -253,6 +256,16 @@ def _input_fns(args, spec, scratch):
     note = (f"{len(train_subjects)} training / {len(val_subjects)} validation subjects "
             f"from {'synthetic phantoms' if args.synthetic else directory}")
     return train_fn, eval_fn, note
+
+
+def _checkpoint_step(model_dir) -> int:
+    """Global step of the latest checkpoint in ``model_dir`` (0 if none)."""
+    if not model_dir or not os.path.isdir(model_dir):
+        return 0
+    import tensorflow.compat.v1 as tf
+
+    latest = tf.train.latest_checkpoint(model_dir)
+    return int(latest.rsplit("-", 1)[1]) if latest else 0
 
 
 def _synthetic_images(args, shape):

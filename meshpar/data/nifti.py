@@ -520,6 +520,7 @@ class NiftiDataset:
         drop_remainder: bool = False,
         num_parallel_calls: int = 2,
         prefetch: int = 2,
+        start: int = 0,
     ):
         """A ``tf.data.Dataset`` of ``(float32 [B, *shape, 1], int32 [B])`` batches.
 
@@ -532,19 +533,24 @@ class NiftiDataset:
         A bad file met while streaming stops iteration with a TensorFlow error
         whose message contains the :class:`BadSubjectError` (naming the file);
         with ``skip_bad`` it is skipped and recorded in :attr:`skipped`.
+        ``start`` is the first element number: a run resumed at global step
+        ``g`` with batches of ``b`` passes ``g * b`` and sees the batches an
+        uninterrupted run would (exactly so when no subject is skipped).
         """
         import tensorflow as tf
 
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        if start < 0:
+            raise ValueError(f"start must be >= 0, got {start}")
         n = len(self)
         if repeat is True:
-            steps = tf.data.Dataset.range(2**62)
+            steps = tf.data.Dataset.range(start, 2**62)
         else:
             epochs = 1 if repeat is False else int(repeat)
             if epochs < 1:
                 raise ValueError(f"repeat must be True, False or a positive int, got {repeat}")
-            steps = tf.data.Dataset.range(n * epochs)
+            steps = tf.data.Dataset.range(min(start, n * epochs), n * epochs)
         shape = self.shape
 
         @functools.lru_cache(maxsize=4)  # parallel calls straddle at most two epochs
@@ -591,6 +597,7 @@ def make_tf_dataset(
     subjects: Optional[Sequence[Subject]] = None,
     drop_remainder: bool = False,
     num_parallel_calls: int = 2,
+    start: int = 0,
 ):
     """Stream a NIfTI directory through ``tf.data`` (see :meth:`NiftiDataset.to_tf`).
 
@@ -609,4 +616,5 @@ def make_tf_dataset(
     else:
         source = NiftiDataset(directory, shape, label_set, spacing=spacing, skip_bad=skip_bad, subjects=subjects)
     return source.to_tf(batch_size, shuffle=shuffle, augment=augment, seed=seed, repeat=repeat,
-                        drop_remainder=drop_remainder, num_parallel_calls=num_parallel_calls)
+                        drop_remainder=drop_remainder, num_parallel_calls=num_parallel_calls,
+                        start=start)
