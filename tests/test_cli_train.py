@@ -36,3 +36,26 @@ def test_train_vgg_small_on_an_uneven_mesh_prints_a_metrics_table(capsys, tmp_pa
     assert rc == 0
     assert "mesh model:2" in out and "eval accuracy" in out and "last loss" in out
     assert list((tmp_path / "run").glob("model.ckpt-4.index"))
+
+
+def test_skip_bad_trains_on_the_good_subjects_and_counts_the_bad(tmp_path, capsys):
+    import numpy as np
+
+    from meshpar.cli import main
+    from meshpar.data.phantoms import write_dataset
+    from nifti_helpers import save_nifti
+
+    data = tmp_path / "ds"
+    write_dataset(data, 14, shape=(12, 12, 12), seed=1)
+    volume = np.ones((12, 12, 12), np.float32)
+    volume[3, 3, 3] = np.nan
+    save_nifti(data / "subjects" / "nan.nii.gz", volume)
+    with open(data / "labels.csv", "a", encoding="utf-8") as f:
+        f.write("subjects/nan.nii.gz,AD\nsubjects/missing.nii.gz,NC\n")
+    argv = ["train", "--data", str(data), "--model", "resattnet3d-tiny", "--steps", "2",
+            "--batch", "2", "--no-progress", "--model-dir", str(tmp_path / "m")]
+    assert main(argv) == 2
+    assert "missing.nii.gz" in capsys.readouterr().err
+    assert main(argv + ["--skip-bad", "--val-fraction", "0.0"]) == 0
+    out, err = capsys.readouterr()
+    assert "skipped subjects" in out and "missing.nii.gz" in err

@@ -59,6 +59,9 @@ def register(subparsers) -> None:
     parser.add_argument("--worker-timeout", type=float, default=300.0,
                         help="with --cluster: seconds an operation may wait on a worker before "
                              "the run is declared failed (default: %(default)s)")
+    parser.add_argument("--skip-bad", action="store_true",
+                        help="skip (and count) unreadable, NaN or mislabelled subjects instead "
+                             "of stopping at the first one")
     parser.add_argument("--checkpoint-every", type=int, default=None,
                         help="checkpoint every N steps (default: at the end only)")
     parser.add_argument("--steps", type=int, default=50,
@@ -231,7 +234,8 @@ def _input_fns(args, spec, scratch):
         directory = os.path.join(scratch, "phantoms")
         write_dataset(directory, args.n_synthetic, shape=shape[:3], seed=args.seed,
                       label_set=label_set)
-    subjects = nifti.read_labels(directory, label_set)
+    skipped = []  # with --skip-bad: subjects dropped before training starts
+    subjects = nifti.read_labels(directory, label_set, skip_bad=args.skip_bad, skipped=skipped)
     if len(subjects) < 2:
         raise ValueError(f"{directory}: need at least 2 subjects, found {len(subjects)}")
     train_subjects, val_subjects = nifti.split_subjects(subjects, args.val_fraction,
@@ -243,16 +247,20 @@ def _input_fns(args, spec, scratch):
     # A resumed run continues the data stream where its checkpoint left it.
     start = _checkpoint_step(args.model_dir) * args.batch
 
+    sources = [nifti.NiftiDataset(directory, shape[:3], label_set, skip_bad=args.skip_bad,
+                                  subjects=part) if part else None
+               for part in (train_subjects, val_subjects)]
+    args.skipped_report = lambda: skipped + [item for src in sources if src for item in src.skipped]
+
     def train_fn():
-        return make_tf_dataset(directory, shape[:3], args.batch, label_set, shuffle=True,
-                               seed=args.seed, repeat=True, subjects=train_subjects,
-                               drop_remainder=True, start=start)
+        return make_tf_dataset(sources[0], shape[:3], args.batch, label_set, shuffle=True,
+                               seed=args.seed, repeat=True, drop_remainder=True, start=start)
 
     eval_fn = None
     if len(val_subjects) >= args.batch:
         def eval_fn():
-            return make_tf_dataset(directory, shape[:3], args.batch, label_set, shuffle=False,
-                                   subjects=val_subjects, drop_remainder=True)
+            return make_tf_dataset(sources[1], shape[:3], args.batch, label_set, shuffle=False,
+                                   drop_remainder=True)
     note = (f"{len(train_subjects)} training / {len(val_subjects)} validation subjects "
             f"from {'synthetic phantoms' if args.synthetic else directory}")
     return train_fn, eval_fn, note
@@ -341,6 +349,12 @@ def _train(args, spec, lr, mesh_kwargs, model_dir, train_fn, eval_fn, data_note,
                 rows.append((f"eval {key}", f"{float(results[key]):.4f}"))
     else:
         rows.append(("eval", "skipped (fewer validation samples than --batch)"))
+    report = getattr(args, "skipped_report", None)
+    if report is not None:
+        bad = report()
+        rows.append(("skipped subjects", str(len(bad))))
+        for item in bad:
+            print(f"skipped {item.path}: {item.reason}", file=sys.stderr)
     _print_table(rows)
     return 0
 
