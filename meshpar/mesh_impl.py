@@ -58,6 +58,15 @@ def _prod(values) -> int:
     return out
 
 
+def _weights_for_axis(weights, axis, what: str) -> tuple:
+    """Validated weights, one per coordinate of mesh dimension ``axis``."""
+    values = validate_weights(weights, what)
+    if len(values) != axis.size:
+        raise ValueError(f"{what} has {len(values)} weights; mesh axis {axis.name!r} has"
+                         f" {axis.size} coordinates")
+    return tuple(values)
+
+
 class HeterogeneousMeshImpl(_pmi.PlacementMeshImpl):
     """A drop-in :class:`PlacementMeshImpl` whose slices may differ in size.
 
@@ -105,13 +114,9 @@ class HeterogeneousMeshImpl(_pmi.PlacementMeshImpl):
                 raise ValueError(
                     f"split_weights names mesh axis {axis!r}, which is not in mesh"
                     f" {self.shape} (axes: {axis_names})")
-            n = self.shape.dims[axis_names.index(axis)].size
-            values = validate_weights(weights, f"split_weights for mesh axis {axis!r}")
-            if len(values) != n:
-                raise ValueError(
-                    f"split_weights for mesh axis {axis!r} has {len(values)} weights;"
-                    f" the axis has {n} coordinates")
-            self._split_weights[axis] = tuple(values)
+            self._split_weights[axis] = _weights_for_axis(
+                weights, self.shape.dims[axis_names.index(axis)],
+                f"split_weights for mesh axis {axis!r}")
         self._dim_split_weights = {}
         for dim_name, weights in (dim_split_weights or {}).items():
             axis = self._layout_axis_of_name(dim_name)
@@ -120,13 +125,8 @@ class HeterogeneousMeshImpl(_pmi.PlacementMeshImpl):
                     f"dim_split_weights names tensor dimension {dim_name!r}, which the"
                     f" layout {self.layout_rules} does not put on any axis of mesh"
                     f" {self.shape}")
-            n = self.shape.dims[axis].size
-            values = validate_weights(weights, f"dim_split_weights for dimension {dim_name!r}")
-            if len(values) != n:
-                raise ValueError(
-                    f"dim_split_weights for dimension {dim_name!r} has {len(values)}"
-                    f" weights; mesh axis {axis_names[axis]!r} has {n} coordinates")
-            self._dim_split_weights[dim_name] = tuple(values)
+            self._dim_split_weights[dim_name] = _weights_for_axis(
+                weights, self.shape.dims[axis], f"dim_split_weights for dimension {dim_name!r}")
         self._current_pnum = None     # set while slicewise() calls fn for one processor
         self._current_op = None       # the mtf op being lowered (for error messages)
         self._even_collectives = False

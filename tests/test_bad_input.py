@@ -117,7 +117,7 @@ CASES = [
     Case("impl-weight-nan", "api", _impl(split_weights={"model": [1, NAN]}), "weights must be finite"),
     Case("impl-weight-inf", "api", _impl(split_weights={"model": [1, math.inf]}), "weights must be finite"),
     Case("impl-weight-count", "api", _impl(split_weights={"model": [1, 2, 3]}),
-         "has 3 weights; the axis has 2 coordinates"),
+         "has 3 weights; mesh axis 'model' has 2 coordinates"),
     Case("impl-weight-empty", "api", _impl(split_weights={"model": []}), "must not be empty"),
     Case("impl-weight-not-numbers", "api", _impl(split_weights={"model": ["a", "b"]}), "must be numbers"),
     Case("impl-weight-unknown-axis", "api", _impl(split_weights={"batch": [1, 2]}),

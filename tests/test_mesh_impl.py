@@ -57,7 +57,7 @@ def test_common_slice_shape_of_an_uneven_tensor_is_an_error_naming_the_dimension
 @pytest.mark.parametrize("kwargs, message", [
     (dict(devices=[""] * 5), "6 processors but 5 devices"),
     (dict(split_weights={"modle": [1, 1, 1]}), "mesh axis 'modle'"),
-    (dict(split_weights={"model": [1, 1]}), "has 2 weights; the axis has 3"),
+    (dict(split_weights={"model": [1, 1]}), "has 2 weights; mesh axis .model. has 3"),
     (dict(split_weights={"model": [1, -1, 1]}), "positive"),
     (dict(split_weights={"model": [1, float("nan"), 1]}), "finite"),
     (dict(dim_split_weights={"height": [1, 1, 1]}), "'height'"),
