@@ -26,6 +26,7 @@ import tensorflow.compat.v1 as tf  # noqa: E402
 from mesh_tensorflow import placement_mesh_impl  # noqa: E402
 
 from meshpar.mesh_impl import HeterogeneousMeshImpl  # noqa: E402
+from meshpar.optim import Sgd, race_free_update_ops  # noqa: E402
 
 tf.disable_eager_execution()
 
@@ -47,11 +48,7 @@ def build_step(impl_factory, mesh_shape, layout, batch, size, filters):
             h = mtf.relu(mtf.layers.conv2d(h, mtf.Dimension(f"f{i}", f), (3, 3), name=f"conv{i}"))
             h = mtf.rename_dimension(h, f"f{i}", f"in{i}")
         loss = mtf.reduce_mean(mtf.square(h))
-        variables = graph.trainable_variables
-        grads = mtf.gradients([loss], [v.outputs[0] for v in variables])
-        # Update after all gradients: the step is race-free.
-        grads = [mtf.depend(g, [loss] + grads) for g in grads]
-        updates = [mtf.assign_sub(v, g * 0.01) for v, g in zip(variables, grads)]
+        updates = race_free_update_ops(graph, loss, Sgd(0.01))
         n = mtf.convert_to_shape(mesh_shape).size
         impl = impl_factory(mesh_shape, layout, [""] * n)
         lowering = mtf.Lowering(graph, {mesh: impl})

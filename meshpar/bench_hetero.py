@@ -107,6 +107,8 @@ def build_step(workload: Conv3dWorkload, strategy: Strategy, scope: str):
     import mesh_tensorflow as mtf
     import tensorflow.compat.v1 as tf
 
+    from meshpar.optim import Sgd, race_free_update_ops
+
     graph_tf = tf.Graph()
     with graph_tf.as_default(), tf.variable_scope(scope):
         tf.set_random_seed(0)
@@ -123,10 +125,7 @@ def build_step(workload: Conv3dWorkload, strategy: Strategy, scope: str):
         y = mtf.layers.conv3d(x, mtf.Dimension("filters", w.c_out),
                               filter_size=(w.kernel,) * 3, name="conv")
         loss = mtf.reduce_mean(mtf.square(y))
-        variables = graph.trainable_variables
-        grads = mtf.gradients([loss], [v.outputs[0] for v in variables])
-        grads = [mtf.depend(g, [loss] + grads) for g in grads]  # race-free: update last
-        updates = [mtf.assign_sub(v, g * 1e-3) for v, g in zip(variables, grads)]
+        updates = race_free_update_ops(graph, loss, Sgd(1e-3))
         lowering = mtf.Lowering(graph, {mesh: strategy.mesh_impl()})
         step = tf.group([lowering.lowered_operation(u) for u in updates]
                         + [lowering.export_to_tf_tensor(loss)])

@@ -8,7 +8,7 @@ are lowered here, per processor, whenever the layout of one of their tensors
 is uneven; with an even layout the upstream lowering runs unchanged.
 
 :func:`install` wraps the ``lower`` methods of those op classes (and two
-``Lowering`` methods) once, and fixes ``mtf.depend`` on lazy allreduces; the wrappers leave other mesh implementations
+``Lowering`` methods) once; the wrappers leave other mesh implementations
 alone.
 """
 from __future__ import annotations
@@ -250,33 +250,12 @@ def _wrap_lowering_methods():
     mtf_ops.Lowering.verify_slice_shapes = verify_slice_shapes
 
 
-def _wrap_depend():
-    """``mtf.depend(x, tensors)`` fails when a dependency is still a lazy
-    allreduce (``LazyAllreduceSum`` has no ``tensor_list``), which is what
-    gradients of split contractions are. Materialise such dependencies first,
-    so a race-free step can make updates depend on all gradients. This fixes
-    the op for every mesh implementation; the values are unchanged."""
-    original = mtf_ops.Depend.lower
-
-    def lower(self, lowering):
-        for dep in self._dependencies:  # pylint: disable=protected-access
-            if isinstance(dep, mtf_ops.Tensor):
-                laid_out = lowering.tensors[dep]
-                if isinstance(laid_out, mtf_ops.LazyAllreduceSum):
-                    lowering.tensors[dep] = laid_out.to_laid_out_tensor()
-        return original(self, lowering)
-
-    lower.meshpar_original = original
-    mtf_ops.Depend.lower = lower
-
-
 def install() -> None:
     """Install the uneven-aware lowerings (idempotent)."""
     global _INSTALLED
     if _INSTALLED:
         return
     _wrap_lowering_methods()
-    _wrap_depend()
     _wrap_lower(mtf_ops.ReshapeOperation, _lower_reshape)
     _wrap_lower(mtf_ops.Conv2or3dBackpropInputOperation, _lower_conv_backprop_input)
     _wrap_lower(mtf_ops.Conv2or3dBackpropFilterOperation, _lower_conv_backprop_filter)
