@@ -32,7 +32,7 @@ def register(subparsers) -> None:
         description=__doc__, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--speeds", default=DEFAULT_SPEEDS,
                         help="relative speeds of the emulated devices (default %(default)s)")
-    parser.add_argument("--steps", type=int, default=100, help="training steps (default %(default)s)")
+    parser.add_argument("--steps", type=int, default=200, help="training steps (default %(default)s)")
     parser.add_argument("--subjects", type=int, default=96,
                         help="synthetic subjects to write (default %(default)s)")
     parser.add_argument("--skip-training", action="store_true",
@@ -81,25 +81,25 @@ def show_uneven_split(speeds) -> float:
     import mesh_tensorflow as mtf
     import tensorflow.compat.v1 as tf
 
-    tf.disable_eager_execution()
     n = len(speeds)
     layout = "conv1_filters:model;conv2_filters:model"
 
     def loss_and_grads(impl):
-        tf.reset_default_graph()
-        tf.set_random_seed(0)
-        graph = mtf.Graph()
-        mesh = mtf.Mesh(graph, "mesh")
-        loss = _small_conv_net(mesh, mtf, tf, np)
-        variables = graph.trainable_variables
-        grads = mtf.gradients([loss], [v.outputs[0] for v in variables])
-        lowering = mtf.Lowering(graph, {mesh: impl})
-        outs = [lowering.export_to_tf_tensor(t) for t in [loss] + grads]
-        config = tf.ConfigProto(intra_op_parallelism_threads=1, inter_op_parallelism_threads=1)
-        with tf.Session(config=config) as sess:
-            sess.run(tf.global_variables_initializer())
-            sess.run(lowering.copy_masters_to_slices())
-            return sess.run(outs)
+        with tf.Graph().as_default():
+            tf.set_random_seed(0)
+            graph = mtf.Graph()
+            mesh = mtf.Mesh(graph, "mesh")
+            loss = _small_conv_net(mesh, mtf, tf, np)
+            variables = graph.trainable_variables
+            grads = mtf.gradients([loss], [v.outputs[0] for v in variables])
+            lowering = mtf.Lowering(graph, {mesh: impl})
+            outs = [lowering.export_to_tf_tensor(t) for t in [loss] + grads]
+            config = tf.ConfigProto(intra_op_parallelism_threads=1,
+                                    inter_op_parallelism_threads=1)
+            with tf.Session(config=config) as sess:
+                sess.run(tf.global_variables_initializer())
+                sess.run(lowering.copy_masters_to_slices())
+                return sess.run(outs)
 
     uneven = HeterogeneousMeshImpl(f"model:{n}", layout, [""] * n,
                                    split_weights={"model": speeds})
@@ -155,7 +155,7 @@ def train_on_plan(plan, steps: int, subjects: int, batch: int) -> int:
         plan.save(path)
         return cli_main(["train", "--synthetic", "--model", "resattnet3d-small", "--plan", path,
                          "--steps", str(steps), "--batch", str(batch),
-                         "--n-synthetic", str(subjects), "--lr", "3e-3", "--threads", "2",
+                         "--n-synthetic", str(subjects), "--lr", "1e-3", "--threads", "2",
                          "--model-dir", os.path.join(tmp, "model")])
 
 
