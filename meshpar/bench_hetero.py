@@ -265,24 +265,16 @@ class ExistingCluster:
 
 
 def check_address_reachable(address: str, timeout: float = 5.0, what: str = "worker") -> None:
-    """Open (and close) a TCP connection to ``host:port``; ValueError naming the
-    address if that fails or takes longer than ``timeout`` seconds."""
-    import socket
+    """ValueError naming ``address`` if it does not accept a TCP connection
+    within ``timeout`` seconds (see :func:`meshpar.cluster_client.unreachable_reason`)."""
+    from meshpar.cluster_client import unreachable_reason
 
-    host, sep, port = str(address).rpartition(":")
-    host = host.strip("[]")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+    reason = unreachable_reason(address, timeout)
+    if reason == "not a 'host:port' address":
         raise ValueError(f"{what} address {address!r} is not 'host:port'")
-    try:
-        with socket.create_connection((host, int(port)), timeout=timeout):
-            pass
-    except socket.timeout:
-        raise ValueError(f"{what} at {address} is unreachable: no answer within "
-                         f"{timeout:g} s (is `meshpar worker` running there?)") from None
-    except OSError as err:
-        reason = err.strerror or type(err).__name__
+    if reason is not None:
         raise ValueError(f"{what} at {address} is unreachable: {reason} "
-                         f"(is `meshpar worker` running there?)") from None
+                         f"(is `meshpar worker` running there?)")
 
 
 def run_benchmark(speeds: Sequence[float] = DEFAULT_SPEEDS, quick: bool = False,

@@ -14,6 +14,8 @@ import argparse
 import importlib
 import sys
 
+from meshpar.cluster_client import ClusterFailure
+
 # Subcommand modules, in the order --help lists them. A module that is not
 # there yet is skipped, so the command keeps working while the tree grows.
 COMMAND_MODULES = (
@@ -80,9 +82,7 @@ def main(argv=None) -> int:
         return 2
     try:
         return int(args.func(args) or 0)
-    except RuntimeError as err:
-        if type(err).__name__ not in ("ClusterFailure", "WorkerError"):
-            raise
+    except ClusterFailure as err:  # a worker lost at run time, not bad input
         print(f"meshpar {args.command}: failed: {err}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

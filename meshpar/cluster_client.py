@@ -27,17 +27,26 @@ class ClusterFailure(RuntimeError):
     """A worker of the cluster is unreachable or died during a run."""
 
 
+def unreachable_reason(address: str, timeout: float = 2.0) -> Optional[str]:
+    """Why ``host:port`` does not accept a TCP connection within ``timeout``
+    seconds (a malformed address, a refusal, no answer), or None if it does."""
+    host, sep, port = str(address).rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        return "not a 'host:port' address"
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout):
+            return None
+    except socket.timeout:
+        return f"no answer within {timeout:g} s"
+    except OSError as err:
+        return err.strerror or type(err).__name__
+
+
 def probe(addresses: Sequence[str], timeout: float = 2.0) -> list:
     """``[(task, address)]`` of the addresses that refuse a TCP connection."""
-    down = []
-    for i, address in enumerate(addresses):
-        host, _, port = address.rpartition(":")
-        try:
-            with socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout):
-                pass
-        except (OSError, ValueError):
-            down.append((i, address))
-    return down
+    return [(i, address) for i, address in enumerate(addresses)
+            if unreachable_reason(address, timeout) is not None]
 
 
 def describe_down(down) -> str:

@@ -36,6 +36,7 @@ import time
 import uuid
 from typing import Optional, Sequence
 
+from meshpar.cluster_client import ClusterFailure
 from meshpar.splits import validate_weights
 
 CGROUP_V1_CPU = "/sys/fs/cgroup/cpu"
@@ -44,7 +45,7 @@ DEFAULT_PERIOD_US = 10_000
 MIN_QUOTA_US = 1_000  # the kernel refuses smaller quotas
 
 
-class WorkerError(RuntimeError):
+class WorkerError(ClusterFailure):
     """A worker process failed to start or died."""
 
 

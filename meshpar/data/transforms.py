@@ -28,6 +28,7 @@ Example
 """
 from __future__ import annotations
 
+import abc
 import math
 from typing import TYPE_CHECKING, Callable, Optional, Sequence, Union
 
@@ -50,13 +51,14 @@ __all__ = [
 ]
 
 
-class Transform:
+class Transform(abc.ABC):
     """A pre-processing step: ``Volume -> Volume``. Random steps take ``rng``."""
 
     random = False
 
-    def __call__(self, vol: Volume, rng: Optional[np.random.Generator] = None) -> Volume:  # pragma: no cover
-        raise NotImplementedError
+    @abc.abstractmethod
+    def __call__(self, vol: Volume, rng: Optional[np.random.Generator] = None) -> Volume:
+        """Return the transformed volume (subclasses implement the step)."""
 
     def __repr__(self) -> str:
         fields = ", ".join(f"{k}={v!r}" for k, v in vars(self).items())
