@@ -2,7 +2,7 @@
 
     python benchmarks/hetero.py [--quick] [--speeds 0.9,0.3] [--out results/] [--json]
 
-See meshpar/bench_hetero.py for what it measures.
+See meshpar/bench/hetero.py for what it measures.
 """
 import sys
 

@@ -25,8 +25,8 @@ import mesh_tensorflow as mtf  # noqa: E402
 import tensorflow.compat.v1 as tf  # noqa: E402
 from mesh_tensorflow import placement_mesh_impl  # noqa: E402
 
-from meshpar.mesh_impl import HeterogeneousMeshImpl  # noqa: E402
-from meshpar.optim import Sgd, race_free_update_ops  # noqa: E402
+from meshpar.core.mesh_impl import HeterogeneousMeshImpl  # noqa: E402
+from meshpar.core.optim import Sgd, race_free_update_ops  # noqa: E402
 
 tf.disable_eager_execution()
 

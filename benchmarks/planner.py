@@ -16,10 +16,10 @@ import json
 import sys
 import time
 
-from meshpar.cluster import ClusterSpec
-from meshpar.description import Layer, ModelDescription
-from meshpar.models.catalog import describe_model
-from meshpar.planner import plan
+from meshpar.planning.cluster import ClusterSpec
+from meshpar.planning.description import Layer, ModelDescription
+from meshpar.models import describe_model
+from meshpar.planning.planners import plan
 
 TYPES = {2: [1.0, 0.4], 3: [1.0, 0.6, 0.25], 4: [1.0, 0.7, 0.4, 0.2]}
 

@@ -5,7 +5,7 @@ For n = 1..N a LocalCluster of the first n speeds is started, each worker is
 profiled alone, the GA plans the workload, and the plan's step is measured.
 Speed-up is relative to the first device alone. With more workers than cores
 the workers share cores (labelled in the output): a separate case from the
-one-worker-per-core default (DESIGN.md, "Measuring").
+one-worker-per-core default (docs/measuring.md).
 
     python benchmarks/scaling.py [--speeds 0.45,0.45,0.45,0.45] [--quick] [--out scaling.json]
 """
@@ -14,7 +14,7 @@ import json
 import os
 import sys
 
-from meshpar import bench_hetero
+from meshpar.bench import hetero as bench_hetero
 
 
 def main(argv=None) -> int:

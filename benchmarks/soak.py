@@ -22,7 +22,7 @@ import time
 
 import numpy as np
 
-from meshpar.local_cluster import LocalCluster
+from meshpar.runtime.local_cluster import LocalCluster
 
 
 def latest_step(model_dir):

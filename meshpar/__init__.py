@@ -7,7 +7,7 @@ so the planner and the CLI start fast.
 from __future__ import annotations
 
 from meshpar import _compat
-from meshpar.splits import even_sizes, split_sizes
+from meshpar.core.splits import even_sizes, split_sizes
 
 _compat.install_import_hook()
 
@@ -18,7 +18,7 @@ __all__ = ["HeterogeneousMeshImpl", "split_sizes", "even_sizes", "__version__"]
 
 def __getattr__(name):  # PEP 562: import TensorFlow only when asked for
     if name == "HeterogeneousMeshImpl":
-        from meshpar.mesh_impl import HeterogeneousMeshImpl
+        from meshpar.core.mesh_impl import HeterogeneousMeshImpl
 
         return HeterogeneousMeshImpl
     raise AttributeError(f"module 'meshpar' has no attribute {name!r}")

@@ -103,12 +103,12 @@ def plot_device_timeline(plan, evaluation=None, cost=None, ax=None):
 
     Parameters
     ----------
-    plan : meshpar.plan.Plan
+    plan : meshpar.planning.plan.Plan
         The plan drawn (its ``devices`` give the rows).
-    evaluation : meshpar.cost_model.Evaluation, optional
+    evaluation : meshpar.planning.cost_model.Evaluation, optional
         The cost model's evaluation of ``plan`` (its first candidate is used).
         Computed with ``cost.evaluate_plan(plan)`` when omitted.
-    cost : meshpar.cost_model.CostModel, optional
+    cost : meshpar.planning.cost_model.CostModel, optional
         The cost model of the plan's model, cluster and batch; required when
         ``evaluation`` is omitted. When given, rows are labelled with device
         names and speeds relative to the fastest device, coloured by cluster
@@ -175,10 +175,10 @@ def plot_plan(plan, path: str, model=None, cluster=None) -> str:
 
     Parameters
     ----------
-    plan : meshpar.plan.Plan
+    plan : meshpar.planning.plan.Plan
     path : str
         PNG file to write.
-    model : meshpar.description.ModelDescription, optional
+    model : meshpar.planning.description.ModelDescription, optional
         The model the plan was made for.
     cluster : meshpar.cluster.ClusterSpec, optional
         The cluster the plan was made for.
@@ -198,7 +198,7 @@ def plot_plan(plan, path: str, model=None, cluster=None) -> str:
     plot_ga_convergence(list(plan.history), ax=axes[1], label=f"{plan.method} best",
                         lower_bound=plan.lower_bound_seconds)
     if timeline:
-        from meshpar.cost_model import CostModel
+        from meshpar.planning.cost_model import CostModel
 
         plot_device_timeline(plan, cost=CostModel(model, cluster, plan.batch), ax=axes[2])
     fig.tight_layout()

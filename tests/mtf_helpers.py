@@ -5,7 +5,7 @@ import meshpar  # noqa: F401  (import shim before mesh_tensorflow)
 import mesh_tensorflow as mtf
 import tensorflow.compat.v1 as tf
 
-from meshpar.mesh_impl import HeterogeneousMeshImpl
+from meshpar.core.mesh_impl import HeterogeneousMeshImpl
 
 # TF2 runs eagerly; Mesh-TF builds TF1 graphs. Instead of switching eager off
 # for the whole process (which breaks other tests), each test builds inside a

@@ -47,7 +47,7 @@ class Case(NamedTuple):
 
 # ------------------------------------------------------------------- api calls
 def _impl(shape="model:2", layout="f:model", n=None, **kwargs):
-    from meshpar.mesh_impl import HeterogeneousMeshImpl
+    from meshpar.core.mesh_impl import HeterogeneousMeshImpl
 
     n = n if n is not None else math.prod(int(p.split(":")[1]) for p in shape.split(";"))
     return lambda d: HeterogeneousMeshImpl(shape, layout, [""] * n, **kwargs)
@@ -67,7 +67,7 @@ def _lower(layout, dims):
         import mesh_tensorflow as mtf
         import tensorflow.compat.v1 as tf
 
-        from meshpar.mesh_impl import HeterogeneousMeshImpl
+        from meshpar.core.mesh_impl import HeterogeneousMeshImpl
 
         with tf.Graph().as_default():
             graph = mtf.Graph()
@@ -81,14 +81,20 @@ def _lower(layout, dims):
 
 
 def _plan(d):
-    from meshpar.plan import Plan
+    from meshpar.planning.plan import Plan
 
     return Plan.load(Path(d) / "plan.json")
 
 
+def _impl_from_plan(d, devices):
+    from meshpar.core.mesh_impl import HeterogeneousMeshImpl
+
+    return HeterogeneousMeshImpl.from_plan(_plan(d), devices)
+
+
 def _cluster_load(name):
     def call(d):
-        from meshpar.cluster import ClusterSpec
+        from meshpar.planning.cluster import ClusterSpec
 
         return ClusterSpec.load(Path(d) / name)
     return call
@@ -102,7 +108,7 @@ def _models_get(d):
 
 def _split_rule(total, weights):
     def call(d):
-        from meshpar.splits import split_sizes
+        from meshpar.core.splits import split_sizes
 
         return split_sizes(total, weights)
     return call
@@ -144,22 +150,22 @@ CASES = [
     Case("train-speeds-zero", "cli", SYNTH + ["--speeds", "0,1"], "speeds must be finite and > 0"),
     Case("train-speeds-nan", "cli", SYNTH + ["--speeds", "nan,1"], "speeds must be finite and > 0"),
     # used to train silently on one device
-    Case("train-speeds-empty", "cli", SYNTH + ["--speeds", ""], "is not a number"),
+    Case("train-speeds-empty", "cli", SYNTH + ["--speeds", ""], "comma-separated numbers"),
     Case("train-speeds-count-vs-mesh", "cli", SYNTH + ["--speeds", "1,1", "--mesh", "batch:2;model:2"],
          "has 4 processors but --speeds lists 2 devices"),
     Case("demo-speeds-negative", "cli", ["demo", "--speeds", "1,-1", "--skip-training"],
-         "weights must be positive"),
+         "speeds must be finite and > 0"),
     Case("demo-speeds-nan", "cli", ["demo", "--speeds", "1,nan", "--skip-training"],
-         "weights must be finite"),
+         "speeds must be finite and > 0"),
     Case("bench-speeds-zero", "cli", ["bench", "hetero", "--speeds", "0,1", "--quick"],
-         "weights must be positive"),
+         "speeds must be finite and > 0"),
     # --- mesh vs devices, layouts, dimensions too small
     Case("impl-mesh-vs-devices", "api", _impl("batch:2;model:3", n=5),
          "has 6 processors but 5 devices were given"),
     Case("train-plan-vs-devices", "cli", SYNTH + ["--model", "vgg-cifar-small", "--plan", "{d}/plan.json",
                                                   "--devices", "a,b,c"],
          "has 2 processors but 3 devices were given"),
-    Case("plan-to-mesh-impl-devices", "api", lambda d: _plan(d).to_mesh_impl(["only-one"]),
+    Case("plan-to-mesh-impl-devices", "api", lambda d: _impl_from_plan(d, ["only-one"]),
          "plan needs 2 devices, got 1"),
     Case("layout-one-dim-two-axes", "api", _impl("a:2;b:2", "f:a;f:b"), "on two mesh axes"),
     Case("layout-two-dims-one-axis", "api", _lower("a:model;b:model", [("a", 4), ("b", 6)]),
@@ -173,7 +179,7 @@ CASES = [
          "'stem_filters' (size 4) on mesh axis 'model': size 4 cannot be split into 5 parts"),
     # --- plans for another model or device count
     Case("train-plan-other-model", "cli", SYNTH + ["--plan", "{d}/plan.json", "--model", "resattnet3d-tiny"],
-         "was planned for model 'vgg-cifar-small', not 'resattnet3d-tiny'"),
+         "plan was made for model 'vgg-cifar-small', not 'resattnet3d-tiny'"),
     Case("plan-check-model", "api", lambda d: _plan(d).check_compatible("resattnet3d-small", 2),
          "plan was made for model 'vgg-cifar-small', not 'resattnet3d-small'"),
     Case("plan-check-devices", "api", lambda d: _plan(d).check_compatible("vgg-cifar-small", 3),
@@ -183,17 +189,17 @@ CASES = [
     Case("train-plan-not-json", "cli", SYNTH + ["--plan", "{d}/not-json.json", "--model", "vgg-cifar-small"],
          "not valid JSON"),
     # --- cluster files
-    Case("plan-cluster-missing-field", "cli", ["plan", "--cluster", "{d}/no-latency.json", "--model", "vgg-cifar"],
+    Case("plan-cluster-missing-field", "cli", ["plan", "--profile", "{d}/no-latency.json", "--model", "vgg-cifar"],
          "missing field 'latency'"),
     Case("plan-cluster-device-missing-field", "cli",
-         ["plan", "--cluster", "{d}/device-no-profile.json", "--model", "vgg-cifar"],
+         ["plan", "--profile", "{d}/device-no-profile.json", "--model", "vgg-cifar"],
          "devices[0] is missing field"),
-    Case("plan-cluster-not-json", "cli", ["plan", "--cluster", "{d}/not-json.json", "--model", "vgg-cifar"],
+    Case("plan-cluster-not-json", "cli", ["plan", "--profile", "{d}/not-json.json", "--model", "vgg-cifar"],
          "not valid JSON"),
-    Case("plan-cluster-missing-file", "cli", ["plan", "--cluster", "{d}/nope.json", "--model", "vgg-cifar"],
+    Case("plan-cluster-missing-file", "cli", ["plan", "--profile", "{d}/nope.json", "--model", "vgg-cifar"],
          "does not exist"),
-    Case("plan-cluster-tf-format", "cli", ["plan", "--cluster", "{d}/tf-dead.json", "--model", "vgg-cifar"],
-         "missing field 'devices'"),
+    Case("plan-cluster-tf-format", "cli", ["plan", "--profile", "{d}/tf-dead.json", "--model", "vgg-cifar"],
+         "is a TF cluster file (worker addresses), not a device profile"),
     Case("cluster-load-missing-file", "api", _cluster_load("nope.json"), "does not exist",
          error=FileNotFoundError),
     Case("worker-cluster-not-json", "cli", ["worker", "--cluster", "{d}/not-json.json", "--task", "0"],
@@ -299,9 +305,9 @@ def addresses():
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory, addresses):
-    from meshpar.cluster import ClusterSpec
-    from meshpar.models.catalog import describe_model
-    from meshpar.planner import plan
+    from meshpar.planning.cluster import ClusterSpec
+    from meshpar.models import describe_model
+    from meshpar.planning.planners import plan
 
     d = tmp_path_factory.mktemp("bad-input")
     plan(describe_model("vgg-cifar-small"), ClusterSpec.from_speeds([1.0, 0.5]), 4,

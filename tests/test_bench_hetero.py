@@ -1,7 +1,7 @@
 """The hetero benchmark runs end to end on real workers (tiny workload)."""
 import json
 
-from meshpar import bench_hetero
+from meshpar.bench import hetero as bench_hetero
 from meshpar.cli import main
 
 

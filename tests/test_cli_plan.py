@@ -27,11 +27,11 @@ def test_plan_table_and_out_file(capsys, tmp_path):
 
 
 def test_plan_from_cluster_file(capsys, tmp_path):
-    from meshpar.cluster import ClusterSpec
+    from meshpar.planning.cluster import ClusterSpec
 
     path = tmp_path / "cluster.json"
     ClusterSpec.from_speeds([1.0, 0.25]).save(path)
-    rc = main(["plan", "--cluster", str(path), "--model", "vgg-cifar-small", "--batch", "4",
+    rc = main(["plan", "--profile", str(path), "--model", "vgg-cifar-small", "--batch", "4",
                "--method", "exact", "--json"])
     assert rc == 0 and json.loads(capsys.readouterr().out)["method"] == "exact"
 
@@ -40,9 +40,9 @@ def test_plan_from_cluster_file(capsys, tmp_path):
     (["--speeds", "1,0.5", "--model", "nope"], "unknown model"),
     (["--speeds", "1,0", "--model", "vgg-cifar"], "speeds must be"),
     (["--speeds", "1,nan", "--model", "vgg-cifar"], "speeds must be"),
-    (["--model", "vgg-cifar"], "exactly one of --speeds or --cluster"),
-    (["--speeds", "1", "--cluster", "c.json"], "exactly one of --speeds or --cluster"),
-    (["--cluster", "/nonexistent/c.json", "--model", "vgg-cifar"], "does not exist"),
+    (["--model", "vgg-cifar"], "exactly one of --speeds or --profile"),
+    (["--speeds", "1", "--profile", "c.json"], "exactly one of --speeds or --profile"),
+    (["--profile", "/nonexistent/c.json", "--model", "vgg-cifar"], "does not exist"),
     (["--speeds", "1,1", "--model", "vgg-cifar", "--method", "exact"], "exceed the limit"),
 ])
 def test_bad_plan_input_exits_2_with_one_line(capsys, argv, message):
@@ -60,7 +60,7 @@ def test_cluster_file_missing_field_exits_2(capsys, tmp_path):
 
 
 def test_plan_that_cannot_fit_in_memory_exits_2(capsys, tmp_path):
-    from meshpar.cluster import ClusterSpec
+    from meshpar.planning.cluster import ClusterSpec
 
     path = tmp_path / "tiny.json"
     ClusterSpec.from_speeds([1.0, 0.5], memory_bytes=1e5).save(path)

@@ -2,18 +2,22 @@
 import pytest
 
 from meshpar.cli import main
-from meshpar.commands.train import mesh_from_speeds
+from meshpar.cli.train import mesh_from_speeds
 
 
 def test_speeds_on_one_axis_are_the_split_weights():
     assert mesh_from_speeds([0.9, 0.3]) == ("model:2", {"model": [0.9, 0.3]})
 
 
-def test_speeds_on_a_2d_mesh_give_row_totals_and_column_means():
+def test_speeds_on_a_2d_mesh_follow_the_planners_proportional_rule():
+    # grid [[0.8, 0.4], [0.6, 0.2]]: columns get their slowest device's speed
+    # (0.6, 0.2 -> 0.75, 0.25); row r finishes at 1 / max_m(w_m / s_rm):
+    # row 0 at 1 / max(0.9375, 0.625), row 1 at 1 / max(1.25, 1.25).
     shape, weights = mesh_from_speeds([0.8, 0.4, 0.6, 0.2], "batch:2;model:2")
     assert shape == "batch:2;model:2"
-    assert weights["batch"] == pytest.approx([1.2, 0.8])
-    assert weights["model"] == pytest.approx([0.7, 0.3])
+    assert weights["model"] == pytest.approx([0.75, 0.25])
+    rates = [1 / 0.9375, 1 / 1.25]
+    assert weights["batch"] == pytest.approx([r / sum(rates) for r in rates])
 
 
 def test_mesh_that_does_not_match_the_speeds_is_a_usage_error(capsys):

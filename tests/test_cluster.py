@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from meshpar.cluster import ClusterSpec, DeviceSpec
+from meshpar.planning.cluster import ClusterSpec, DeviceSpec
 
 
 def test_from_speeds_scales_a_reference_flop_rate():
@@ -59,7 +59,7 @@ def test_missing_cluster_file_is_file_not_found(tmp_path):
 
 
 def test_profile_local_devices_measures_a_tiny_conv():
-    from meshpar.cluster import profile_local_devices
+    from meshpar.runtime.profiling import profile_local_devices
 
     cluster = profile_local_devices(sizes=[(1, 4, 2, 4)], repeats=1)
     cpu = cluster.devices[0]

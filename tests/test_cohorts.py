@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 from meshpar.data.cohorts import group_by_person, person_id, split_subjects
-from meshpar.data.nifti import Subject
+from meshpar.data.types import Subject
 
 
 def _scans(people=20, visits=2):
@@ -54,9 +54,7 @@ def test_a_scan_without_subject_id_is_its_own_person():
     assert {k: len(v) for k, v in group_by_person(scans).items()} == {"a.nii": 1, "x": 2}
 
 
-def test_old_import_paths_still_work():
+def test_the_package_re_exports_the_split():
     import meshpar.data
-    import meshpar.data.nifti
 
-    assert meshpar.data.nifti.split_subjects is split_subjects
     assert meshpar.data.split_subjects is split_subjects

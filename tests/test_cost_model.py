@@ -1,10 +1,10 @@
 import numpy as np
 import pytest
 
-from meshpar.cluster import ClusterSpec, DeviceSpec
-from meshpar.cost_model import CostModel, split_sizes_batch
-from meshpar.description import Layer, ModelDescription
-from meshpar.splits import split_sizes
+from meshpar.planning.cluster import ClusterSpec, DeviceSpec
+from meshpar.planning.cost_model import CostModel, split_sizes_batch
+from meshpar.planning.description import Layer, ModelDescription
+from meshpar.core.splits import split_sizes
 
 
 def one_conv(filters=64, comm="allconcat", out_elems=1000):

@@ -1,4 +1,4 @@
-"""meshpar.description: the layer table, and extracting it from a Mesh-TensorFlow graph."""
+"""meshpar.planning.description: the layer table, and extracting it from a Mesh-TensorFlow graph."""
 import subprocess
 import sys
 
@@ -10,7 +10,8 @@ import mesh_tensorflow as mtf
 import tensorflow.compat.v1 as tf
 
 from meshpar import models
-from meshpar.description import Layer, ModelDescription, describe_mtf_graph
+from meshpar.core.graph_description import describe_mtf_graph
+from meshpar.planning.description import Layer, ModelDescription
 
 
 @pytest.fixture(autouse=True)
@@ -163,6 +164,6 @@ def test_extracted_table_is_batch_size_independent_and_round_trips_as_json():
 
 
 def test_description_module_imports_no_tensorflow():
-    code = ("import sys, meshpar.description; "
+    code = ("import sys, meshpar.planning.description; "
             "sys.exit(any(m in sys.modules for m in ('tensorflow', 'mesh_tensorflow')))")
     assert subprocess.run([sys.executable, "-c", code], timeout=60).returncode == 0

@@ -13,9 +13,9 @@ import meshpar  # noqa: F401  (import shim before mesh_tensorflow)
 import mesh_tensorflow as mtf
 import tensorflow.compat.v1 as tf
 
-from meshpar import estimator as E
-from meshpar import optim
-from meshpar.mesh_impl import HeterogeneousMeshImpl
+from meshpar.training import estimator as E
+from meshpar.core import optim
+from meshpar.core.mesh_impl import HeterogeneousMeshImpl
 from meshpar.models import ResAttNet3DConfig
 
 tf.logging.set_verbosity(tf.logging.ERROR)

@@ -58,7 +58,7 @@ def undocumented(module_name: str) -> list:
 
 def test_every_module_is_found():
     names = all_modules()
-    for expected in ("meshpar.mesh_impl", "meshpar.planner", "meshpar.commands.plan",
+    for expected in ("meshpar.core.mesh_impl", "meshpar.planning.planners", "meshpar.cli.plan",
                      "meshpar.data.nifti", "meshpar.models.resattnet3d", "meshpar.__main__"):
         assert expected in names
 

@@ -1,4 +1,4 @@
-"""meshpar.estimator: uneven hybrid meshes train like one device; checkpoints move between meshes."""
+"""meshpar.training.estimator: uneven hybrid meshes train like one device; checkpoints move between meshes."""
 import shutil
 
 import numpy as np
@@ -7,7 +7,7 @@ import pytest
 import meshpar  # noqa: F401  (import shim before mesh_tensorflow)
 import tensorflow.compat.v1 as tf
 
-from meshpar import estimator as E
+from meshpar.training import estimator as E
 from meshpar.models import ResAttNet3DConfig
 
 tf.logging.set_verbosity(tf.logging.ERROR)
@@ -121,7 +121,7 @@ def test_mesh_spec_from_explicit_arguments_and_default_layout():
 
 
 def test_mesh_spec_from_plan_uses_its_mesh_layout_and_weights():
-    plan_module = pytest.importorskip("meshpar.plan")
+    plan_module = pytest.importorskip("meshpar.planning.plan")
     plan = plan_module.Plan(method="proportional", model=TINY.name, batch=BATCH,
                             mesh_shape=(("model", 3),), layout=(("stem_filters", "model"),),
                             devices=("", "", ""), split_weights={"model": [3, 2, 1]})
@@ -134,7 +134,7 @@ def test_mesh_spec_from_plan_uses_its_mesh_layout_and_weights():
 def test_estimator_train_step_orders_every_variable_read_before_every_write():
     """The whole training step (model, optimizer slots, batch-norm averages,
     global step) has no read that may run after a write of the same variable."""
-    from meshpar import optim
+    from meshpar.core import optim
 
     model_fn = E.build_model_fn(TINY, mesh_shape="model:2", split_weights={"model": [2, 1]},
                                 optimizer="adam")

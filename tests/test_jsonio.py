@@ -1,11 +1,11 @@
-"""meshpar.jsonio: JSON files with errors that name the file, and atomic writes."""
+"""meshpar.planning.jsonio: JSON files with errors that name the file, and atomic writes."""
 import json
 import os
 
 import pytest
 
-from meshpar import jsonio
-from meshpar.jsonio import load_json, save_json_atomic
+from meshpar.planning import jsonio
+from meshpar.planning.jsonio import load_json, save_json_atomic
 
 
 def test_saved_json_loads_back_with_a_final_newline(tmp_path):

@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from meshpar.local_cluster import LocalCluster, WorkerError, detect_cgroup
+from meshpar.runtime.local_cluster import LocalCluster, WorkerError, detect_cgroup
 
 
 def _alive(pid):
@@ -110,7 +110,7 @@ def test_worker_command_rejects_bad_cluster_files(tmp_path):
 
 @pytest.mark.skipif(detect_cgroup() is None, reason="needs a writable cgroup cpu controller")
 def test_cgroup_quota_uses_a_short_period():
-    from meshpar.local_cluster import _CgroupQuota
+    from meshpar.runtime.local_cluster import _CgroupQuota
 
     group = _CgroupQuota(detect_cgroup(), "meshpar-test-quota", 0.3, 10_000)
     try:

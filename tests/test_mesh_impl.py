@@ -4,7 +4,7 @@ import pytest
 
 from mtf_helpers import (HeterogeneousMeshImpl, fresh_tf_graph, mtf, new_graph, run_lowered,
                          session, tf)
-from meshpar.mesh_impl import UnevenLayoutError
+from meshpar.core.mesh_impl import UnevenLayoutError
 
 MESH = "batch:2;model:3"
 LAYOUT = "batch:batch;filters:model"

@@ -10,7 +10,7 @@ import mesh_tensorflow as mtf
 import tensorflow.compat.v1 as tf
 
 from meshpar import models
-from meshpar.mesh_impl import HeterogeneousMeshImpl
+from meshpar.core.mesh_impl import HeterogeneousMeshImpl
 from meshpar.models import ResAttNet3DConfig, VggCifarConfig, resattnet3d, vgg_cifar
 
 ONE_THREAD = tf.ConfigProto(intra_op_parallelism_threads=1, inter_op_parallelism_threads=1)

@@ -8,14 +8,8 @@ import numpy as np
 from nifti_helpers import blob, save_nifti
 import pytest
 
-from meshpar.data.nifti import (
-    BadLabelsError,
-    BadSubjectError,
-    NiftiDataset,
-    Subject,
-    load_volume,
-    read_labels,
-)
+from meshpar.data.nifti import NiftiDataset, load_volume, read_labels
+from meshpar.data.types import BadLabelsError, BadSubjectError, Subject
 
 SHAPE = (12, 12, 12)
 

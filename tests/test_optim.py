@@ -1,4 +1,4 @@
-"""meshpar.optim: the unordered mtf step races; the race-free step matches numpy.
+"""meshpar.core.optim: the unordered mtf step races; the race-free step matches numpy.
 
 The model is a two-layer tanh net, where ordering matters: the gradient of the
 first layer needs the second layer's weights, so an update of ``w2`` that runs
@@ -11,8 +11,8 @@ import meshpar  # noqa: F401  (import shim before mesh_tensorflow)
 import mesh_tensorflow as mtf
 import tensorflow.compat.v1 as tf
 
-from meshpar import optim
-from meshpar.mesh_impl import HeterogeneousMeshImpl
+from meshpar.core import optim
+from meshpar.core.mesh_impl import HeterogeneousMeshImpl
 
 ONE_THREAD = tf.ConfigProto(intra_op_parallelism_threads=1, inter_op_parallelism_threads=1)
 RNG = np.random.RandomState(0)

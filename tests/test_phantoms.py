@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from meshpar.cli import main
-from meshpar.data.nifti import NiftiDataset, Reorient, load_volume
+from meshpar.data.nifti import NiftiDataset, load_volume
+from meshpar.data.transforms import Reorient
 from meshpar.data.phantoms import make_phantom, orientation_affine, write_dataset
 
 
@@ -91,7 +92,7 @@ def test_phantom_stored_lps_reorients_to_its_ras_twin():
     pir = make_phantom("AD", shape=(24, 22, 20), orientation="PIR", **kwargs)  # axes y, z, x
     assert not np.allclose(ras.image, lps.image)
     assert nib.aff2axcodes(lps.affine) == ("L", "P", "S")
-    from meshpar.data.nifti import Volume
+    from meshpar.data.types import Volume
 
     want = Reorient()(Volume(ras.image, ras.affine))
     for twin in (lps, pir):

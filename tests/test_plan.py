@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from meshpar.plan import Plan
+from meshpar.planning.plan import Plan
 
 
 def example_plan(**overrides):

@@ -4,11 +4,11 @@ import sys
 import numpy as np
 import pytest
 
-from meshpar.cluster import ClusterSpec, DeviceSpec
-from meshpar.description import Layer, ModelDescription
-from meshpar.models.catalog import describe_model
-from meshpar.plan import Plan
-from meshpar.planner import METHODS, plan
+from meshpar.planning.cluster import ClusterSpec, DeviceSpec
+from meshpar.planning.description import Layer, ModelDescription
+from meshpar.models import describe_model
+from meshpar.planning.plan import Plan
+from meshpar.planning.planners import METHODS, plan
 
 
 def two_conv_model(f1=12, f2=10):
@@ -43,7 +43,8 @@ def test_design_example_proportional_split_is_28_18_11_7():
 def test_every_planner_returns_a_plan_with_the_same_fields():
     model = two_conv_model()
     cluster = ClusterSpec.from_speeds([1.0, 0.5, 0.3])
-    plans = [plan(model, cluster, 6, method=m, generations=20) for m in METHODS]
+    plans = [plan(model, cluster, 6, method=m, **({"generations": 20} if m == "ga" else {}))
+             for m in METHODS]
     for p in plans:
         assert isinstance(p, Plan) and p.feasible and p.predicted_step_seconds > 0
         assert p.lower_bound_seconds <= p.predicted_step_seconds
@@ -113,3 +114,12 @@ def test_ga_plans_256_devices_quickly():
     ga = plan(model, cluster, 256, method="ga", generations=20, population=16)
     assert ga.predicted_step_seconds <= prop.predicted_step_seconds
     assert ga.planning_seconds < 10
+
+
+def test_an_option_the_planner_does_not_take_is_refused():
+    model = describe_model("vgg-cifar-small")
+    cluster = ClusterSpec.from_speeds([1.0, 0.5])
+    with pytest.raises(ValueError, match="'proportional' takes no option.*generations"):
+        plan(model, cluster, 4, method="proportional", generations=5)
+    with pytest.raises(ValueError, match="'ga' takes no option.*populaton"):
+        plan(model, cluster, 4, method="ga", populaton=8)

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from meshpar.splits import even_sizes, offsets, part_of, split_sizes
+from meshpar.core.splits import even_sizes, offsets, split_sizes
 
 
 def test_design_example_64_filters_over_four_speeds():
@@ -56,12 +56,8 @@ def test_non_integer_size_is_rejected():
         split_sizes(10.5, [1, 1])
 
 
-def test_offsets_and_part_lookup():
-    sizes = [5, 4, 4]
-    assert offsets(sizes) == [0, 5, 9]
-    assert [part_of(i, sizes) for i in (0, 4, 5, 8, 9, 12)] == [0, 0, 1, 1, 2, 2]
-    with pytest.raises(ValueError):
-        part_of(13, sizes)
+def test_offsets_are_running_sums():
+    assert offsets([5, 4, 4]) == [0, 5, 9]
 
 
 weights_strategy = st.lists(

@@ -19,7 +19,7 @@ import mesh_tensorflow.layers_test as upstream_layers_test
 import mesh_tensorflow.ops_test as upstream_ops_test
 from mesh_tensorflow import placement_mesh_impl
 
-from meshpar.mesh_impl import HeterogeneousMeshImpl
+from meshpar.core.mesh_impl import HeterogeneousMeshImpl
 from tensorflow.python.framework import config as tf_config
 
 _ORIGINAL = placement_mesh_impl.PlacementMeshImpl

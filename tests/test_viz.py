@@ -4,10 +4,10 @@ import pytest
 pytest.importorskip("matplotlib")
 
 from meshpar import viz  # noqa: E402
-from meshpar.cluster import ClusterSpec  # noqa: E402
-from meshpar.cost_model import CostModel  # noqa: E402
-from meshpar.models.catalog import describe_model  # noqa: E402
-from meshpar.planner import plan as make_plan  # noqa: E402
+from meshpar.planning.cluster import ClusterSpec  # noqa: E402
+from meshpar.planning.cost_model import CostModel  # noqa: E402
+from meshpar.models import describe_model  # noqa: E402
+from meshpar.planning.planners import plan as make_plan  # noqa: E402
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

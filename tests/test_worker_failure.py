@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from meshpar.local_cluster import LocalCluster
+from meshpar.runtime.local_cluster import LocalCluster
 
 STEPS = 12
 

@@ -10,18 +10,9 @@ is called.
 from __future__ import annotations
 
 from meshpar.data.cohorts import group_by_person, person_id, split_subjects
-from meshpar.data.nifti import (
-    BadDataError,
-    BadLabelsError,
-    BadSubjectError,
-    NiftiDataset,
-    Subject,
-    Volume,
-    load_volume,
-    make_tf_dataset,
-    read_labels,
-)
+from meshpar.data.nifti import NiftiDataset, load_volume, make_tf_dataset, read_labels
 from meshpar.data.phantoms import make_phantom, write_dataset
+from meshpar.data.types import BadDataError, BadLabelsError, BadSubjectError, Subject, Volume
 from meshpar.data.transforms import (
     Compose,
     CropOrPad,

@@ -1,10 +1,8 @@
 """Cohorts of subjects: train/validation splits by person, stratified by label and group.
 
 Pure Python and numpy (no nibabel, no TensorFlow). Works on any objects with
-the fields of :class:`meshpar.data.nifti.Subject` (``path``, ``label``,
-``group``, ``subject_id``); re-exported from :mod:`meshpar.data.nifti` and
-:mod:`meshpar.data`, so ``from meshpar.data.nifti import split_subjects``
-keeps working.
+the fields of :class:`meshpar.data.types.Subject` (``path``, ``label``,
+``group``, ``subject_id``); re-exported from :mod:`meshpar.data`.
 
 =====================  ========================================================
 function               what
@@ -20,8 +18,8 @@ from typing import TYPE_CHECKING, Dict, List, Sequence, Tuple
 
 import numpy as np
 
-if TYPE_CHECKING:  # a type only: nifti imports this module
-    from meshpar.data.nifti import Subject
+if TYPE_CHECKING:  # types only
+    from meshpar.data.types import Subject
 
 __all__ = ["person_id", "group_by_person", "split_subjects"]
 

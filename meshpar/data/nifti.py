@@ -30,90 +30,25 @@ TensorFlow is imported only by :func:`make_tf_dataset` / :meth:`NiftiDataset.to_
 from __future__ import annotations
 
 import csv
-import dataclasses
 import functools
 import logging
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-# Splits live in meshpar.data.cohorts; re-exported so old imports keep working.
-from meshpar.data.cohorts import split_subjects  # noqa: F401
-# The steps live in meshpar.data.transforms; re-exported so `from meshpar.data.nifti import ZScore` still works.
-from meshpar.data.transforms import (  # noqa: F401
-    Compose, CropOrPad, RandomAffine, RandomFlip, Reorient, Resample, Transform, ZScore, default_transform,
-    otsu_threshold,
-)
+from meshpar.data.transforms import default_transform
+from meshpar.data.types import (BadDataError, BadLabelsError, BadSubjectError, PathLike, Skipped,
+                                Subject, Volume)
 
 log = logging.getLogger(__name__)
 
-PathLike = Union[str, Path]
 NIFTI_SUFFIXES = (".nii.gz", ".nii")
 LABELS_FILE = "labels.csv"
 
 
-# --------------------------------------------------------------------------- errors
-
-
-class BadDataError(ValueError):
-    """A dataset problem, with ``.path`` the file it concerns."""
-
-    def __init__(self, path: PathLike, problem: str):
-        self.path = Path(path)
-        self.problem = problem
-        super().__init__(f"{self.path}: {problem}")
-
-
-class BadSubjectError(BadDataError):
-    """One subject cannot be used (skippable with ``skip_bad=True``)."""
-
-
-class BadLabelsError(BadDataError):
-    """``labels.csv`` itself is unusable (never skippable)."""
-
-
-def bad_data_in(error: BaseException) -> Optional[BadDataError]:
-    """The :class:`BadDataError` carried by a TensorFlow runtime error, or None.
-
-    A bad file met while ``tf.data`` streams (:meth:`NiftiDataset.to_tf`)
-    reaches the caller as a ``tf.errors.OpError`` whose message holds the
-    original error's text (plus a traceback); this rebuilds the original, so
-    callers can report one line naming the file.
-    """
-    text = str(getattr(error, "message", None) or error)
-    for line in text.splitlines():
-        for cls in (BadSubjectError, BadLabelsError, BadDataError):
-            prefix = f"{cls.__name__}: "
-            at = line.find(prefix)
-            if at >= 0 and (at == 0 or not line[at - 1].isalnum()):
-                path, _, problem = line[at + len(prefix):].partition(": ")
-                return cls(path, problem.strip())
-    return None
-
-
-@dataclass(frozen=True)
-class Skipped:
-    """A subject left out under ``skip_bad=True`` and why."""
-
-    path: Path
-    reason: str
-
-
 # --------------------------------------------------------------------------- labels
-
-
-@dataclass(frozen=True)
-class Subject:
-    """One scan: its file, label, optional group and the person it belongs to."""
-
-    path: Path
-    label: str
-    group: Optional[str] = None
-    subject_id: str = ""
-    line: int = 0  # line in labels.csv, for messages
 
 
 def _find_column(header: Sequence[str], name: str) -> Optional[int]:
@@ -227,28 +162,6 @@ def _note_skip(skipped: Optional[list], err: BadDataError) -> None:
 
 
 # --------------------------------------------------------------------------- volumes
-
-
-@dataclass(frozen=True)
-class Volume:
-    """A 3-D image with its voxel-to-world affine and the file it came from."""
-
-    data: np.ndarray
-    affine: np.ndarray
-    path: Optional[Path] = None
-
-    @property
-    def zooms(self) -> np.ndarray:
-        """Voxel sizes (mm) along the array axes."""
-        return np.sqrt(np.sum(self.affine[:3, :3] ** 2, axis=0))
-
-    def replace(self, **changes) -> "Volume":
-        """A copy with the given fields changed (volumes are immutable)."""
-        return dataclasses.replace(self, **changes)
-
-    def error(self, problem: str) -> BadSubjectError:
-        """A :class:`BadSubjectError` naming this volume's file and ``problem`` (to raise)."""
-        return BadSubjectError(self.path if self.path is not None else "<array>", problem)
 
 
 def _spatial_shape(shape: Sequence[int]) -> Optional[Tuple[int, int, int]]:

@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING, Callable, Optional, Sequence, Union
 
 import numpy as np
 
-if TYPE_CHECKING:  # only for type hints: the reader imports this module
-    from meshpar.data.nifti import Volume
+if TYPE_CHECKING:  # types only
+    from meshpar.data.types import Volume
 
 __all__ = [
     "Compose",

@@ -14,9 +14,9 @@ name                   what                                             TensorFl
 
 :func:`get` maps the model names used on the command line and in plans
 (``resattnet3d-small``, ``resattnet3d-full`` alias ``resattnet3d``,
-``vgg-cifar``, ...) to a module and a configuration (the planner's
-:mod:`meshpar.models.catalog` names the same models). Nothing here imports
-TensorFlow.
+``resattnet3d-tiny``, ``vgg-cifar``, ``vgg-cifar-small``) to a module and a
+configuration; it is the one registry the planner, the trainer and the
+benchmarks share. Nothing here imports TensorFlow.
 """
 from __future__ import annotations
 
@@ -58,15 +58,16 @@ class ModelSpec(NamedTuple):
         return input_shape(self.config)
 
 
+# name -> (module, config factory, the factory's keyword arguments)
 _REGISTRY = {
-    "resattnet3d-small": (resattnet3d, ResAttNet3DConfig.small),
-    "resattnet3d-full": (resattnet3d, ResAttNet3DConfig.full),
-    "resattnet3d": (resattnet3d, ResAttNet3DConfig.full),  # alias, as in catalog
-    "resattnet3d-tiny": (resattnet3d, lambda: ResAttNet3DConfig.small(
+    "resattnet3d-small": (resattnet3d, ResAttNet3DConfig.small, {}),
+    "resattnet3d-full": (resattnet3d, ResAttNet3DConfig.full, {}),
+    "resattnet3d": (resattnet3d, ResAttNet3DConfig.full, {}),  # alias of resattnet3d-full
+    "resattnet3d-tiny": (resattnet3d, ResAttNet3DConfig.small, dict(
         input_shape=(16, 16, 16), stem_filters=4, stage_filters=(4, 8),
         attention_stages=(1,), name="resattnet3d-tiny")),
-    "vgg-cifar": (vgg_cifar, VggCifarConfig.cifar10),
-    "vgg-cifar-small": (vgg_cifar, VggCifarConfig.small),
+    "vgg-cifar": (vgg_cifar, VggCifarConfig.cifar10, {}),
+    "vgg-cifar-small": (vgg_cifar, VggCifarConfig.small, {}),
 }
 
 
@@ -75,13 +76,14 @@ def names() -> list:
     return sorted(_REGISTRY)
 
 
-def get(name: str) -> ModelSpec:
-    """The :class:`ModelSpec` registered as ``name``; ValueError lists the choices."""
+def get(name: str, **overrides) -> ModelSpec:
+    """The :class:`ModelSpec` registered as ``name``; ``overrides`` change fields of its
+    config. ValueError lists the choices."""
     try:
-        module, make = _REGISTRY[name]
+        module, make, defaults = _REGISTRY[name]
     except KeyError:
         raise ValueError(f"unknown model {name!r}; choose one of {', '.join(names())}") from None
-    return ModelSpec(name, module, make())
+    return ModelSpec(name, module, make(**{**defaults, **overrides}))
 
 
 def input_shape(config) -> tuple:
@@ -93,6 +95,11 @@ def input_shape(config) -> tuple:
     raise ValueError(f"unknown model config {config!r}")
 
 
-def describe_model(name: str):
-    """The layer table (:class:`~meshpar.description.ModelDescription`) of a named model."""
-    return get(name).describe()
+def describe_model(name: str, **overrides):
+    """The layer table (:class:`~meshpar.planning.description.ModelDescription`) of a named
+    model; ``overrides`` change fields of its config.
+
+    >>> describe_model("vgg-cifar").split_dims["conv1_filters"]
+    60
+    """
+    return get(name, **overrides).describe()

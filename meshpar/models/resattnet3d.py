@@ -46,7 +46,7 @@ import math
 from dataclasses import dataclass
 from typing import NamedTuple, Optional
 
-from meshpar.description import Layer, ModelDescription
+from meshpar.planning.description import Layer, ModelDescription
 
 __all__ = ["ResAttNet3DConfig", "describe", "layout_rules", "split_dim_names", "build",
            "BuildResult"]

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple, Optional
 
-from meshpar.description import Layer, ModelDescription
+from meshpar.planning.description import Layer, ModelDescription
 
 __all__ = ["VggCifarConfig", "describe", "layout_rules", "split_dim_names", "build",
            "BuildResult"]

@@ -1,0 +1,1 @@
+"""Benchmarks behind ``meshpar bench``: real workers, strategies side by side."""

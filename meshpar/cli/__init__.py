@@ -1,0 +1,95 @@
+"""The ``meshpar`` command (also ``python -m meshpar``).
+
+Each subcommand lives in ``meshpar/cli/<name>.py`` with two functions:
+``register(subparsers)`` adds its parser (and sets ``func=run`` on it) and
+``run(args) -> int`` does the work. Start-up imports no TensorFlow; a
+subcommand imports what it needs when it runs.
+
+Bad input (a ValueError, a missing file) ends with one line on stderr and exit
+code 2, never a traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from meshpar.runtime.client import ClusterFailure
+
+# Subcommand modules, in the order --help lists them. A module that is not
+# there yet is skipped, so the command keeps working while the tree grows.
+COMMAND_MODULES = (
+    "meshpar.cli.demo",
+    "meshpar.cli.profile",
+    "meshpar.cli.plan",
+    "meshpar.cli.train",
+    "meshpar.cli.bench",
+    "meshpar.cli.data",
+    "meshpar.cli.worker",
+)
+
+EPILOG = """examples:
+  meshpar demo                                   uneven split of a conv net on an emulated mesh
+  meshpar plan --speeds 1.0,0.5,0.3,0.2 --model resattnet3d-small --batch 8 --method ga
+  meshpar data synth --out phantoms --n 200      write a synthetic NIfTI dataset
+  meshpar train --synthetic --model resattnet3d-small --speeds 0.9,0.3 --steps 50
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``meshpar`` argument parser with every available subcommand registered."""
+    parser = argparse.ArgumentParser(
+        prog="meshpar",
+        description="Uneven (heterogeneous) model + data parallelism on Mesh-TensorFlow.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as err:
+            if err.name == name:
+                continue
+            raise
+        module.register(sub)
+    return parser
+
+
+
+def main(argv=None) -> int:
+    """Run the ``meshpar`` command line.
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        Arguments without the program name (default: ``sys.argv[1:]``).
+
+    Returns
+    -------
+    int
+        Exit code: the subcommand's, 2 for bad input (one line on stderr) or no
+        subcommand, 1 for a failed cluster, 130 when interrupted.
+    """
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except ClusterFailure as err:  # a worker lost at run time, not bad input
+        print(f"meshpar {args.command}: failed: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("meshpar: interrupted", file=sys.stderr)
+        return 130
+    except (ValueError, FileNotFoundError, FileExistsError, NotADirectoryError,
+            IsADirectoryError, PermissionError) as err:
+        message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        print(f"meshpar {args.command}: error: {message}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,69 @@
+"""``meshpar bench``: benchmarks that run real TF processes.
+
+``meshpar bench hetero`` measures the speed-up of uneven splits on emulated
+uneven devices (throttled TF gRPC workers): see :mod:`meshpar.bench.hetero`.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from meshpar.cli.parsing import parse_speeds
+
+EPILOG = """examples:
+  meshpar bench hetero --quick                   a short run: two workers at 0.9 and 0.3 of a core
+  meshpar bench hetero --speeds 0.8,0.5,0.3,0.2 --quick
+  meshpar bench hetero --out benchmarks/results/hetero-0.9-0.3
+"""
+
+
+def register(subparsers) -> None:
+    """Add ``meshpar bench`` and its benchmarks (``hetero``) to ``subparsers``."""
+    parser = subparsers.add_parser("bench", help="benchmarks on emulated uneven devices",
+                                   description=__doc__, epilog=EPILOG,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="bench", metavar="BENCHMARK")
+    hetero = sub.add_parser("hetero", help="even vs proportional vs GA on a LocalCluster",
+                            description="Measure even, proportional and GA plans side by side "
+                                        "on throttled TF gRPC workers.",
+                            epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    hetero.add_argument("--speeds", default="0.9,0.3",
+                        help="CPU share of each worker, in (0, 1] (default %(default)s)")
+    hetero.add_argument("--cluster", default=None,
+                        help="run on existing workers from a TF cluster JSON ('TF_CONFIG' to read"
+                             " the environment) instead of starting a LocalCluster")
+    hetero.add_argument("--quick", action="store_true", help="smaller workload, fewer steps")
+    hetero.add_argument("--model", default=None, choices=["conv3d", "conv3d-quick"],
+                        help="workload (default conv3d, conv3d-quick with --quick)")
+    hetero.add_argument("--steps", type=int, default=None, help="timed steps per strategy")
+    hetero.add_argument("--throttle", default="auto", choices=["auto", "cgroup", "signal", "none"])
+    hetero.add_argument("--seed", type=int, default=0)
+    hetero.add_argument("--out", default=None, help="directory for hetero.json and hetero.png")
+    hetero.add_argument("--no-plot", action="store_true")
+    hetero.add_argument("--json", action="store_true", help="print the result as JSON")
+    hetero.set_defaults(func=run_hetero)
+    parser.set_defaults(func=lambda args: parser.print_help() or 2)
+
+
+def run_hetero(args) -> int:
+    """Run ``meshpar bench hetero``: measure every strategy, print the table (or JSON),
+    optionally write ``hetero.json`` and ``hetero.png`` to ``--out``; returns 0.
+    """
+    from meshpar.bench import hetero as bench_hetero
+
+    speeds = parse_speeds(args.speeds)
+    if args.steps is not None and args.steps < 1:
+        raise ValueError("--steps must be >= 1")
+    log = (lambda *a: print(*a, file=sys.stderr)) if args.json else print
+    result = bench_hetero.run_benchmark(speeds, quick=args.quick, workload_name=args.model,
+                                        throttle=args.throttle, steps=args.steps,
+                                        seed=args.seed, log=log, cluster_file=args.cluster)
+    if args.out:
+        for path in bench_hetero.save(result, args.out, plot=not args.no_plot):
+            log(f"wrote {path}")
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(bench_hetero.format_table(result))
+    return 0

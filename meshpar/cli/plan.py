@@ -1,0 +1,161 @@
+"""``meshpar plan``: choose mesh shape, device order and split weights for a model.
+
+Imports no TensorFlow: the devices come from ``--speeds`` (synthetic, relative:
+1.0 = 1e11 FLOP/s, so predicted times are relative, not seconds) or from a
+``--profile`` JSON file written by ``meshpar profile`` (measured: predicted
+times are seconds on those devices).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+
+from meshpar.cli.parsing import parse_speeds
+
+METHODS = ("ga", "exact", "proportional", "even")
+
+EPILOG = """examples:
+  meshpar plan --speeds 1.0,0.5,0.3,0.2 --model resattnet3d-small --batch 8 --method ga
+  meshpar plan --profile profile.json --batch 8 --out plan.json --plot plan.png
+  meshpar plan --speeds 1.0,0.25 --model vgg-cifar-small --batch 4 --method exact --json
+"""
+
+
+def register(subparsers) -> None:
+    """Add ``meshpar plan`` to ``subparsers``."""
+    parser = subparsers.add_parser(
+        "plan", help="plan uneven model + data parallelism for a cluster",
+        description="Plan mesh shape, device placement and split weights with the cost model.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--speeds", help="relative device speeds, e.g. 1.0,0.5,0.3,0.2 "
+                                         "(synthetic cluster, 1.0 = 1e11 FLOP/s)")
+    parser.add_argument("--profile", help="device profile JSON (from `meshpar profile`)")
+    # The old name of --profile; "cluster file" now always means TF's cluster file.
+    parser.add_argument("--cluster", dest="profile_alias", help=argparse.SUPPRESS)
+    parser.add_argument("--model", default="resattnet3d-small",
+                        help="built-in model: vgg-cifar, vgg-cifar-small, resattnet3d-small, "
+                             "resattnet3d (default: %(default)s)")
+    parser.add_argument("--batch", type=int, default=8, help="global batch size (default: 8)")
+    parser.add_argument("--method", choices=METHODS, default="ga")
+    parser.add_argument("--seed", type=int, default=0, help="GA seed (default: 0)")
+    parser.add_argument("--generations", type=int, default=None, help="GA generations")
+    parser.add_argument("--population", type=int, default=None, help="GA population size")
+    parser.add_argument("--time-limit", type=float, default=None,
+                        help="stop the GA after this many seconds")
+    parser.add_argument("--progress", action="store_true",
+                        help="show the GA progress bar even when stderr is not a terminal")
+    parser.add_argument("--json", action="store_true", help="print the plan as one JSON object")
+    parser.add_argument("--out", help="also write the plan to this JSON file")
+    parser.add_argument("--plot", help="write a PNG: split diagram, GA convergence and the "
+                                         "predicted per-device timeline")
+    parser.set_defaults(func=run)
+
+
+def run(args) -> int:
+    """Plan for the given cluster and model; print the plan, optionally save and plot it.
+
+    ValueError (exit code 2) for bad arguments or when no plan fits in memory.
+    """
+    from meshpar.planning.cluster import ClusterSpec
+    from meshpar.models import describe_model
+    from meshpar.planning.planners import plan
+
+    if args.profile_alias is not None:
+        if args.profile is not None:
+            raise ValueError("give --profile once (--cluster is its old name)")
+        args.profile = args.profile_alias
+    if (args.speeds is None) == (args.profile is None):
+        raise ValueError("give exactly one of --speeds or --profile")
+    if args.batch < 1:
+        raise ValueError(f"--batch must be >= 1, got {args.batch}")
+    cluster = (ClusterSpec.from_speeds(parse_speeds(args.speeds)) if args.speeds is not None
+               else _load_profile(args.profile))
+    model = describe_model(args.model)
+    options = {}
+    if args.method == "ga":
+        for name in ("generations", "population", "time_limit"):
+            value = getattr(args, name)
+            if value is not None:
+                if value <= 0:
+                    raise ValueError(f"--{name.replace('_', '-')} must be > 0, got {value}")
+                options[name] = value
+        options["progress"] = bool(args.progress or sys.stderr.isatty())
+    result = plan(model, cluster, args.batch, method=args.method, seed=args.seed, **options)
+    if not result.feasible:
+        worst = max(range(len(result.devices)),
+                    key=lambda p: result.memory_per_device[p]
+                    / _capacity(cluster, result.devices[p]))
+        raise ValueError(
+            f"no plan fits in memory: {result.devices[worst]} needs "
+            f"{result.memory_per_device[worst] / 2**30:.2f} GiB but has "
+            f"{_capacity(cluster, result.devices[worst]) / 2**30:.2f} GiB "
+            f"(model {model.name}, batch {args.batch})")
+    if args.out:
+        result.save(args.out)
+    if args.plot:
+        from meshpar.viz import plot_plan
+
+        plot_plan(result, args.plot, model=model, cluster=cluster)
+    if args.json:
+        print(json.dumps(result.to_dict()))
+    else:
+        print(format_plan(result, cluster))
+    return 0
+
+
+def _load_profile(path):
+    """The device profile at ``path``; a TF cluster file given by mistake is named as one."""
+    from meshpar.planning.cluster import ClusterSpec
+    from meshpar.planning.jsonio import load_json
+
+    data = load_json(path, "device profile")
+    if isinstance(data, dict) and "devices" not in data and (
+            "cluster" in data or all(isinstance(v, list) and all(isinstance(a, str) for a in v)
+                                     for v in data.values())):
+        raise ValueError(f"{path} is a TF cluster file (worker addresses), not a device "
+                         f"profile: run `meshpar profile --cluster {path} --out profile.json`, "
+                         "then `meshpar plan --profile profile.json`")
+    return ClusterSpec.from_dict(data, source=f"device profile {path}")
+
+
+def _capacity(cluster, device: str) -> float:
+    for d in cluster.devices:
+        if d.device == device:
+            return float(d.memory_bytes)
+    return math.inf
+
+
+def format_plan(result, cluster=None, max_rows: int = 16) -> str:
+    """A readable summary: headline, split sizes, and the devices (first rows).
+
+    Times are seconds when ``cluster`` was measured (``meshpar profile``) and
+    labelled relative when it is synthetic (``--speeds``) or unknown."""
+    calibrated = cluster is not None and "profiled_at" in (cluster.extra or {})
+    lines = [
+        f"method            {result.method}",
+        f"model             {result.model} (batch {result.batch})",
+        f"mesh              {result.mesh_shape_string()}",
+        f"predicted step    {result.predicted_step_seconds:.6g} s"
+        f"{'' if calibrated else ' (relative: --speeds devices run at speed x 1e11 FLOP/s)'}",
+        f"lower bound       {result.lower_bound_seconds:.6g} s "
+        f"(ratio {result.predicted_step_seconds / result.lower_bound_seconds:.3f})",
+        f"planning time     {result.planning_seconds:.3f} s",
+    ]
+    if len(result.history) > 1:
+        lines.append(f"GA history        {result.history[0]:.6g} -> {result.history[-1]:.6g} s "
+                     f"over {len(result.history)} generations")
+    lines.append("split sizes:")
+    for dim, sizes in result.split_sizes.items():
+        shown = ",".join(str(s) for s in sizes[:max_rows])
+        more = f",... ({len(sizes)} parts)" if len(sizes) > max_rows else ""
+        lines.append(f"  {dim:<28} {shown}{more}")
+    cols = dict(result.mesh_shape).get("model", 1)
+    lines.append(f"{'pnum':>5} {'(batch,model)':>14}  {'memory GiB':>10}  device")
+    for p, device in enumerate(result.devices[:max_rows]):
+        mem = result.memory_per_device[p] / 2**30 if result.memory_per_device else float("nan")
+        lines.append(f"{p:>5} {str((p // cols, p % cols)):>14}  {mem:>10.3f}  {device}")
+    if len(result.devices) > max_rows:
+        lines.append(f"  ... {len(result.devices) - max_rows} more devices")
+    return "\n".join(lines)

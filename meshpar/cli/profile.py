@@ -1,0 +1,70 @@
+"""``meshpar profile``: measure device speeds with conv3d kernels into a device profile.
+
+Without ``--cluster`` it times this machine's devices (CPU, GPUs). With
+``--cluster`` (a TF cluster file or ``TF_CONFIG``, the file ``meshpar worker``
+and ``meshpar train --cluster`` read) it times each worker on its own device,
+alone and while the others run, and measures the links between them. The
+output, the planner's device profile, is what ``meshpar plan --profile`` reads;
+its devices are named after the worker tasks, so ``meshpar train --cluster``
+places each slice where the plan says.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+EPILOG = """examples:
+  meshpar profile --cluster cluster.json --out profile.json   profile the workers of a cluster
+  meshpar plan --profile profile.json --model resattnet3d-small --batch 8 --out plan.json
+  meshpar train --cluster cluster.json --plan plan.json --model resattnet3d-small --batch 8
+  meshpar profile --quick --json                             this machine's devices, as JSON
+"""
+
+
+def register(subparsers) -> None:
+    """Add ``meshpar profile`` to ``subparsers``."""
+    parser = subparsers.add_parser(
+        "profile", help="measure device speeds (conv3d) into the planner's device profile",
+        description=__doc__, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cluster", help="TF cluster file of running `meshpar worker`s "
+                                          "('TF_CONFIG' reads the environment); default: "
+                                          "this machine's devices")
+    parser.add_argument("--device-type", default="CPU", choices=["CPU", "GPU"],
+                        help="with --cluster: the worker device to profile (default: CPU)")
+    parser.add_argument("--out", help="write the device profile JSON here")
+    parser.add_argument("--json", action="store_true", help="print the profile as JSON")
+    parser.add_argument("--repeats", type=int, default=3, help="timed runs per size (median)")
+    parser.add_argument("--quick", action="store_true", help="two small sizes only")
+    parser.set_defaults(func=run)
+
+
+def run(args) -> int:
+    """Profile the devices; print the profile and optionally write its JSON; returns 0."""
+    from meshpar.runtime.profiling import (DEFAULT_PROFILE_SIZES, profile_cluster_workers,
+                                           profile_local_devices)
+
+    if args.repeats < 1:
+        raise ValueError(f"--repeats must be >= 1, got {args.repeats}")
+    sizes = DEFAULT_PROFILE_SIZES[:2] if args.quick else DEFAULT_PROFILE_SIZES
+    if args.cluster:
+        from meshpar.runtime.cluster_files import worker_addresses
+
+        log = (lambda *a: print(*a, file=sys.stderr)) if args.json else print
+        cluster = profile_cluster_workers(worker_addresses(args.cluster), args.device_type,
+                                          sizes=sizes, repeats=args.repeats, log=log)
+    else:
+        cluster = profile_local_devices(sizes=sizes, repeats=args.repeats)
+    if args.out:
+        cluster.save(args.out)
+    if args.json:
+        print(json.dumps(cluster.to_dict()))
+    else:
+        for d in cluster.devices:
+            points = ", ".join(f"{s:.3g} FLOP @ {f / 1e9:.2f} GFLOP/s" for s, f in d.profile)
+            print(f"{d.name:<6} {d.device:<32} {points}")
+        if args.cluster:
+            print(f"links: {cluster.bandwidth / 1e9:.3g} GB/s, latency {cluster.latency * 1e3:.3g} ms")
+        if args.out:
+            print(f"wrote {args.out}")
+    return 0

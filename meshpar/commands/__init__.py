@@ -1,1 +1,0 @@
-"""One module per ``meshpar`` subcommand: ``register(subparsers)`` and ``run(args)``."""

@@ -1,0 +1,265 @@
+"""Uneven-aware lowerings for the mtf ops that assume one slice shape.
+
+A few Mesh-TensorFlow ops compute ``mesh_impl.slice_shape(...)`` once, outside
+the per-processor function, and use it for every processor (reshape, the
+convolution gradients, one_hot, constant, top_k), and ``Lowering`` checks every
+slice against that one shape. Under :class:`HeterogeneousMeshImpl` these ops
+are lowered here, per processor, whenever the layout of one of their tensors
+is uneven; with an even layout the upstream lowering runs unchanged.
+
+:func:`install` wraps the ``lower`` methods of those op classes (and two
+``Lowering`` methods) once; the wrappers leave other mesh implementations
+alone.
+"""
+from __future__ import annotations
+
+from meshpar import _compat
+
+mtf = _compat.import_mesh_tensorflow()
+from mesh_tensorflow import ops as mtf_ops  # noqa: E402
+import tensorflow.compat.v1 as tf  # noqa: E402
+
+_INSTALLED = False
+
+
+def _heterogeneous(impl) -> bool:
+    # Duck-typed (no import of mesh_impl, which imports this module): only
+    # HeterogeneousMeshImpl has per-processor slice shapes and even_collectives().
+    return callable(getattr(impl, "even_collectives", None))
+
+
+def _prod(values) -> int:
+    out = 1
+    for v in values:
+        out *= int(v)
+    return out
+
+
+def _any_uneven(impl, op) -> bool:
+    return any(impl.is_uneven(t.shape) for t in list(op.inputs) + list(op.outputs))
+
+
+def _wrap_lower(cls, uneven_lower):
+    """Route ``cls.lower`` to ``uneven_lower`` for uneven heterogeneous layouts."""
+    original = cls.lower
+
+    def lower(self, lowering):
+        impl = lowering.mesh_impl(self)
+        if not _heterogeneous(impl):
+            return original(self, lowering)
+        if _any_uneven(impl, self):
+            return uneven_lower(self, lowering, impl)
+        with impl.even_collectives():
+            return original(self, lowering)
+
+    lower.__doc__ = original.__doc__
+    lower.meshpar_original = original
+    cls.lower = lower
+
+
+# ------------------------------------------------------------------ reshape
+def _same_cut(impl, old_shape, old_axis, new_shape, new_axis, mesh_axis) -> bool:
+    """Do the old and new layouts cut the flat tensor at the same places?"""
+    if old_shape.cumprod[old_axis] != new_shape.cumprod[new_axis]:
+        return False
+    inner_old = _prod(old_shape.to_integer_list[old_axis + 1:])
+    inner_new = _prod(new_shape.to_integer_list[new_axis + 1:])
+    old_sizes = impl.dim_sizes(old_shape.dims[old_axis], mesh_axis)
+    new_sizes = impl.dim_sizes(new_shape.dims[new_axis], mesh_axis)
+    return all(a * inner_old == b * inner_new for a, b in zip(old_sizes, new_sizes))
+
+
+def _lower_reshape(op, lowering, impl):
+    old_shape, new_shape = op.inputs[0].shape, op.outputs[0].shape
+    old_axes = impl.tensor_layout(old_shape).mesh_axis_to_tensor_axis(impl.ndims)
+    new_axes = impl.tensor_layout(new_shape).mesh_axis_to_tensor_axis(impl.ndims)
+    slices = lowering.tensors[op.inputs[0]]
+    split_after = []  # (mesh_axis, new tensor axis): cut after the reshape
+    for mesh_axis, (old_axis, new_axis) in enumerate(zip(old_axes, new_axes)):
+        if old_axis is None and new_axis is None:
+            continue
+        if old_axis is not None and new_axis is not None:
+            if _same_cut(impl, old_shape, old_axis, new_shape, new_axis, mesh_axis):
+                continue
+            # alltoall when the new cut can be made on a dimension of the old tensor
+            new_dim = new_shape.dims[new_axis]
+            old_twin = [j for j, d in enumerate(old_shape.dims)
+                        if j != old_axis and d.size == new_dim.size
+                        and old_shape.cumprod[j] == new_shape.cumprod[new_axis]]
+            if old_twin:
+                slices = impl.alltoall(slices, mesh_axis, old_twin[0], old_axis,
+                                       split_sizes=impl.dim_sizes(new_dim, mesh_axis))
+                continue
+        if old_axis is not None:
+            slices = impl.allconcat(slices, mesh_axis, old_axis)
+        if new_axis is not None:
+            split_after.append((mesh_axis, new_axis))
+
+    pending = dict(split_after)
+
+    def reshaped_shape(pnum):
+        shape = impl.slice_shape(new_shape, pnum)
+        for mesh_axis, new_axis in pending.items():
+            shape[new_axis] = new_shape.dims[new_axis].size
+        return shape
+
+    slices = impl.slicewise_delay_allreduce(
+        lambda x: tf.reshape(x, reshaped_shape(impl._current_pnum)), slices)  # pylint: disable=protected-access
+    for mesh_axis, new_axis in split_after:
+        slices = impl.allsplit(slices, mesh_axis, new_axis,
+                               sizes=impl.dim_sizes(new_shape.dims[new_axis], mesh_axis))
+    lowering.set_tensor_lowering(op.outputs[0], slices)
+
+
+# -------------------------------------------------------- conv gradients
+def _conv_backprop_fns(op):
+    if op._conv_dimension == 2:  # pylint: disable=protected-access
+        return tf.nn.conv2d_backprop_input, tf.nn.conv2d_backprop_filter
+    return mtf_ops.conv3d_backprop_input_v2, mtf_ops.conv3d_backprop_filter_v2
+
+
+def _lower_conv_backprop_input(op, lowering, impl):
+    if op._is_transpose:  # a forward convolution: no sizes involved
+        with impl.even_collectives():
+            return op.lower.meshpar_original(op, lowering)
+    dy, conv_filter = op.inputs
+    k = op._num_nonbatch_dims  # pylint: disable=protected-access
+    backprop_input, _ = _conv_backprop_fns(op)
+
+    def per_processor(pnum, tf_dy, tf_filter):
+        sizes = impl.slice_shape(op.outputs[0].shape, pnum)
+        sizes = [_prod(sizes[:-k])] + sizes[-k:]
+        dx = backprop_input(sizes, tf_filter, mtf_ops._tf_flatten_batch_dims(tf_dy, k),  # pylint: disable=protected-access
+                            op._strides, op._padding)  # pylint: disable=protected-access
+        return mtf_ops._tf_restore_batch_dims(dx, k, tf_dy)  # pylint: disable=protected-access
+
+    dx = impl.slicewise(per_processor, impl.laid_out_pnum(),
+                        lowering.tensors[dy], lowering.tensors[conv_filter])
+    out_axis = impl.tensor_dimension_to_mesh_axis(dy.shape.dims[-1])
+    if out_axis is not None:  # partial sums over the split output channels
+        dx = mtf_ops.LazyAllreduceSum(impl, dx, [out_axis])
+    lowering.set_tensor_lowering(op.outputs[0], dx)
+
+
+def _lower_conv_backprop_filter(op, lowering, impl):
+    conv_input, dy = op.inputs
+    k = op._num_nonbatch_dims  # pylint: disable=protected-access
+    _, backprop_filter = _conv_backprop_fns(op)
+
+    def per_processor(pnum, tf_input, tf_dy):
+        x, y = (tf_dy, tf_input) if op._is_transpose else (tf_input, tf_dy)  # pylint: disable=protected-access
+        return backprop_filter(
+            mtf_ops._tf_flatten_batch_dims(x, k),  # pylint: disable=protected-access
+            impl.slice_shape(op.outputs[0].shape, pnum),
+            mtf_ops._tf_flatten_batch_dims(y, k),  # pylint: disable=protected-access
+            op._strides, op._padding)  # pylint: disable=protected-access
+
+    df = impl.slicewise(per_processor, impl.laid_out_pnum(),
+                        lowering.tensors[conv_input], lowering.tensors[dy])
+    batch_axes = [impl.tensor_dimension_to_mesh_axis(d) for d in dy.shape.dims[:-k]]
+    batch_axes = [a for a in batch_axes if a is not None]
+    if batch_axes:  # sum the filter gradient over the data-parallel pieces
+        df = mtf_ops.LazyAllreduceSum(impl, df, batch_axes)
+    lowering.set_tensor_lowering(op.outputs[0], df)
+
+
+# ------------------------------------------------------- one_hot, constant
+def _lower_one_hot(op, lowering, impl):
+    out_shape = op.outputs[0].shape
+    on_value = tf.cast(op._on_value, op._dtype)  # pylint: disable=protected-access
+    off_value = tf.cast(op._off_value, op._dtype)  # pylint: disable=protected-access
+
+    def per_processor(pnum, indices):
+        depth = impl.slice_shape(out_shape, pnum)[-1]
+        offset = impl.slice_begin(out_shape, pnum)[-1]
+        return tf.one_hot(indices - offset, depth, on_value=on_value,
+                          off_value=off_value, dtype=op._dtype)  # pylint: disable=protected-access
+
+    y = impl.slicewise(per_processor, impl.laid_out_pnum(), lowering.tensors[op.inputs[0]])
+    lowering.set_tensor_lowering(op.outputs[0], y)
+
+
+def _lower_constant(op, lowering, impl):
+    out = op.outputs[0]
+
+    def per_processor(pnum):
+        return tf.constant(value=op._value, dtype=out.dtype,  # pylint: disable=protected-access
+                           shape=impl.slice_shape(out.shape, pnum))
+
+    lowering.set_tensor_lowering(out, impl.slicewise(per_processor, impl.laid_out_pnum()))
+
+
+# ------------------------------------------------------------------- top_k
+def _lower_top_k(op, lowering, impl):
+    x = op.inputs[0]
+    ndims = x.shape.ndims
+    reduced_dim, k = op._reduced_dim, op._k_dim.size  # pylint: disable=protected-access
+    reduced_axis = x.shape.dims.index(reduced_dim)
+    mesh_axis = impl.tensor_dimension_to_mesh_axis(reduced_dim)
+    order = [i for i in range(ndims) if i != reduced_axis] + [reduced_axis]
+
+    def local_top_k(pnum, t):
+        t = tf.transpose(t, order)
+        local = t.shape.as_list()[-1]
+        values, indices = tf.math.top_k(t, min(k, local))
+        offset = 0 if mesh_axis is None else impl.slice_begin(x.shape, pnum)[reduced_axis]
+        return values, indices + offset  # global indices
+
+    values, indices = impl.slicewise(local_top_k, impl.laid_out_pnum(), lowering.tensors[x])
+    if mesh_axis is not None:
+        values = impl.allconcat(values, mesh_axis, ndims - 1)
+        indices = impl.allconcat(indices, mesh_axis, ndims - 1)
+
+        def global_top_k(vals, idx):
+            vals, where = tf.math.top_k(vals, k)
+            return vals, tf.gather(idx, where, batch_dims=ndims - 1)
+
+        values, indices = impl.slicewise(global_top_k, values, indices)
+    lowering.set_tensor_lowering(op.outputs[0], values)
+    lowering.set_tensor_lowering(op.outputs[1], indices)
+
+
+# ---------------------------------------------------------------- Lowering
+def _wrap_lowering_methods():
+    original_mesh_impl = mtf_ops.Lowering.mesh_impl
+    original_verify = mtf_ops.Lowering.verify_slice_shapes
+
+    def mesh_impl(self, m):
+        impl = original_mesh_impl(self, m)
+        if isinstance(m, mtf_ops.Operation) and _heterogeneous(impl):
+            impl._current_op = m  # pylint: disable=protected-access  (named in errors)
+        return impl
+
+    def verify_slice_shapes(self, tensor, laid_out_tensor):
+        impl = self.mesh_impl(tensor)
+        if not _heterogeneous(impl):
+            return original_verify(self, tensor, laid_out_tensor)
+        if isinstance(laid_out_tensor, mtf_ops.LazyAllreduceSum):
+            laid_out_tensor = laid_out_tensor.laid_out_input
+        actual = [t.shape.as_list() for t in laid_out_tensor.to_laid_out_tensor().tensor_list]
+        expected = impl.slice_shapes(tensor.shape)
+        for pnum, (want, got) in enumerate(zip(expected, actual)):
+            if want != got:
+                raise ValueError(
+                    f"wrong slice shape for {tensor} on processor {pnum}: expected"
+                    f" {want}, got {got}")
+
+    mesh_impl.meshpar_original = original_mesh_impl
+    verify_slice_shapes.meshpar_original = original_verify
+    mtf_ops.Lowering.mesh_impl = mesh_impl
+    mtf_ops.Lowering.verify_slice_shapes = verify_slice_shapes
+
+
+def install() -> None:
+    """Install the uneven-aware lowerings (idempotent)."""
+    global _INSTALLED
+    if _INSTALLED:
+        return
+    _wrap_lowering_methods()
+    _wrap_lower(mtf_ops.ReshapeOperation, _lower_reshape)
+    _wrap_lower(mtf_ops.Conv2or3dBackpropInputOperation, _lower_conv_backprop_input)
+    _wrap_lower(mtf_ops.Conv2or3dBackpropFilterOperation, _lower_conv_backprop_filter)
+    _wrap_lower(mtf_ops.OneHotOperation, _lower_one_hot)
+    _wrap_lower(mtf_ops.Constant, _lower_constant)
+    _wrap_lower(mtf_ops.TopKOperation, _lower_top_k)
+    _INSTALLED = True

@@ -1,0 +1,237 @@
+"""Devices, their measured speed profiles, and the links between them.
+
+A :class:`ClusterSpec` is what the planner knows about the hardware: for each
+device its speed as a function of problem size (FLOP/s measured at several
+work sizes), its memory, and one link model (bandwidth, latency) for the
+collectives. It is plain data, saved as JSON; building one does not import
+TensorFlow. :func:`meshpar.runtime.profiling.profile_local_devices` measures the
+local devices with real TensorFlow conv3d kernels.
+
+Example
+-------
+>>> cluster = ClusterSpec.from_speeds([0.8, 0.5, 0.3, 0.2])
+>>> [round(d.speed_at(1e9) / 1e11, 2) for d in cluster.devices]
+[0.8, 0.5, 0.3, 0.2]
+"""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from meshpar.planning.jsonio import load_json, save_json_atomic
+
+#: FLOP/s of a device of relative speed 1.0 in synthetic clusters.
+REFERENCE_FLOPS = 1e11
+#: Memory of a synthetic device (bytes).
+DEFAULT_MEMORY_BYTES = 16 * 2**30
+#: Link model of a synthetic cluster: 10 GB/s, 10 microseconds.
+DEFAULT_BANDWIDTH = 10e9
+DEFAULT_LATENCY = 10e-6
+
+
+def _positive_finite(value, what: str) -> float:
+    try:
+        x = float(value)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{what} must be a number, got {value!r}") from err
+    if math.isnan(x) or math.isinf(x) or x <= 0:
+        raise ValueError(f"{what} must be a finite number > 0, got {value!r}")
+    return x
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    """One device and its measured speed profile.
+
+    Attributes
+    ----------
+    name : str
+        Short unique name (``"cpu0"``, ``"gpu1"``, ``"w3"``).
+    device : str
+        TensorFlow device string, e.g. ``"/job:worker/task:0/device:CPU:0"``.
+    profile : tuple of (size, flops_per_s)
+        Throughput measured at several work sizes; ``size`` is the FLOPs of one
+        work item (a training step of a layer slice: forward plus backward).
+        Sorted by size. Between points the speed is interpolated linearly in
+        log(size)-log(speed); outside them it is held constant.
+    memory_bytes : int
+        Memory available to the device.
+    """
+
+    name: str
+    device: str
+    profile: tuple
+    memory_bytes: int = DEFAULT_MEMORY_BYTES
+
+    def __post_init__(self):
+        if not self.name:
+            raise ValueError("device name must not be empty")
+        if not self.device:
+            raise ValueError(f"device {self.name!r}: device string must not be empty")
+        points = []
+        try:
+            raw = list(self.profile)
+        except TypeError as err:
+            raise ValueError(f"device {self.name!r}: profile must be a list of "
+                             f"[size, flops_per_s] pairs") from err
+        if not raw:
+            raise ValueError(f"device {self.name!r}: profile must not be empty")
+        for i, point in enumerate(raw):
+            try:
+                size, speed = point
+            except (TypeError, ValueError) as err:
+                raise ValueError(f"device {self.name!r}: profile point {i} must be "
+                                 f"[size, flops_per_s], got {point!r}") from err
+            points.append((_positive_finite(size, f"device {self.name!r}: profile size {i}"),
+                           _positive_finite(speed, f"device {self.name!r}: profile speed {i}")))
+        points.sort()
+        sizes = [p[0] for p in points]
+        if len(set(sizes)) != len(sizes):
+            raise ValueError(f"device {self.name!r}: profile sizes must be distinct")
+        object.__setattr__(self, "profile", tuple(points))
+        mem = _positive_finite(self.memory_bytes, f"device {self.name!r}: memory_bytes")
+        object.__setattr__(self, "memory_bytes", int(mem))
+
+    def speed_at(self, size) -> np.ndarray | float:
+        """FLOP/s for work items of ``size`` FLOPs (scalar or array)."""
+        log_sizes = np.log([p[0] for p in self.profile])
+        log_speeds = np.log([p[1] for p in self.profile])
+        out = np.exp(np.interp(np.log(np.maximum(size, 1e-30)), log_sizes, log_speeds))
+        return float(out) if np.ndim(out) == 0 else out
+
+    def to_dict(self) -> dict:
+        """JSON-ready dict (``profile`` as a list of ``[size, flops_per_second]`` pairs)."""
+        return {"name": self.name, "device": self.device,
+                "profile": [[s, f] for s, f in self.profile],
+                "memory_bytes": self.memory_bytes}
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """Devices plus the link model shared by all collectives.
+
+    Attributes
+    ----------
+    devices : tuple of DeviceSpec
+    bandwidth : float
+        Link bandwidth per device, bytes/s (each device sends and receives at
+        this rate at once, as on a switch).
+    latency : float
+        Per-message latency, seconds.
+    """
+
+    devices: tuple
+    bandwidth: float = DEFAULT_BANDWIDTH
+    latency: float = DEFAULT_LATENCY
+    extra: dict = field(default_factory=dict, compare=False)
+
+    def __post_init__(self):
+        devices = tuple(self.devices)
+        if not devices:
+            raise ValueError("a cluster needs at least one device")
+        for d in devices:
+            if not isinstance(d, DeviceSpec):
+                raise ValueError(f"cluster devices must be DeviceSpec, got {type(d).__name__}")
+        names = [d.name for d in devices]
+        if len(set(names)) != len(names):
+            raise ValueError("cluster device names must be unique")
+        object.__setattr__(self, "devices", devices)
+        object.__setattr__(self, "bandwidth", _positive_finite(self.bandwidth, "bandwidth"))
+        try:
+            latency = float(self.latency)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"latency must be a number, got {self.latency!r}") from err
+        if math.isnan(latency) or math.isinf(latency) or latency < 0:
+            raise ValueError(f"latency must be a finite number >= 0, got {self.latency!r}")
+        object.__setattr__(self, "latency", latency)
+
+    def __len__(self) -> int:
+        return len(self.devices)
+
+    @property
+    def device_strings(self) -> list:
+        """TF device string of every device, in cluster order."""
+        return [d.device for d in self.devices]
+
+    def speeds_at(self, size: float) -> np.ndarray:
+        """Each device's FLOP/s at work items of ``size`` FLOPs, shape [n]."""
+        return np.array([d.speed_at(size) for d in self.devices], dtype=float)
+
+    @classmethod
+    def from_speeds(cls, speeds: Sequence[float], reference_flops: float = REFERENCE_FLOPS,
+                    memory_bytes: float = DEFAULT_MEMORY_BYTES,
+                    bandwidth: float = DEFAULT_BANDWIDTH,
+                    latency: float = DEFAULT_LATENCY) -> "ClusterSpec":
+        """A synthetic cluster: device i runs at ``speeds[i] * reference_flops``
+        at every size (a constant profile). Device strings are
+        ``/job:worker/task:i/device:CPU:0``.
+        """
+        try:
+            values = list(speeds)
+        except TypeError as err:
+            raise ValueError(f"speeds must be a list of numbers, got {speeds!r}") from err
+        if not values:
+            raise ValueError("speeds must not be empty")
+        devices = []
+        for i, s in enumerate(values):
+            speed = _positive_finite(s, f"speed {i}")
+            devices.append(DeviceSpec(
+                name=f"w{i}", device=f"/job:worker/task:{i}/device:CPU:0",
+                profile=((1.0, speed * reference_flops),), memory_bytes=memory_bytes))
+        return cls(tuple(devices), bandwidth=bandwidth, latency=latency)
+
+    def to_dict(self) -> dict:
+        """JSON-ready dict, the format :meth:`from_dict` and :meth:`load` read."""
+        out = {"devices": [d.to_dict() for d in self.devices],
+               "bandwidth": self.bandwidth, "latency": self.latency}
+        if self.extra:
+            out["extra"] = dict(self.extra)
+        return out
+
+    @classmethod
+    def from_dict(cls, data, source: str = "cluster") -> "ClusterSpec":
+        """Build from a dict; errors name ``source`` and the missing/bad field."""
+        if not isinstance(data, dict):
+            raise ValueError(f"{source}: expected a JSON object, got {type(data).__name__}")
+        for key in ("devices", "bandwidth", "latency"):
+            if key not in data:
+                raise ValueError(f"{source}: missing field {key!r}")
+        if not isinstance(data["devices"], list):
+            raise ValueError(f"{source}: field 'devices' must be a list")
+        devices = []
+        for i, row in enumerate(data["devices"]):
+            if not isinstance(row, dict):
+                raise ValueError(f"{source}: devices[{i}] must be an object")
+            for key in ("name", "device", "profile", "memory_bytes"):
+                if key not in row:
+                    raise ValueError(f"{source}: devices[{i}] is missing field {key!r}")
+            try:
+                devices.append(DeviceSpec(name=str(row["name"]), device=str(row["device"]),
+                                          profile=row["profile"],
+                                          memory_bytes=row["memory_bytes"]))
+            except ValueError as err:
+                raise ValueError(f"{source}: devices[{i}]: {err}") from err
+        try:
+            return cls(tuple(devices), bandwidth=data["bandwidth"], latency=data["latency"],
+                       extra=dict(data.get("extra") or {}))
+        except ValueError as err:
+            raise ValueError(f"{source}: {err}") from err
+
+    def save(self, path) -> None:
+        """Write the JSON file atomically (an existing file is never left half-written)."""
+        save_json_atomic(path, self.to_dict())
+
+    @classmethod
+    def load(cls, path) -> "ClusterSpec":
+        """Read a cluster JSON file (as written by :meth:`save` or ``meshpar profile``).
+
+        FileNotFoundError if it is missing; ValueError naming the file for bad JSON
+        or a bad field.
+        """
+        path = os.fspath(path)
+        data = load_json(path, "cluster file")
+        return cls.from_dict(data, source=f"cluster file {path}")

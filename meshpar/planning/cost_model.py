@@ -1,0 +1,299 @@
+"""Predicted step time and per-device memory of a plan (numpy, no TensorFlow).
+
+The model (see docs/cost_model.md) for a ``batch:R;model:M`` mesh:
+
+* Device ``(r, m)`` (pnum ``r*M + m``) trains on ``b_r`` samples (the batch
+  split over rows). For a layer whose ``split_dim`` is laid out on ``model``
+  it computes ``c_m / split_size`` of the layer (its filter slice); a layer
+  that is not split is replicated: every device of the row computes all of it.
+* Compute time of a slice = ``3 * forward FLOPs`` (forward + two backward
+  products) / the device's speed at that work size (its measured profile).
+* Within a row, devices synchronise only at a collective: a split layer with
+  ``comm="allconcat"`` gathers its output (forward) and reduce-scatters the
+  gradient of it (backward), each costing ``(S - min piece)/bw + (M-1) lat``
+  (``(M-1)/M * S/bw`` for even pieces: every device receives what it lacks
+  through its own link); ``comm="allreduce"`` is a ring all-reduce
+  ``2(M-1)/M * S/bw + (M-1) lat`` on the forward pass. Between collectives a
+  device runs ahead, so a row's time is the sum over its segments of the
+  slowest device plus the segment's collective. This is the critical path of
+  the simple formula (sum over layers of the slowest device) refined: it is
+  never larger, and equal when every layer synchronises.
+* Step time = slowest row + the data-parallel gradient all-reduce (ring over
+  the ``R`` devices of a column, on the parameter bytes the column holds).
+* Memory of a device = parameter slice x (1 + 1 gradient + optimizer slots,
+  2 for Adam) + input and every layer's output kept for the backward pass
+  (split outputs as the slice plus the gathered whole when all-concatenated).
+  A plan is infeasible if any device exceeds its memory.
+
+Everything is evaluated for a whole population at once: arrays ``[P, ...]``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from meshpar.planning.cluster import ClusterSpec
+from meshpar.planning.description import ModelDescription
+
+
+def split_sizes_batch(total: int, weights: np.ndarray) -> np.ndarray:
+    """:func:`meshpar.core.splits.split_sizes` for many weight vectors at once.
+
+    ``weights`` has shape ``[P, k]``; returns int64 sizes ``[P, k]``, each row
+    equal to ``split_sizes(total, weights[p])`` (largest remainder, every part
+    >= 1, ties to the lower index).
+    """
+    w = np.asarray(weights, dtype=float)
+    if w.ndim != 2:
+        raise ValueError(f"weights must have shape [P, k], got {w.shape}")
+    n_rows, k = w.shape
+    if total < k:
+        raise ValueError(f"size {total} cannot be split into {k} parts of at least 1")
+    quotas = total * w / w.sum(axis=1, keepdims=True)
+    sizes = np.maximum(1, np.floor(quotas)).astype(np.int64)
+    deficit = total - sizes.sum(axis=1)
+    # Too few: give one more to the `deficit` largest remainders (stable sort:
+    # ties to the lower index). Entries never need a second unit (see splits.py).
+    if np.any(deficit > 0):
+        order = np.argsort(-(quotas - sizes), axis=1, kind="stable")
+        rank = np.empty_like(order)
+        np.put_along_axis(rank, order, np.arange(k)[None, :].repeat(n_rows, 0), axis=1)
+        sizes += (rank < np.maximum(deficit, 0)[:, None]).astype(np.int64)
+    # Too many (parts raised to 1): take back one at a time, as splits.py does.
+    rows = np.nonzero(deficit < 0)[0]
+    while rows.size:
+        sub = sizes[rows]
+        excess = np.where(sub > 1, sub - quotas[rows], -np.inf)
+        pick = np.argmax(excess, axis=1)  # first maximum: ties to the lower index
+        sizes[rows, pick] -= 1
+        left = total - sizes[rows].sum(axis=1)
+        rows = rows[left < 0]
+    return sizes
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """Cost-model output for P candidate plans on one mesh shape.
+
+    seconds : [P] predicted step time (compute + collectives + gradient all-reduce)
+    compute_seconds : [P] the compute part of the slowest row
+    comm_seconds : [P] collectives on the slowest row plus the gradient all-reduce
+    memory : [P, n] bytes per device in pnum order
+    feasible : [P] bool, every device within its memory
+    overflow : [P] largest memory / capacity ratio (<= 1 when feasible)
+    device_seconds : [P, n] compute seconds per device (pnum order)
+    row_seconds : [P, R] compute + collectives of each row (before the gradient all-reduce)
+    dim_column_seconds : [P, D, M] per split dim, compute of that dim's layers on
+        each column (slowest row); what a rebalancing step equalises
+    """
+
+    seconds: np.ndarray
+    compute_seconds: np.ndarray
+    comm_seconds: np.ndarray
+    memory: np.ndarray
+    feasible: np.ndarray
+    overflow: np.ndarray
+    device_seconds: np.ndarray
+    row_seconds: np.ndarray
+    dim_column_seconds: np.ndarray
+
+
+class CostModel:
+    """Cost model of one model, cluster and global batch size.
+
+    Parameters
+    ----------
+    model : ModelDescription
+    cluster : ClusterSpec
+    batch : int
+        Global batch size (split over the ``batch`` mesh axis).
+    optimizer_slots : int
+        Optimizer state per parameter (Adam: 2).
+    """
+
+    def __init__(self, model: ModelDescription, cluster: ClusterSpec, batch: int,
+                 optimizer_slots: int = 2):
+        if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or batch < 1:
+            raise ValueError(f"batch must be a positive integer, got {batch!r}")
+        if not model.layers:
+            raise ValueError(f"model {model.name!r} has no layers")
+        self.model = model
+        self.cluster = cluster
+        self.batch = int(batch)
+        self.optimizer_slots = int(optimizer_slots)
+        self.n = len(cluster.devices)
+        layers = model.layers
+        self.dim_names = list(model.split_dims)  # insertion order of first use
+        self.dim_sizes = np.array([model.split_dims[d] for d in self.dim_names], dtype=np.int64)
+        self.layer_dim = np.array([self.dim_names.index(l.split_dim) if l.split_dim else -1
+                                   for l in layers], dtype=np.int64)
+        self.flops = np.array([l.flops for l in layers], dtype=float)
+        self.params = np.array([l.params for l in layers], dtype=float)
+        self.out_elems = np.array([l.out_elems for l in layers], dtype=float)
+        self.comm = [l.comm for l in layers]
+        self.layer_dim_onehot = np.zeros((len(layers), len(self.dim_names)))
+        for i, d in enumerate(self.layer_dim):
+            if d >= 0:
+                self.layer_dim_onehot[i, d] = 1.0
+        self.bytes = float(model.dtype_bytes)
+        # Device types: devices with identical profiles share one row of the table.
+        keys, types = {}, []
+        for d in cluster.devices:
+            types.append(keys.setdefault(d.profile, len(keys)))
+        self.device_type = np.array(types, dtype=np.int64)
+        profiles = list(keys)
+        grid = sorted({np.log(s) for prof in profiles for s, _ in prof})
+        self._grid = np.array(grid, dtype=float)
+        self._log_speed = np.array([
+            np.interp(self._grid, np.log([s for s, _ in prof]), np.log([f for _, f in prof]))
+            for prof in profiles])
+        self.memory_capacity = np.array([d.memory_bytes for d in cluster.devices], dtype=float)
+        self.max_speed = np.array([max(f for _, f in d.profile) for d in cluster.devices])
+
+    # ------------------------------------------------------------------ helpers
+    def shapes(self) -> list:
+        """Mesh shapes ``(R, M)`` with ``R * M = n`` that this batch allows (R <= batch)."""
+        return [(r, self.n // r) for r in range(1, self.n + 1)
+                if self.n % r == 0 and r <= self.batch]
+
+    def active_dims(self, model_size: int) -> np.ndarray:
+        """Bool per split dim: laid out on ``model`` (size >= M and M > 1)."""
+        return (self.dim_sizes >= model_size) & (model_size > 1)
+
+    def speed(self, device_type: np.ndarray, work: np.ndarray) -> np.ndarray:
+        """FLOP/s of devices of ``device_type`` for items of ``work`` FLOPs (broadcast)."""
+        grid = self._grid
+        if grid.size == 1:
+            return np.exp(self._log_speed[device_type, 0])
+        x = np.clip(np.log(np.maximum(work, 1.0)), grid[0], grid[-1])
+        i = np.clip(np.searchsorted(grid, x, side="right") - 1, 0, grid.size - 2)
+        t = (x - grid[i]) / (grid[i + 1] - grid[i])
+        table = self._log_speed
+        return np.exp(table[device_type, i] * (1 - t) + table[device_type, i + 1] * t)
+
+    def lower_bound(self) -> float:
+        """Total training work / total peak speed: no plan can be faster."""
+        return float(3.0 * self.model.flops * self.batch / self.max_speed.sum())
+
+    # ---------------------------------------------------------------- evaluate
+    def evaluate(self, rows: int, cols: int, perm: np.ndarray, batch_sizes: np.ndarray,
+                 dim_sizes: np.ndarray) -> Evaluation:
+        """Evaluate P plans of mesh shape ``batch:rows;model:cols``.
+
+        Parameters
+        ----------
+        perm : int array [P, n]
+            Device index (into ``cluster.devices``) at each pnum (row-major).
+        batch_sizes : int array [P, rows]
+            Samples per row (sum = batch).
+        dim_sizes : int array [P, D, cols]
+            Split sizes of every split dim over the model axis; ignored for
+            dims that are not laid out (size < cols or cols == 1).
+        """
+        R, M = int(rows), int(cols)
+        if R * M != self.n:
+            raise ValueError(f"mesh {R}x{M} does not have {self.n} devices")
+        perm = np.asarray(perm, dtype=np.int64).reshape(-1, self.n)
+        P = perm.shape[0]
+        bs = np.asarray(batch_sizes, dtype=float).reshape(P, R)
+        L = self.flops.size
+        D = self.dim_sizes.size
+        active = self.active_dims(M)
+        layer_split = (self.layer_dim >= 0) & active[np.maximum(self.layer_dim, 0)] \
+            if D else np.zeros(L, dtype=bool)
+        # fraction[P, M, L]: share of layer l computed by column m.
+        frac = np.ones((P, M, L))
+        if layer_split.any():
+            cs = np.asarray(dim_sizes, dtype=float).reshape(P, D, M)
+            share = cs / self.dim_sizes[None, :, None]          # [P, D, M]
+            idx = np.nonzero(layer_split)[0]
+            frac[:, :, idx] = np.transpose(share[:, self.layer_dim[idx], :], (0, 2, 1))
+        work = 3.0 * self.flops[None, None, None, :] * bs[:, :, None, None] * frac[:, None, :, :]
+        dev_type = self.device_type[perm].reshape(P, R, M)
+        seconds = work / self.speed(dev_type[..., None], work)  # [P, R, M, L]
+        device_seconds = seconds.sum(axis=3)
+        # Segments end at layers with a collective.
+        sync = layer_split & np.array([c is not None for c in self.comm])
+        ends = np.nonzero(sync)[0]
+        starts = np.concatenate([[0], ends + 1])
+        starts = starts[starts < L]
+        seg = np.add.reduceat(seconds, starts, axis=3)           # [P, R, M, S]
+        row_compute = seg.max(axis=2).sum(axis=2)                # [P, R]
+        bw, lat = self.cluster.bandwidth, self.cluster.latency
+        row_comm = np.zeros((P, R))
+        for l in ends:
+            total = self.out_elems[l] * self.bytes * bs            # [P, R]
+            if self.comm[l] == "allconcat":
+                min_share = frac[:, :, l].min(axis=1)              # [P]
+                one = total * (1.0 - min_share[:, None]) / bw + (M - 1) * lat
+                row_comm += 2.0 * one                              # forward + backward
+            else:  # allreduce of partial sums, forward only
+                row_comm += 2.0 * (M - 1) / M * total / bw + (M - 1) * lat
+        row_total = row_compute + row_comm
+        slowest = np.argmax(row_total, axis=1)
+        pick = np.arange(P)
+        # Data-parallel gradient all-reduce over each column's R devices.
+        param_bytes = (self.params[None, None, :] * frac).sum(axis=2) * self.bytes  # [P, M]
+        if R > 1:
+            dp = 2.0 * (R - 1) / R * param_bytes.max(axis=1) / bw + (R - 1) * lat
+        else:
+            dp = np.zeros(P)
+        total_seconds = row_total[pick, slowest] + dp
+        # Memory per device [P, R, M].
+        act_factor = np.ones((P, M, L))
+        if layer_split.any():
+            for l in np.nonzero(layer_split)[0]:
+                if self.comm[l] == "allconcat":
+                    act_factor[:, :, l] = 1.0 + frac[:, :, l]
+                elif self.comm[l] is None:
+                    act_factor[:, :, l] = frac[:, :, l]
+        act = (act_factor * self.out_elems[None, None, :]).sum(axis=2)  # [P, M]
+        act_bytes = (act[:, None, :] + self.model.input_elems) * bs[:, :, None] * self.bytes
+        state_bytes = param_bytes * (2 + self.optimizer_slots)         # [P, M]
+        memory = (act_bytes + state_bytes[:, None, :]).reshape(P, self.n)
+        ratio = memory / self.memory_capacity[perm]
+        overflow = ratio.max(axis=1)
+        return Evaluation(
+            seconds=total_seconds,
+            compute_seconds=row_compute[pick, slowest],
+            comm_seconds=row_comm[pick, slowest] + dp,
+            memory=memory,
+            feasible=overflow <= 1.0,
+            overflow=overflow,
+            device_seconds=device_seconds.reshape(P, self.n),
+            row_seconds=row_total,
+            dim_column_seconds=np.transpose((seconds @ self.layer_dim_onehot).max(axis=1),
+                                            (0, 2, 1)),
+        )
+
+    def evaluate_sizes(self, rows: int, cols: int, perm: Sequence[int],
+                       batch_sizes: Sequence[int], dim_sizes: dict) -> Evaluation:
+        """Evaluate one plan given its integer sizes (``dim_sizes``: dim name -> list)."""
+        D = self.dim_sizes.size
+        cs = np.ones((1, D, cols))
+        for j, name in enumerate(self.dim_names):
+            if name in dim_sizes:
+                cs[0, j, :] = dim_sizes[name]
+        return self.evaluate(rows, cols, np.asarray(perm)[None, :],
+                             np.asarray(batch_sizes)[None, :], cs)
+
+    def evaluate_plan(self, plan) -> Evaluation:
+        """Evaluate a :class:`meshpar.planning.plan.Plan` made for this model and cluster."""
+        axes = dict(plan.mesh_shape)
+        rows, cols = axes.get("batch", 1), axes.get("model", 1)
+        index = {d.device: i for i, d in enumerate(self.cluster.devices)}
+        try:
+            perm = [index[d] for d in plan.devices]
+        except KeyError as err:
+            raise ValueError(f"plan device {err} is not in the cluster") from err
+        batch_sizes = plan.split_sizes.get(self.model.batch_dim, [self.batch])
+        return self.evaluate_sizes(rows, cols, perm, batch_sizes, plan.split_sizes)
+
+
+def penalised(evaluation: Evaluation, weight: float = 10.0) -> np.ndarray:
+    """Fitness for search: seconds, times a penalty growing with memory overflow."""
+    excess = np.maximum(evaluation.overflow - 1.0, 0.0)
+    return evaluation.seconds * (1.0 + weight * excess) + np.where(excess > 0, 1e3, 0.0) \
+        * evaluation.seconds

@@ -1,0 +1,141 @@
+"""A model as data: the layer table the planner and the cost model read.
+
+Pure Python (no TensorFlow at import). A :class:`ModelDescription` is a list
+of :class:`Layer` rows. It can be written by hand, produced by a model module
+from its configuration (``meshpar.models.get(name).describe()``), or extracted
+from a built Mesh-TensorFlow graph by
+:func:`meshpar.core.graph_description.describe_mtf_graph`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Optional
+
+COMM_KINDS = (None, "allconcat", "allreduce")
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One layer of a model, per sample of the batch.
+
+    Attributes
+    ----------
+    name : str
+        Unique layer name (e.g. ``"s1b0_conv1"``).
+    kind : str
+        ``conv3d``, ``conv2d``, ``dense``, ``attention``, ``pool``, ``norm``, ...
+    flops : float
+        Forward FLOPs per sample (a multiply-add counts 2).
+    params : int
+        Number of trainable parameters.
+    in_elems, out_elems : int
+        Input and output activation elements per sample.
+    split_dim : str or None
+        Name of the tensor dimension that may be split over the model axis
+        (for convolutions: the output-filter dimension), or None.
+    split_size : int or None
+        Size of ``split_dim``.
+    comm : None, "allconcat" or "allreduce"
+        The collective on this layer's output when ``split_dim`` is split:
+        ``allconcat`` gathers filter-split outputs before the next layer;
+        ``allreduce`` sums partial results of a split contraction.
+    """
+
+    name: str
+    kind: str
+    flops: float
+    params: int = 0
+    in_elems: int = 0
+    out_elems: int = 0
+    split_dim: Optional[str] = None
+    split_size: Optional[int] = None
+    comm: Optional[str] = None
+
+    def __post_init__(self):
+        if not self.name:
+            raise ValueError("layer name must not be empty")
+        if self.flops < 0 or self.params < 0 or self.in_elems < 0 or self.out_elems < 0:
+            raise ValueError(f"layer {self.name!r}: sizes must be >= 0")
+        if (self.split_dim is None) != (self.split_size is None):
+            raise ValueError(
+                f"layer {self.name!r}: split_dim and split_size go together")
+        if self.split_size is not None and self.split_size < 1:
+            raise ValueError(f"layer {self.name!r}: split_size must be >= 1")
+        if self.comm not in COMM_KINDS:
+            raise ValueError(
+                f"layer {self.name!r}: comm must be one of {COMM_KINDS}, got {self.comm!r}")
+
+
+@dataclass(frozen=True)
+class ModelDescription:
+    """A model's layer table plus what a plan needs to know about it.
+
+    Attributes
+    ----------
+    name : str
+        Model name (``vgg-cifar``, ``resattnet3d-small``, ...).
+    layers : tuple of Layer
+    batch_dim : str
+        Name of the batch dimension (laid out on the data-parallel axis).
+    input_elems : int
+        Input elements per sample (what is fed to the first layer).
+    dtype_bytes : int
+        Bytes per element (4 for float32).
+    """
+
+    name: str
+    layers: tuple = field(default_factory=tuple)
+    batch_dim: str = "batch"
+    input_elems: int = 0
+    dtype_bytes: int = 4
+
+    def __post_init__(self):
+        names = [layer.name for layer in self.layers]
+        if len(set(names)) != len(names):
+            raise ValueError(f"model {self.name!r}: duplicate layer names")
+
+    @property
+    def flops(self) -> float:
+        """Forward FLOPs per sample."""
+        return float(sum(layer.flops for layer in self.layers))
+
+    @property
+    def params(self) -> int:
+        """Total parameter count over all layers."""
+        return int(sum(layer.params for layer in self.layers))
+
+    @property
+    def split_dims(self) -> dict:
+        """Tensor dimension name -> size, for every splittable dimension."""
+        return {layer.split_dim: layer.split_size
+                for layer in self.layers if layer.split_dim is not None}
+
+    def to_dict(self) -> dict:
+        """JSON-ready dict, the format :meth:`from_dict` reads."""
+        return {
+            "name": self.name,
+            "batch_dim": self.batch_dim,
+            "input_elems": self.input_elems,
+            "dtype_bytes": self.dtype_bytes,
+            "layers": [dataclasses.asdict(layer) for layer in self.layers],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "ModelDescription":
+        """Build from :meth:`to_dict`'s format; ValueError naming a missing field."""
+        try:
+            layers = tuple(Layer(**row) for row in data["layers"])
+            return cls(name=data["name"], layers=layers,
+                       batch_dim=data.get("batch_dim", "batch"),
+                       input_elems=int(data.get("input_elems", 0)),
+                       dtype_bytes=int(data.get("dtype_bytes", 4)))
+        except KeyError as err:
+            raise ValueError(f"model description is missing field {err}") from err
+        except TypeError as err:
+            raise ValueError(f"model description has a bad layer: {err}") from err
+
+    def to_json(self) -> str:
+        """The description as indented JSON text."""
+        return json.dumps(self.to_dict(), indent=2)

@@ -1,0 +1,107 @@
+"""JSON files with clear errors and atomic writes (pure Python).
+
+Cluster and plan files (:mod:`meshpar.planning.cluster`, :mod:`meshpar.planning.plan`) are read
+and written through these two functions:
+
+=====================  ==========================================================
+function               what
+=====================  ==========================================================
+``load_json``          parse a file; errors name the file and what is wrong
+``save_json_atomic``   write to a temporary file beside the target, then rename
+=====================  ==========================================================
+
+A write that fails part-way (full disk, a non-serialisable value, an
+interrupted process) leaves any existing file untouched: the new content
+replaces it with one :func:`os.replace`, which is atomic on POSIX and Windows
+within one directory.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+
+__all__ = ["load_json", "save_json_atomic"]
+
+
+def load_json(path, what: str = "JSON file"):
+    """Parse the JSON file ``path``.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+    what : str
+        How errors name the file, e.g. ``"plan file"`` gives
+        ``"plan file /tmp/p.json does not exist"``.
+
+    Raises
+    ------
+    FileNotFoundError
+        The file does not exist.
+    ValueError
+        The file is a directory, is not UTF-8 text or is not valid JSON; the
+        message names the file.
+
+    >>> load_json("/nonexistent.json", "plan file")
+    Traceback (most recent call last):
+    ...
+    FileNotFoundError: plan file /nonexistent.json does not exist
+    """
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{what} {path} does not exist")
+    if os.path.isdir(path):
+        raise ValueError(f"{what} {path} is a directory, not a file")
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{what} {path}: not valid JSON ({err})") from err
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{what} {path}: not UTF-8 text ({err})") from err
+
+
+def save_json_atomic(path, data, indent: int = 2) -> None:
+    """Write ``data`` as JSON to ``path`` (plus a final newline), atomically.
+
+    The text goes to a temporary file in the same directory, is flushed to
+    disk, and then renamed over ``path``; on any error the temporary file is
+    removed and an existing ``path`` is left as it was. The new file gets the
+    permissions of the file it replaces, else the usual ones for a new file
+    (``0o666`` less the umask).
+
+    Raises
+    ------
+    TypeError, ValueError
+        ``data`` is not JSON-serialisable (nothing is written).
+    OSError
+        The directory does not exist or is not writable.
+    """
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    text = json.dumps(data, indent=indent) + "\n"   # serialise before touching the disk
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".",
+                               suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, _mode_for(path))
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def _mode_for(path: str) -> int:
+    """Permissions of an existing ``path``, else 0o666 less the umask."""
+    try:
+        return os.stat(path).st_mode & 0o7777
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask

@@ -1,0 +1,231 @@
+"""A plan: mesh shape, layout, device order, split weights, and what it costs.
+
+Every planner (even, proportional, exact, ga) returns a :class:`Plan`, so two
+plans compare in one line (``a.predicted_step_seconds / b.predicted_step_seconds``).
+A plan is plain data (JSON); :meth:`meshpar.core.mesh_impl.HeterogeneousMeshImpl.from_plan`
+turns it into a mesh implementation (that, unlike this module, imports TensorFlow).
+
+========  ==========================  ==========================
+pnum      coordinate (batch, model)   device
+========  ==========================  ==========================
+0         (0, 0)                      ``devices[0]``
+1         (0, 1)                      ``devices[1]``
+M         (1, 0)                      ``devices[M]``
+========  ==========================  ==========================
+"""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Optional
+
+from meshpar.planning.jsonio import load_json, save_json_atomic
+
+
+
+def parse_mesh_shape(text: str, what: str = "mesh shape") -> tuple:
+    """``"batch:2;model:3"`` -> ``(("batch", 2), ("model", 3))``.
+
+    The one parser of Mesh-TensorFlow shape strings in meshpar (it imports no
+    TensorFlow, unlike ``mtf.convert_to_shape``). ValueError, prefixed with
+    ``what``, for an axis without a name or a size >= 1, repeated names, or
+    an empty string.
+    """
+    bad = f"{what}: bad shape {text!r}, expected e.g. batch:2;model:2"
+    axes = []
+    for part in filter(None, (p.strip() for p in str(text).split(";"))):
+        name, _, size = part.partition(":")
+        try:
+            axes.append((name.strip(), int(size)))
+        except ValueError:
+            raise ValueError(bad) from None
+        if not axes[-1][0] or axes[-1][1] < 1:
+            raise ValueError(f"{bad} (each axis needs a name and a size >= 1)")
+    if not axes:
+        raise ValueError(bad)
+    names = [name for name, _ in axes]
+    if len(set(names)) != len(names):
+        raise ValueError(f"{what}: axis names must differ, got {text!r}")
+    return tuple(axes)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Result of a planner (same fields whichever planner made it).
+
+    Attributes
+    ----------
+    method : str
+        ``even``, ``proportional``, ``exact`` or ``ga``.
+    model : str
+        Model name the plan was made for.
+    batch : int
+        Global batch size.
+    mesh_shape : tuple of (axis_name, size)
+        e.g. ``(("batch", 2), ("model", 3))``.
+    layout : tuple of (tensor_dim, mesh_axis)
+    devices : tuple of str
+        Device strings in pnum order (row-major over ``mesh_shape``).
+    split_weights : dict
+        Mesh axis -> weights per coordinate.
+    dim_split_weights : dict
+        Tensor dim -> weights per coordinate (overrides the axis weights).
+    split_sizes : dict
+        Tensor dim -> integer sizes per coordinate (from ``split_sizes``).
+    predicted_step_seconds : float
+        Cost-model step time.
+    planning_seconds : float
+        Wall time the planner took.
+    memory_per_device : tuple of float
+        Predicted bytes per device, pnum order.
+    feasible : bool
+        Every device within its memory.
+    history : tuple of float
+        Best predicted step time per generation (GA); one entry otherwise.
+    lower_bound_seconds : float
+        Total work / total peak speed of the cluster.
+    """
+
+    method: str
+    model: str
+    batch: int
+    mesh_shape: tuple
+    layout: tuple
+    devices: tuple
+    split_weights: dict = field(default_factory=dict)
+    dim_split_weights: dict = field(default_factory=dict)
+    split_sizes: dict = field(default_factory=dict)
+    predicted_step_seconds: float = math.nan
+    planning_seconds: float = 0.0
+    memory_per_device: tuple = ()
+    feasible: bool = True
+    history: tuple = ()
+    lower_bound_seconds: float = math.nan
+    extra: dict = field(default_factory=dict, compare=False)
+
+    def __post_init__(self):
+        shape = tuple((str(a), int(s)) for a, s in self.mesh_shape)
+        object.__setattr__(self, "mesh_shape", shape)
+        object.__setattr__(self, "layout", tuple((str(d), str(a)) for d, a in self.layout))
+        object.__setattr__(self, "devices", tuple(str(d) for d in self.devices))
+        object.__setattr__(self, "memory_per_device",
+                           tuple(float(m) for m in self.memory_per_device))
+        object.__setattr__(self, "history", tuple(float(h) for h in self.history))
+        n = math.prod(s for _, s in shape)
+        if len(self.devices) != n:
+            raise ValueError(f"plan: mesh {self.mesh_shape_string()} has {n} processors "
+                             f"but {len(self.devices)} devices are listed")
+        sizes = dict(shape)
+        for name, weights in list(self.split_weights.items()) + list(
+                self.dim_split_weights.items()):
+            axis = name if name in sizes else dict(self.layout).get(name)
+            if axis in sizes and len(weights) != sizes[axis]:
+                raise ValueError(f"plan: {len(weights)} weights for {name!r} but mesh axis "
+                                 f"{axis!r} has size {sizes[axis]}")
+
+    # -------------------------------------------------------------- strings
+    def mesh_shape_string(self) -> str:
+        """Mesh-TensorFlow shape string, e.g. ``batch:2;model:3``."""
+        return ";".join(f"{a}:{s}" for a, s in self.mesh_shape)
+
+    def layout_string(self) -> str:
+        """Mesh-TensorFlow layout string, e.g. ``batch:batch;conv1_filters:model``."""
+        return ";".join(f"{d}:{a}" for d, a in self.layout)
+
+    def summary(self) -> str:
+        """One line: method, mesh, predicted time."""
+        return (f"{self.method}: mesh {self.mesh_shape_string()}, predicted "
+                f"{self.predicted_step_seconds:.4g} s/step"
+                f"{'' if self.feasible else ' (INFEASIBLE: memory)'}, "
+                f"planned in {self.planning_seconds:.3g} s")
+
+    # ---------------------------------------------------------------- use
+    def check_compatible(self, model_name, n_devices: Optional[int] = None) -> None:
+        """Raise ValueError unless this plan was made for ``model_name`` (a name or
+        a tuple of a model's names: registry name, config name) on ``n_devices``."""
+        names = (model_name,) if isinstance(model_name, str) else tuple(model_name)
+        if self.model not in names:
+            raise ValueError(f"plan was made for model {self.model!r}, not {names[0]!r}")
+        if n_devices is not None and int(n_devices) != len(self.devices):
+            raise ValueError(f"plan is for {len(self.devices)} devices, "
+                             f"not {int(n_devices)}")
+
+    # ---------------------------------------------------------------- JSON
+    def to_dict(self) -> dict:
+        """JSON-ready dict of every field (NaN and infinity as null)."""
+        out = {
+            "method": self.method, "model": self.model, "batch": self.batch,
+            "mesh_shape": [[a, s] for a, s in self.mesh_shape],
+            "layout": [[d, a] for d, a in self.layout],
+            "devices": list(self.devices),
+            "split_weights": {k: [float(x) for x in v] for k, v in self.split_weights.items()},
+            "dim_split_weights": {k: [float(x) for x in v]
+                                  for k, v in self.dim_split_weights.items()},
+            "split_sizes": {k: [int(x) for x in v] for k, v in self.split_sizes.items()},
+            "predicted_step_seconds": _json_float(self.predicted_step_seconds),
+            "planning_seconds": float(self.planning_seconds),
+            "memory_per_device": list(self.memory_per_device),
+            "feasible": bool(self.feasible),
+            "history": [_json_float(h) for h in self.history],
+            "lower_bound_seconds": _json_float(self.lower_bound_seconds),
+        }
+        if self.extra:
+            out["extra"] = self.extra
+        return out
+
+    @classmethod
+    def from_dict(cls, data, source: str = "plan") -> "Plan":
+        """Build from :meth:`to_dict`'s format; ValueError naming ``source`` and the bad field."""
+        if not isinstance(data, dict):
+            raise ValueError(f"{source}: expected a JSON object, got {type(data).__name__}")
+        required = ("method", "model", "batch", "mesh_shape", "layout", "devices")
+        for key in required:
+            if key not in data:
+                raise ValueError(f"{source}: missing field {key!r}")
+        try:
+            return cls(
+                method=str(data["method"]), model=str(data["model"]), batch=int(data["batch"]),
+                mesh_shape=tuple((a, int(s)) for a, s in data["mesh_shape"]),
+                layout=tuple((d, a) for d, a in data["layout"]),
+                devices=tuple(data["devices"]),
+                split_weights={k: [float(x) for x in v]
+                               for k, v in data.get("split_weights", {}).items()},
+                dim_split_weights={k: [float(x) for x in v]
+                                   for k, v in data.get("dim_split_weights", {}).items()},
+                split_sizes={k: [int(x) for x in v]
+                             for k, v in data.get("split_sizes", {}).items()},
+                predicted_step_seconds=_float(data.get("predicted_step_seconds")),
+                planning_seconds=float(data.get("planning_seconds", 0.0)),
+                memory_per_device=tuple(data.get("memory_per_device", ())),
+                feasible=bool(data.get("feasible", True)),
+                history=tuple(_float(h) for h in data.get("history", ())),
+                lower_bound_seconds=_float(data.get("lower_bound_seconds")),
+                extra=dict(data.get("extra") or {}),
+            )
+        except ValueError as err:
+            raise ValueError(f"{source}: {err}") from err
+        except (TypeError, AttributeError) as err:
+            raise ValueError(f"{source}: malformed field ({err})") from err
+
+    def save(self, path) -> None:
+        """Write the JSON file atomically (an existing file is never left half-written)."""
+        save_json_atomic(path, self.to_dict())
+
+    @classmethod
+    def load(cls, path) -> "Plan":
+        """Read a plan JSON file (from :meth:`save` or ``meshpar plan --out``); ValueError
+        naming the file for bad content, FileNotFoundError if it is missing.
+        """
+        path = os.fspath(path)
+        data = load_json(path, "plan file")
+        return cls.from_dict(data, source=f"plan file {path}")
+
+
+def _json_float(x) -> Optional[float]:
+    x = float(x)
+    return None if math.isnan(x) or math.isinf(x) else x
+
+
+def _float(x) -> float:
+    return math.nan if x is None else float(x)

@@ -1,0 +1,57 @@
+"""Planners: every one returns a :class:`meshpar.planning.plan.Plan`.
+
+>>> from meshpar.planning.cluster import ClusterSpec
+>>> from meshpar.models import describe_model
+>>> model = describe_model("vgg-cifar")
+>>> cluster = ClusterSpec.from_speeds([1.0, 0.5, 0.3, 0.2])
+>>> plans = {m: plan(model, cluster, 32, method=m) for m in METHODS}
+>>> plans["ga"].predicted_step_seconds <= plans["proportional"].predicted_step_seconds
+True
+"""
+from __future__ import annotations
+
+import inspect
+from typing import Optional, Sequence
+
+from meshpar.planning.cluster import ClusterSpec
+from meshpar.planning.cost_model import CostModel
+from meshpar.planning.description import ModelDescription
+from meshpar.planning.plan import Plan
+from meshpar.planning.planners.even import plan_even
+from meshpar.planning.planners.exact import plan_exact
+from meshpar.planning.planners.ga import plan_ga
+from meshpar.planning.planners.proportional import plan_proportional
+
+PLANNERS = {
+    "even": plan_even,
+    "proportional": plan_proportional,
+    "exact": plan_exact,
+    "ga": plan_ga,
+}
+METHODS = tuple(PLANNERS)
+
+__all__ = ["plan", "METHODS", "plan_even", "plan_proportional", "plan_exact", "plan_ga"]
+
+
+def plan(model: ModelDescription, cluster: ClusterSpec, batch: int, method: str = "ga",
+         seed: int = 0, shapes: Optional[Sequence[tuple]] = None, **options) -> Plan:
+    """Plan ``model`` on ``cluster`` for a global ``batch`` with ``method``.
+
+    ``method`` is one of ``even``, ``proportional``, ``exact``, ``ga``;
+    ``shapes`` restricts the mesh shapes ``(R, M)`` searched; other keyword
+    options go to the planner (e.g. ``population``, ``generations`` for ga); an
+    option the planner does not take is a ValueError, never silently ignored.
+    ``seed`` matters to the planners that draw random numbers (ga).
+    """
+    if method not in PLANNERS:
+        raise ValueError(f"unknown planning method {method!r}; choose from "
+                         f"{', '.join(METHODS)}")
+    planner = PLANNERS[method]
+    accepted = inspect.signature(planner).parameters
+    unknown = sorted(set(options) - set(accepted) | ({"cost"} & set(options)))
+    if unknown:
+        raise ValueError(f"planning method {method!r} takes no option(s) {', '.join(unknown)}")
+    if "seed" in accepted:
+        options["seed"] = seed
+    cost = CostModel(model, cluster, batch)
+    return planner(model, cluster, batch, shapes=shapes, cost=cost, **options)

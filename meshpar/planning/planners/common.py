@@ -1,0 +1,129 @@
+"""Pieces every planner shares: mesh shapes, the speed-sorted placement,
+proportional weights, and turning a chromosome into a :class:`Plan`."""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import numpy as np
+
+from meshpar.planning.cost_model import CostModel
+from meshpar.planning.plan import Plan
+from meshpar.core.splits import split_sizes
+
+BATCH_AXIS = "batch"
+MODEL_AXIS = "model"
+
+
+def representative_speeds(cost: CostModel) -> np.ndarray:
+    """Each device's FLOP/s at the work size of an even share of a training step."""
+    size = 3.0 * cost.model.flops * cost.batch / cost.n
+    return cost.cluster.speeds_at(max(size, 1.0))
+
+
+def sorted_placement(speeds: np.ndarray, rows: int, cols: int,
+                     by_rows: bool = False) -> np.ndarray:
+    """Devices at each pnum so that columns are alike inside and rows alike each other.
+
+    Devices sorted fastest first fill the grid column by column: column 0
+    takes the R fastest, column 1 the next R, ... Each row then holds one
+    device of every speed band (rows alike), and every column holds devices of
+    near-equal speed (so one share per column suits all of them).
+    With ``by_rows`` the sorted devices fill row by row instead (fast rows and
+    slow rows, balanced by the batch split): the other natural arrangement.
+    """
+    order = np.argsort(-np.asarray(speeds), kind="stable")
+    if by_rows:
+        return order.copy()
+    grid = order.reshape(cols, rows).T  # grid[r, m] = order[m*R + r]
+    return grid.reshape(-1)
+
+
+def proportional_weights(speeds: np.ndarray, perm: np.ndarray, rows: int, cols: int):
+    """Per-axis weights balancing the grid ``perm`` for devices of ``speeds``.
+
+    Model-axis weight of a column = its slowest device's speed (every device of
+    a column gets that share). Batch-axis weight of a row = the rate at which
+    the row finishes with those shares: ``1 / max_m (w_m / speed[r, m])``.
+    """
+    s = np.asarray(speeds, dtype=float)[np.asarray(perm)].reshape(rows, cols)
+    model_w = s.min(axis=0)
+    model_w = model_w / model_w.sum()
+    batch_w = 1.0 / (model_w[None, :] / s).max(axis=1)
+    batch_w = batch_w / batch_w.sum()
+    return batch_w, model_w
+
+
+def build_plan(method: str, cost: CostModel, rows: int, cols: int, perm: Sequence[int],
+               batch_weights: Sequence[float], model_weights: Sequence[float],
+               dim_weights: Optional[dict] = None, planning_seconds: float = 0.0,
+               history: Sequence[float] = (), extra: Optional[dict] = None) -> Plan:
+    """Make a Plan from a chromosome, with integer sizes from :func:`split_sizes`."""
+    model = cost.model
+    perm = [int(i) for i in perm]
+    batch_weights = [float(w) for w in batch_weights]
+    model_weights = [float(w) for w in model_weights]
+    dim_weights = {k: [float(x) for x in v] for k, v in (dim_weights or {}).items()}
+    layout = [(model.batch_dim, BATCH_AXIS)]
+    sizes = {model.batch_dim: split_sizes(cost.batch, batch_weights, model.batch_dim)}
+    active = cost.active_dims(cols)
+    for name, size, on in zip(cost.dim_names, cost.dim_sizes, active):
+        if not on:
+            continue
+        layout.append((name, MODEL_AXIS))
+        sizes[name] = split_sizes(int(size), dim_weights.get(name, model_weights), name)
+    dim_weights = {k: v for k, v in dim_weights.items() if k in sizes}
+    ev = cost.evaluate_sizes(rows, cols, perm, sizes[model.batch_dim], sizes)
+    return Plan(
+        method=method, model=model.name, batch=cost.batch,
+        mesh_shape=((BATCH_AXIS, rows), (MODEL_AXIS, cols)),
+        layout=tuple(layout),
+        devices=tuple(cost.cluster.devices[i].device for i in perm),
+        split_weights={BATCH_AXIS: batch_weights, MODEL_AXIS: model_weights},
+        dim_split_weights=dim_weights,
+        split_sizes=sizes,
+        predicted_step_seconds=float(ev.seconds[0]),
+        planning_seconds=float(planning_seconds),
+        memory_per_device=tuple(float(m) for m in ev.memory[0]),
+        feasible=bool(ev.feasible[0]),
+        history=tuple(history) if history else (float(ev.seconds[0]),),
+        lower_bound_seconds=cost.lower_bound(),
+        extra=dict(extra or {}),
+    )
+
+
+def better(a: Plan, b: Plan) -> bool:
+    """True if plan ``a`` beats ``b``: feasible first, then faster."""
+    return (a.feasible, -a.predicted_step_seconds) > (b.feasible, -b.predicted_step_seconds)
+
+
+def allowed_shapes(cost: CostModel, shapes: Optional[Sequence[tuple]] = None) -> list:
+    """Mesh shapes ``(R, M)`` to search: all the cost model allows, or ``shapes``
+    (checked: ``R * M`` must be the device count and ``R <= batch``)."""
+    if shapes is None:
+        return cost.shapes()
+    out = []
+    for shape in shapes:
+        try:
+            rows, cols = (int(x) for x in shape)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"mesh shape must be (rows, cols), got {shape!r}") from err
+        if rows < 1 or cols < 1 or rows * cols != cost.n:
+            raise ValueError(f"mesh shape {rows}x{cols} does not have {cost.n} devices")
+        if rows > cost.batch:
+            raise ValueError(f"mesh shape {rows}x{cols}: {rows} batch rows but batch "
+                             f"is only {cost.batch}")
+        out.append((rows, cols))
+    if not out:
+        raise ValueError("no mesh shapes to search")
+    return out
+
+
+def best_over_shapes(method: str, cost: CostModel, make,
+                     shapes: Optional[Sequence[tuple]] = None) -> Plan:
+    """Build ``make(rows, cols) -> Plan`` for every allowed mesh shape, keep the best."""
+    best = None
+    for rows, cols in allowed_shapes(cost, shapes):
+        candidate = make(rows, cols)
+        if best is None or better(candidate, best):
+            best = candidate
+    return best

@@ -1,0 +1,40 @@
+"""Mesh-TensorFlow's even split: equal shares, devices in the order given.
+
+The mesh shape is chosen like the other planners do (every factorisation
+``batch:R;model:M`` of the device count that the batch allows, the one the
+cost model predicts fastest), so the comparison isolates the split. Unlike
+Mesh-TensorFlow, a dimension need not be divisible by its mesh axis: sizes
+come from :func:`meshpar.core.splits.even_sizes` (largest remainder).
+"""
+from __future__ import annotations
+
+import time
+from typing import Optional, Sequence
+
+import numpy as np
+
+from meshpar.planning.cluster import ClusterSpec
+from meshpar.planning.cost_model import CostModel
+from meshpar.planning.description import ModelDescription
+from meshpar.planning.plan import Plan
+from meshpar.planning.planners.common import best_over_shapes, build_plan
+
+
+def plan_even(model: ModelDescription, cluster: ClusterSpec, batch: int,
+              shapes: Optional[Sequence[tuple]] = None, cost: Optional[CostModel] = None) -> Plan:
+    """Equal weights on both axes; identity device order; best mesh shape."""
+    t0 = time.perf_counter()
+    cost = cost or CostModel(model, cluster, batch)
+    identity = np.arange(cost.n)
+
+    def make(rows, cols):
+        return build_plan("even", cost, rows, cols, identity, [1.0] * rows, [1.0] * cols)
+
+    best = best_over_shapes("even", cost, make, shapes)
+    return _timed(best, t0)
+
+
+def _timed(plan: Plan, t0: float) -> Plan:
+    import dataclasses
+
+    return dataclasses.replace(plan, planning_seconds=time.perf_counter() - t0)

@@ -1,0 +1,346 @@
+"""GABRA: a genetic algorithm for mesh shape, device placement and split weights.
+
+Chromosome (one row per individual of the population arrays):
+
+==========  ===============  ===================================================
+gene        array            meaning
+==========  ===============  ===================================================
+shape       ``shape[P]``     index into the allowed mesh shapes ``(R, M)``
+placement   ``perm[P, n]``   device index at each pnum (row-major over R x M)
+batch w.    ``bw[P, n]``     weights of the R rows (first R entries used)
+model w.    ``mw[P, K, n]``  weights of the M columns; ``K`` = one per split dim
+                             (``per_layer=True``) or one shared by all dims
+==========  ===============  ===================================================
+
+Operators: tournament selection; order crossover (OX) and swap mutation for
+the placement; blend crossover (BLX-alpha, in log space so weights stay
+positive) and Gaussian mutation for the weights; a unit move (one filter or
+sample from one coordinate to another, on the integer lattice); a rebalancing mutation that
+scales each weight by (mean time / its coordinate's time) from the parent's
+evaluation (a memetic step toward equal finish times); a shape mutation that
+re-seeds from the proportional chromosome of another mesh shape; elitism.
+The population starts from the proportional plan of every mesh shape, so with
+elitism the result is never worse than proportional. The whole population is
+evaluated by the vectorised cost model, one call per mesh shape present.
+Reproducible: all randomness comes from ``numpy.random.default_rng(seed)``
+(a ``time_limit`` that cuts the run short is the one source of variation).
+"""
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+from typing import Optional, Sequence
+
+import numpy as np
+
+from meshpar.planning.cluster import ClusterSpec
+from meshpar.planning.cost_model import CostModel, penalised, split_sizes_batch
+from meshpar.planning.description import ModelDescription
+from meshpar.planning.plan import Plan
+from meshpar.planning.planners.common import (allowed_shapes, better, build_plan, proportional_weights,
+                                    representative_speeds, sorted_placement)
+from meshpar.planning.planners.proportional import plan_proportional
+
+
+@dataclasses.dataclass
+class _Population:
+    shape: np.ndarray   # [P]
+    perm: np.ndarray    # [P, n]
+    bw: np.ndarray      # [P, n] log weights
+    mw: np.ndarray      # [P, K, n] log weights
+
+    def take(self, idx) -> "_Population":
+        return _Population(self.shape[idx].copy(), self.perm[idx].copy(),
+                           self.bw[idx].copy(), self.mw[idx].copy())
+
+    @staticmethod
+    def concat(parts) -> "_Population":
+        return _Population(*(np.concatenate([getattr(p, f) for p in parts])
+                             for f in ("shape", "perm", "bw", "mw")))
+
+
+class _Problem:
+    """The cost model seen through chromosomes."""
+
+    def __init__(self, cost: CostModel, shapes: list, per_layer: bool):
+        self.cost = cost
+        self.shapes = shapes
+        self.n = cost.n
+        self.D = cost.dim_sizes.size
+        self.K = max(self.D, 1) if per_layer else 1
+        self.per_layer = per_layer
+        self.speeds = representative_speeds(cost)
+        # Seeds: per shape, the proportional chromosome (devices sorted into
+        # columns) and the row-sorted variant; index 2*s and 2*s + 1.
+        self.seed_shape, self.seed_perm, self.seed_bw, self.seed_mw = [], [], [], []
+        for s, (rows, cols) in enumerate(shapes):
+            for by_rows in (False, True):
+                perm = sorted_placement(self.speeds, rows, cols, by_rows=by_rows)
+                bw, mw = self.proportional_genes(perm, rows, cols)
+                self.seed_shape.append(s)
+                self.seed_perm.append(perm)
+                self.seed_bw.append(bw)
+                self.seed_mw.append(mw)
+
+    def proportional_genes(self, perm: np.ndarray, rows: int, cols: int):
+        """Log weights of the proportional split for placement ``perm``."""
+        b, m = proportional_weights(self.speeds, perm, rows, cols)
+        bw = np.zeros(self.n)
+        bw[:rows] = np.log(b)
+        mw = np.zeros((self.K, self.n))
+        mw[:, :cols] = np.log(m)[None, :]
+        return bw, mw
+
+    def seeds(self, idx) -> _Population:
+        """Seed chromosomes ``idx`` (see ``__init__``)."""
+        idx = np.asarray(idx, dtype=np.int64)
+        return _Population(np.array([self.seed_shape[i] for i in idx], dtype=np.int64),
+                           np.stack([self.seed_perm[i] for i in idx]),
+                           np.stack([self.seed_bw[i] for i in idx]),
+                           np.stack([self.seed_mw[i] for i in idx]))
+
+    def rebalance_placement(self, pop: _Population, which) -> None:
+        """Reset the weights of individuals ``which`` to proportional for their placement."""
+        for c in which:
+            rows, cols = self.shapes[pop.shape[c]]
+            pop.bw[c], pop.mw[c] = self.proportional_genes(pop.perm[c], rows, cols)
+
+    def sizes(self, pop: _Population, idx: np.ndarray, rows: int, cols: int):
+        bsz = split_sizes_batch(self.cost.batch, np.exp(pop.bw[idx, :rows]))
+        csz = np.ones((idx.size, self.D, cols), dtype=np.int64)
+        for d, on in enumerate(self.cost.active_dims(cols)):
+            if on:
+                k = d if self.per_layer else 0
+                csz[:, d, :] = split_sizes_batch(int(self.cost.dim_sizes[d]),
+                                                 np.exp(pop.mw[idx, k, :cols]))
+        return bsz, csz
+
+    def unit_move(self, pop: _Population, which: np.ndarray, rng) -> None:
+        """Move one unit of one split (batch or a dim) between two coordinates.
+
+        The weights become the new integer sizes, which ``split_sizes`` maps
+        back to exactly those sizes: a step on the integer lattice.
+        """
+        for c in which:
+            rows, cols = self.shapes[pop.shape[c]]
+            genes = ([("b", rows)] if rows > 1 else [])
+            active = np.nonzero(self.cost.active_dims(cols))[0] if cols > 1 else []
+            genes += [("m", d) for d in (active if self.per_layer else active[:1])]
+            if not genes:
+                continue
+            kind, g = genes[rng.integers(len(genes))]
+            if kind == "b":
+                logw, total, k = pop.bw[c, :rows], self.cost.batch, rows
+            else:
+                logw, total, k = pop.mw[c, g if self.per_layer else 0, :cols], \
+                    int(self.cost.dim_sizes[g]), cols
+            sizes = split_sizes_batch(total, np.exp(logw)[None, :])[0]
+            i, j = rng.choice(k, size=2, replace=False)
+            if sizes[j] <= 1:
+                continue
+            sizes[i] += 1
+            sizes[j] -= 1
+            logw[:] = np.log(sizes)
+
+    def evaluate(self, pop: _Population):
+        """Fitness [P], seconds [P], and rebalanced log weights (bw, mw) per individual."""
+        P = pop.shape.size
+        fitness = np.empty(P)
+        seconds = np.empty(P)
+        new_bw, new_mw = pop.bw.copy(), pop.mw.copy()
+        for s in np.unique(pop.shape):
+            idx = np.nonzero(pop.shape == s)[0]
+            rows, cols = self.shapes[s]
+            bsz, csz = self.sizes(pop, idx, rows, cols)
+            ev = self.cost.evaluate(rows, cols, pop.perm[idx], bsz, csz)
+            fitness[idx] = penalised(ev)
+            seconds[idx] = ev.seconds
+            # Rebalancing proposal: weight *= mean time / own time.
+            t = np.maximum(ev.row_seconds, 1e-30)
+            new_bw[idx, :rows] += np.log(t.mean(axis=1, keepdims=True) / t)
+            active = self.cost.active_dims(cols)
+            if active.any():
+                tc = np.maximum(ev.dim_column_seconds, 1e-30)  # [p, D, M]
+                step = np.log(tc.mean(axis=2, keepdims=True) / tc)
+                if self.per_layer:
+                    new_mw[idx, :, :cols] += np.where(active[None, :, None], step, 0.0)
+                else:
+                    new_mw[idx, 0, :cols] += step[:, active, :].mean(axis=1)
+        return fitness, seconds, new_bw, new_mw
+
+
+def order_crossover(a: np.ndarray, b: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """OX: keep a random slice of ``a``, fill the rest in ``b``'s order from the cut."""
+    n = a.size
+    i, j = np.sort(rng.choice(n + 1, size=2, replace=False))
+    child = np.empty_like(a)
+    child[i:j] = a[i:j]
+    taken = np.zeros(n, dtype=bool)
+    taken[a[i:j]] = True
+    rest = np.roll(b, -j)
+    rest = rest[~taken[rest]]
+    positions = np.roll(np.arange(n), -j)
+    positions = positions[(positions < i) | (positions >= j)]
+    child[positions] = rest
+    return child
+
+
+def plan_ga(model: ModelDescription, cluster: ClusterSpec, batch: int, seed: int = 0,
+            population: int = 32, generations: int = 200, per_layer: bool = True,
+            tournament: int = 3, elite: int = 2, crossover_rate: float = 0.8,
+            blend_alpha: float = 0.3, weight_sigma: float = 0.05, weight_rate: float = 0.3,
+            swap_rate: float = 0.3, balance_rate: float = 0.2, unit_rate: float = 0.4,
+            shape_rate: float = 0.05,
+            time_limit: Optional[float] = None, shapes: Optional[Sequence[tuple]] = None,
+            cost: Optional[CostModel] = None, progress: bool = False) -> Plan:
+    """Run GABRA; return the best plan found (never worse than proportional).
+
+    Parameters
+    ----------
+    seed : int
+        Seed of the numpy Generator; same seed, same plan.
+    population, generations : int
+        Population size (raised to the number of mesh shapes if smaller) and
+        number of generations.
+    per_layer : bool
+        One weight vector per split dimension (per-layer ratios) instead of
+        one per mesh axis.
+    time_limit : float, optional
+        Stop after this many seconds (the result then depends on timing).
+    progress : bool
+        Show a tqdm bar on stderr.
+    """
+    t0 = time.perf_counter()
+    for name, value in (("population", population), ("generations", generations)):
+        if int(value) < 1:
+            raise ValueError(f"{name} must be >= 1, got {value}")
+    cost = cost or CostModel(model, cluster, batch)
+    shape_list = allowed_shapes(cost, shapes)
+    problem = _Problem(cost, shape_list, per_layer)
+    rng = np.random.default_rng(seed)
+    n, S = cost.n, len(shape_list)
+    n_seeds = 2 * S
+    P = max(int(population), n_seeds + S + 2)
+    elite = min(max(int(elite), 1), P - S - 1)
+
+    # Initial population: the seed chromosomes of every shape, then mutants of them.
+    pop = problem.seeds(np.arange(n_seeds))
+    extra = problem.seeds(rng.integers(0, n_seeds, size=P - n_seeds))
+    _mutate_weights(extra, rng, weight_sigma * 3, 1.0)
+    _swap(extra, rng, np.ones(P - n_seeds, dtype=bool))
+    pop = _Population.concat([pop, extra])
+
+    history = []
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=int(generations), desc="ga", unit="gen", file=sys.stderr, leave=False)
+    fitness, seconds, bal_bw, bal_mw = problem.evaluate(pop)
+    generation = 0
+    for generation in range(int(generations)):
+        order = np.argsort(fitness, kind="stable")
+        history.append(float(seconds[order[0]]))
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix(best=f"{seconds[order[0]]:.4g}s")
+        if time_limit is not None and time.perf_counter() - t0 > time_limit:
+            break
+        # Elites: the best `elite` overall plus the best of every shape (niches,
+        # so a shape that needs several coordinated changes is not lost early).
+        keep = list(order[:elite])
+        for s in range(S):
+            members = order[pop.shape[order] == s]
+            if members.size and members[0] not in keep:
+                keep.append(members[0])
+        keep = np.array(keep, dtype=np.int64)
+        n_child = P - keep.size
+        a = _tournament(fitness, n_child, tournament, rng)
+        b = _tournament(fitness, n_child, tournament, rng)
+        child = pop.take(a)
+        cross = rng.random(n_child) < crossover_rate
+        for c in np.nonzero(cross)[0]:
+            child.perm[c] = order_crossover(pop.perm[a[c]], pop.perm[b[c]], rng)
+        same = cross & (pop.shape[a] == pop.shape[b])
+        if same.any():
+            u = rng.uniform(-blend_alpha, 1 + blend_alpha, size=(same.sum(), n))
+            child.bw[same] = pop.bw[a[same]] + u * (pop.bw[b[same]] - pop.bw[a[same]])
+            u = rng.uniform(-blend_alpha, 1 + blend_alpha, size=(same.sum(), problem.K, n))
+            child.mw[same] = pop.mw[a[same]] + u * (pop.mw[b[same]] - pop.mw[a[same]])
+        balance = rng.random(n_child) < balance_rate
+        child.bw[balance] = bal_bw[a[balance]]
+        child.mw[balance] = bal_mw[a[balance]]
+        _mutate_weights(child, rng, weight_sigma, weight_rate, skip=balance)
+        problem.unit_move(child, np.nonzero(rng.random(n_child) < unit_rate)[0], rng)
+        swapped = rng.random(n_child) < swap_rate
+        _swap(child, rng, swapped)
+        problem.rebalance_placement(child, np.nonzero(swapped & (rng.random(n_child) < 0.5))[0])
+        reshape = np.nonzero(rng.random(n_child) < shape_rate)[0] if S > 1 else []
+        for c in reshape:
+            new = (child.shape[c] + rng.integers(1, S)) % S
+            fresh = problem.seeds([2 * new + rng.integers(2)])
+            child.shape[c], child.perm[c] = new, fresh.perm[0]
+            child.bw[c], child.mw[c] = fresh.bw[0], fresh.mw[0]
+        child_fit, child_sec, child_bbw, child_bmw = problem.evaluate(child)
+        pop = _Population.concat([pop.take(keep), child])
+        fitness = np.concatenate([fitness[keep], child_fit])
+        seconds = np.concatenate([seconds[keep], child_sec])
+        bal_bw = np.concatenate([bal_bw[keep], child_bbw])
+        bal_mw = np.concatenate([bal_mw[keep], child_bmw])
+    else:
+        order = np.argsort(fitness, kind="stable")
+        history.append(float(seconds[order[0]]))
+    if bar is not None:
+        bar.close()
+
+    best = int(np.argsort(fitness, kind="stable")[0])
+    rows, cols = shape_list[pop.shape[best]]
+    bw = np.exp(pop.bw[best, :rows])
+    mw = np.exp(pop.mw[best, :, :cols])
+    active = cost.active_dims(cols)
+    dim_weights = {}
+    if per_layer:
+        dim_weights = {name: list(mw[d]) for d, name in enumerate(cost.dim_names) if active[d]}
+    axis_w = list(mw[int(np.argmax(active))]) if (per_layer and active.any()) else list(mw[0])
+    elapsed = time.perf_counter() - t0
+    result = build_plan("ga", cost, rows, cols, pop.perm[best], bw, axis_w, dim_weights,
+                        history=history,
+                        extra={"generations": len(history), "population": P, "seed": seed})
+    baseline = plan_proportional(model, cluster, batch, shapes=shape_list, cost=cost)
+    if better(baseline, result):  # only on float ties of the integer rounding
+        result = dataclasses.replace(baseline, method="ga", history=tuple(history),
+                                     extra=result.extra)
+    return dataclasses.replace(result, planning_seconds=elapsed)
+
+
+def _tournament(fitness: np.ndarray, count: int, size: int, rng) -> np.ndarray:
+    entrants = rng.integers(0, fitness.size, size=(count, max(1, size)))
+    return entrants[np.arange(count), np.argmin(fitness[entrants], axis=1)]
+
+
+def _mutate_weights(pop: _Population, rng, sigma: float, rate: float, skip=None) -> None:
+    mask_b = rng.random(pop.bw.shape) < rate
+    mask_m = rng.random(pop.mw.shape) < rate
+    if skip is not None:
+        mask_b[skip] = False
+        mask_m[skip] = False
+    pop.bw += mask_b * rng.normal(0.0, sigma, size=pop.bw.shape)
+    pop.mw += mask_m * rng.normal(0.0, sigma, size=pop.mw.shape)
+
+
+def _swap(pop: _Population, rng, which: np.ndarray) -> None:
+    """Swap mutation: 1 + Poisson(1) random position swaps in each selected individual."""
+    rows = np.nonzero(which)[0]
+    if rows.size == 0:
+        return
+    n = pop.perm.shape[1]
+    if n < 2:
+        return
+    swaps = 1 + rng.poisson(1.0, size=rows.size)
+    for k in range(int(swaps.max())):
+        r = rows[swaps > k]
+        i = rng.integers(0, n, size=r.size)
+        j = rng.integers(0, n, size=r.size)
+        pi, pj = pop.perm[r, i].copy(), pop.perm[r, j].copy()
+        pop.perm[r, i], pop.perm[r, j] = pj, pi

@@ -1,0 +1,211 @@
+"""The training process as a member of a TensorFlow gRPC cluster.
+
+Workers (``meshpar worker`` or :class:`~meshpar.runtime.local_cluster.LocalCluster`)
+hold the mesh's slices. The training process starts its own in-process
+server and joins them as job ``client`` through TensorFlow's ClusterSpec
+propagation (the session's ``ConfigProto.cluster_def``). So the input
+pipeline, Python functions included (the NIfTI reader runs in
+``tf.numpy_function``), the master variables and the checkpoints stay in this
+process, while every slice computes on its worker.
+
+>>> client = ClusterClient(["10.0.0.1:2222", "10.0.0.2:2222"])    # doctest: +SKIP
+>>> client.devices
+['/job:worker/task:0/device:CPU:0', '/job:worker/task:1/device:CPU:0']
+"""
+from __future__ import annotations
+
+import _thread
+import contextlib
+import re
+import socket
+import threading
+from typing import Optional, Sequence
+
+CLIENT_JOB = "client"
+
+
+class ClusterFailure(RuntimeError):
+    """A worker of the cluster is unreachable or died during a run."""
+
+
+def unreachable_reason(address: str, timeout: float = 2.0) -> Optional[str]:
+    """Why ``host:port`` does not accept a TCP connection within ``timeout``
+    seconds (a malformed address, a refusal, no answer), or None if it does."""
+    host, sep, port = str(address).rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        return "not a 'host:port' address"
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout):
+            return None
+    except socket.timeout:
+        return f"no answer within {timeout:g} s"
+    except OSError as err:
+        return err.strerror or type(err).__name__
+
+
+def check_address_reachable(address: str, timeout: float = 5.0, what: str = "worker") -> None:
+    """ValueError naming ``address`` if it does not accept a TCP connection
+    within ``timeout`` seconds (see :func:`meshpar.runtime.client.unreachable_reason`)."""
+    reason = unreachable_reason(address, timeout)
+    if reason == "not a 'host:port' address":
+        raise ValueError(f"{what} address {address!r} is not 'host:port'")
+    if reason is not None:
+        raise ValueError(f"{what} at {address} is unreachable: {reason} "
+                         f"(is `meshpar worker` running there?)")
+
+
+_WORKER_DEVICE = re.compile(
+    r"^/job:worker(?:/replica:0)?/task:(\d+)(?:/device:([A-Za-z]+:\d+))?$")
+
+
+def parse_worker_device(name: str) -> tuple:
+    """``"/job:worker/task:1/device:GPU:0"`` -> ``(1, "GPU:0")``; ``(1, None)``
+    without a device part; ``(None, None)`` for anything that is not a worker task."""
+    match = _WORKER_DEVICE.match(str(name).strip())
+    if not match:
+        return None, None
+    return int(match.group(1)), match.group(2)
+
+
+def probe(addresses: Sequence[str], timeout: float = 2.0) -> list:
+    """``[(task, address)]`` of the addresses that refuse a TCP connection."""
+    return [(i, address) for i, address in enumerate(addresses)
+            if unreachable_reason(address, timeout) is not None]
+
+
+def describe_down(down) -> str:
+    """``[(task, address)]`` from :func:`probe` as text, e.g. ``"worker 1 at h1:2222"``."""
+    return ", ".join(f"worker {i} at {address}" for i, address in down)
+
+
+class ClusterClient:
+    """Join workers at ``addresses`` as job ``client``; see the module docstring.
+
+    Parameters
+    ----------
+    addresses : list of "host:port"
+        The ``worker`` job, task i at ``addresses[i]``.
+    device_type : "CPU" or "GPU"
+        Device of each worker that holds its slice.
+    check : bool
+        Probe every worker first and raise :class:`ClusterFailure` naming the
+        unreachable ones (instead of hanging in session creation).
+    timeout_s : float
+        Longest an operation may wait (``operation_timeout_in_ms``): a step
+        blocked on a dead worker fails after it instead of hanging.
+    """
+
+    def __init__(self, addresses: Sequence[str], device_type: str = "CPU", check: bool = True,
+                 timeout_s: float = 300.0):
+        if not timeout_s > 0:
+            raise ValueError(f"worker timeout must be > 0 seconds, got {timeout_s}")
+        self.timeout_ms = int(timeout_s * 1000)
+        import tensorflow.compat.v1 as tf
+
+        self.addresses = list(addresses)
+        if not self.addresses:
+            raise ValueError("the cluster has no workers")
+        if check:
+            down = probe(self.addresses)
+            if down:
+                raise ClusterFailure(f"cannot reach {describe_down(down)}")
+        self.server = tf.distribute.Server.create_local_server()
+        own = self.server.target.replace("grpc://", "")
+        self.cluster_spec = tf.train.ClusterSpec({CLIENT_JOB: [own], "worker": self.addresses})
+        self.devices = [f"/job:worker/task:{i}/device:{device_type}:0"
+                        for i in range(len(self.addresses))]
+        self.client_device = f"/job:{CLIENT_JOB}/task:0/device:CPU:0"
+
+    @property
+    def target(self) -> str:
+        """Session target: this process's own server, the master of the session."""
+        return self.server.target
+
+    def session_config(self, base=None, timeout_ms: Optional[int] = None):
+        """``base`` (a ConfigProto) plus this cluster's ``cluster_def`` and the
+        operation timeout."""
+        import tensorflow.compat.v1 as tf
+
+        config = tf.ConfigProto()
+        if base is not None:
+            config.CopyFrom(base)
+        config.cluster_def.CopyFrom(self.cluster_spec.as_cluster_def())
+        config.operation_timeout_in_ms = self.timeout_ms if timeout_ms is None else timeout_ms
+        return config
+
+    def down_workers(self, timeout: float = 2.0) -> list:
+        """``[(task, address)]`` of the workers that do not accept a TCP connection now."""
+        return probe(self.addresses, timeout)
+
+    @contextlib.contextmanager
+    def watch(self, interval: float = 2.0, on_stuck=None, grace: float = 10.0):
+        """Within: a thread probes the workers every ``interval`` seconds and,
+        when one stops answering, interrupts the main thread, which raises
+        :class:`ClusterFailure` naming it.
+
+        TF cannot always be interrupted: after a worker dies, the monitored
+        session retries it and ``Session.close`` can block in C for good. If
+        the main thread has not come back ``grace`` seconds after the
+        interrupt, ``on_stuck(failure)`` is called from the watching thread
+        (a command line tool reports and exits there)."""
+        stop = threading.Event()
+        self.lost = []
+
+        def probe_loop():
+            while not stop.wait(interval):
+                down = self.down_workers(timeout=interval)
+                if down and not stop.is_set():
+                    self.lost = down
+                    _thread.interrupt_main()
+                    if on_stuck is not None and not stop.wait(grace):
+                        on_stuck(ClusterFailure(f"{describe_down(down)} stopped answering"))
+                    return
+
+        thread = threading.Thread(target=probe_loop, name="meshpar-watch", daemon=True)
+        thread.start()
+        try:
+            yield self
+        except KeyboardInterrupt:
+            if self.lost:
+                raise ClusterFailure(f"{describe_down(self.lost)} stopped answering") from None
+            raise
+        finally:
+            stop.set()
+            thread.join(timeout=interval + 3)
+
+    def place(self, plan_devices: Sequence[str], keep_device_type: bool = True) -> list:
+        """The worker device of each of a plan's devices, in the plan's (pnum) order.
+
+        A plan names its devices ``/job:worker/task:i[/device:TYPE:k]`` (as
+        ``meshpar profile --cluster`` and ``ClusterSpec.from_speeds`` write
+        them); each is matched to task ``i`` of this cluster by name, so a plan
+        that puts task 1 first puts pnum 0 on task 1. The device part, when
+        the plan gives one and ``keep_device_type``, is kept; else this
+        client's device type is used.
+        ValueError (one line) for a device that is not a task of this cluster,
+        or a plan that names a task twice.
+        """
+        placed, seen = [], {}
+        for pnum, name in enumerate(plan_devices):
+            task, device = parse_worker_device(name)
+            if task is None or not 0 <= task < len(self.addresses):
+                raise ValueError(
+                    f"the plan places pnum {pnum} on {name!r}, which is not a worker of this "
+                    f"cluster (tasks /job:worker/task:0..{len(self.addresses) - 1}); plan for "
+                    f"this cluster (meshpar profile --cluster, then meshpar plan --cluster)")
+            if task in seen:
+                raise ValueError(f"the plan places pnum {seen[task]} and {pnum} on the same "
+                                 f"worker task {task}")
+            seen[task] = pnum
+            placed.append(f"/job:worker/task:{task}/device:{device}"
+                          if device and keep_device_type else self.devices[task])
+        return placed
+
+    def failure(self, error: Optional[BaseException] = None) -> ClusterFailure:
+        """A ClusterFailure naming the dead workers (or the error, if all answer)."""
+        down = self.down_workers()
+        if down:
+            return ClusterFailure(f"{describe_down(down)} stopped answering")
+        first = str(error).strip().splitlines()[0] if error is not None else "unknown error"
+        return ClusterFailure(f"the cluster failed: {first}")

@@ -1,0 +1,99 @@
+"""TensorFlow's cluster description: a JSON file or the ``TF_CONFIG`` variable.
+
+The file is TF's own format, either ``{"worker": ["host:port", ...]}`` (job
+name -> task addresses) or the ``TF_CONFIG`` layout
+``{"cluster": {...}, "task": {"type": "worker", "index": 0}}``. This is the file
+``meshpar worker`` serves and ``meshpar train --cluster`` joins; the planner's
+device file (speeds, memory, links) is a different thing,
+:class:`meshpar.planning.cluster.ClusterSpec`.
+"""
+from __future__ import annotations
+
+import json
+import os
+from typing import Optional
+
+from meshpar.runtime.client import check_address_reachable
+
+#: The value of a ``--cluster`` flag that means "read the TF_CONFIG environment variable".
+TF_CONFIG = "TF_CONFIG"
+
+
+def load_cluster(path: Optional[str] = None) -> tuple:
+    """Return (cluster dict job -> addresses, task dict or None) from a file or TF_CONFIG."""
+    if path and path != TF_CONFIG:
+        try:
+            with open(path, encoding="utf-8") as f:
+                data = json.load(f)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{path}: not valid JSON ({err})") from None
+        source = path
+    else:
+        if not os.environ.get("TF_CONFIG"):
+            raise ValueError("no --cluster given and TF_CONFIG is not set")
+        try:
+            data = json.loads(os.environ["TF_CONFIG"])
+        except json.JSONDecodeError as err:
+            raise ValueError(f"TF_CONFIG is not valid JSON ({err})") from None
+        source = "TF_CONFIG"
+    if not isinstance(data, dict):
+        raise ValueError(f"{source}: expected a JSON object")
+    cluster = data.get("cluster", data)
+    task = data.get("task")
+    if not isinstance(cluster, dict) or not cluster:
+        raise ValueError(f"{source}: no cluster jobs found")
+    for job, addresses in cluster.items():
+        if not isinstance(addresses, list) or not all(
+                isinstance(a, str) and ":" in a for a in addresses):
+            raise ValueError(f"{source}: job {job!r} must list 'host:port' addresses")
+    return cluster, task
+
+
+def worker_addresses(cluster_file: Optional[str]) -> list:
+    """Worker addresses from a TF cluster JSON file, or ``TF_CONFIG`` when None or
+    ``"TF_CONFIG"``."""
+    jobs, _ = load_cluster(cluster_file)
+    if "worker" not in jobs:
+        raise ValueError(f"the cluster has no 'worker' job (jobs: {sorted(jobs)})")
+    return list(jobs["worker"])
+
+
+class ExistingCluster:
+    """Workers already running elsewhere (``meshpar worker``), from a TF
+    cluster file or ``TF_CONFIG``: the benchmark runs on them as they are."""
+
+    throttle = "none"
+    pin = False
+
+    def __init__(self, cluster_file: Optional[str] = None, device_type: str = "CPU",
+                 connect_timeout: float = 5.0):
+        jobs, _ = load_cluster(cluster_file)
+        job = "worker" if "worker" in jobs else sorted(jobs)[0]
+        self.addresses = list(jobs[job])
+        self.devices = [f"/job:{job}/task:{i}/device:{device_type}:0"
+                        for i in range(len(self.addresses))]
+        self.speeds = [1.0] * len(self.addresses)
+        self.connect_timeout = float(connect_timeout)
+
+    def check_reachable(self) -> None:
+        """Raise ValueError naming the first worker that does not accept a TCP
+        connection within ``connect_timeout`` seconds. A TF session on a dead
+        worker waits for it forever; this turns that hang into an error."""
+        for task, address in enumerate(self.addresses):
+            check_address_reachable(address, self.connect_timeout, f"worker task {task}")
+
+    @property
+    def target(self) -> str:
+        """Session target: ``grpc://`` address of the first worker."""
+        return f"grpc://{self.addresses[0]}"
+
+    def describe(self) -> str:
+        """One line naming the workers, for the benchmark log."""
+        return f"existing cluster of {len(self.addresses)} workers: {', '.join(self.addresses)}"
+
+    def __enter__(self):
+        self.check_reachable()
+        return self
+
+    def __exit__(self, *exc):
+        return None

@@ -1,0 +1,353 @@
+"""Emulated uneven devices: throttled TensorFlow gRPC workers on one machine.
+
+:class:`LocalCluster` starts one real ``tf.distribute.Server`` process per
+device on 127.0.0.1 (free ports), single-threaded, pinned to its own core when
+there are enough cores, and limits each one's CPU share to its speed:
+
+* ``cgroup``: a CPU quota with a short period (10 ms; with the default 100 ms
+  a short step runs at burst speed and the quota never bites), cgroup v1
+  ``cpu.cfs_quota_us`` or v2 ``cpu.max``, when the cgroup filesystem is
+  writable (root);
+* ``signal``: otherwise a SIGSTOP/SIGCONT duty cycle driven from this process.
+
+It is a context manager that always stops its processes and removes its
+cgroups, also on Ctrl-C and on failure. Devices are TF device strings
+``/job:worker/task:i/device:CPU:0``; the session target is worker 0.
+
+Example
+-------
+>>> with LocalCluster(speeds=[0.9, 0.3]) as cluster:     # doctest: +SKIP
+...     impl = HeterogeneousMeshImpl("model:2", "filters:model", cluster.devices,
+...                                  split_weights={"model": [0.9, 0.3]})
+...     with tf.Session(cluster.target) as sess: ...
+"""
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from typing import Optional, Sequence
+
+from meshpar.runtime.client import ClusterFailure
+from meshpar.core.splits import validate_weights
+
+CGROUP_V1_CPU = "/sys/fs/cgroup/cpu"
+CGROUP_V2 = "/sys/fs/cgroup"
+DEFAULT_PERIOD_US = 10_000
+MIN_QUOTA_US = 1_000  # the kernel refuses smaller quotas
+
+
+class WorkerError(ClusterFailure):
+    """A worker process failed to start or died."""
+
+
+def free_ports(n: int, host: str = "127.0.0.1") -> list:
+    """``n`` distinct TCP ports that are free right now on ``host``."""
+    sockets, ports = [], []
+    try:
+        for _ in range(n):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind((host, 0))
+            sockets.append(s)
+            ports.append(s.getsockname()[1])
+    finally:
+        for s in sockets:
+            s.close()
+    return ports
+
+
+def _writable(path: str) -> bool:
+    return os.path.isdir(path) and os.access(path, os.W_OK)
+
+
+def detect_cgroup() -> Optional[str]:
+    """'v1' or 'v2' if this process may create CPU-quota cgroups, else None."""
+    if _writable(CGROUP_V1_CPU) and os.path.exists(os.path.join(CGROUP_V1_CPU, "cpu.cfs_quota_us")):
+        return "v1"
+    controllers = os.path.join(CGROUP_V2, "cgroup.controllers")
+    if os.path.exists(controllers) and _writable(CGROUP_V2):
+        with open(controllers, encoding="utf-8") as f:
+            if "cpu" in f.read().split():
+                return "v2"
+    return None
+
+
+class _CgroupQuota:
+    """One cgroup holding one worker at ``speed`` of a core."""
+
+    def __init__(self, version: str, name: str, speed: float, period_us: int):
+        self.version = version
+        root = CGROUP_V1_CPU if version == "v1" else CGROUP_V2
+        self.path = os.path.join(root, name)
+        # quota >= 1 ms: for slow speeds lengthen the period instead
+        period = max(period_us, int(MIN_QUOTA_US / speed) + 1)
+        quota = max(MIN_QUOTA_US, int(round(speed * period)))
+        os.mkdir(self.path)
+        try:
+            if version == "v1":
+                self._write("cpu.cfs_period_us", str(period))
+                self._write("cpu.cfs_quota_us", str(quota))
+            else:
+                self._write("cpu.max", f"{quota} {period}")
+        except OSError:
+            self.remove()
+            raise
+        self.period_us, self.quota_us = period, quota
+
+    def _write(self, name, value):
+        with open(os.path.join(self.path, name), "w", encoding="utf-8") as f:
+            f.write(value)
+
+    def add(self, pid: int):
+        self._write("cgroup.procs", str(pid))
+
+    def remove(self):
+        for _ in range(50):  # the kernel frees the group a moment after its last task exits
+            try:
+                os.rmdir(self.path)
+                return
+            except FileNotFoundError:
+                return
+            except OSError:
+                time.sleep(0.05)
+
+
+class _DutyCycle(threading.Thread):
+    """SIGCONT for ``speed * period``, SIGSTOP for the rest, until stopped."""
+
+    def __init__(self, pid: int, speed: float, period_s: float = 0.02):
+        super().__init__(daemon=True, name=f"meshpar-throttle-{pid}")
+        self.pid, self.speed, self.period = pid, speed, period_s
+        self._halt = threading.Event()
+
+    def run(self):
+        try:
+            while not self._halt.is_set():
+                os.kill(self.pid, signal.SIGCONT)
+                if self._halt.wait(self.speed * self.period):
+                    break
+                os.kill(self.pid, signal.SIGSTOP)
+                self._halt.wait((1.0 - self.speed) * self.period)
+        except ProcessLookupError:
+            return
+        finally:
+            try:
+                os.kill(self.pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+
+    def stop(self):
+        self._halt.set()
+        self.join(timeout=2)
+
+
+class LocalCluster:
+    """Throttled single-threaded TF gRPC workers on 127.0.0.1, one per speed.
+
+    Parameters
+    ----------
+    speeds : sequence of float
+        CPU share of each worker, in (0, 1]. 1.0 means unthrottled.
+    throttle : {"auto", "cgroup", "signal", "none"}
+        How to limit a worker to its share; "auto" takes cgroups when
+        writable, else the signal duty cycle.
+    pin : bool or None
+        Pin worker i to core i (CPU affinity). None: pin when there are at
+        least as many cores as workers.
+    period_us : int
+        cgroup CPU period (default 10 ms).
+    start_timeout : float
+        Seconds to wait for every worker's port to accept connections.
+    """
+
+    def __init__(self, speeds: Sequence[float], throttle: str = "auto", pin: Optional[bool] = None,
+                 period_us: int = DEFAULT_PERIOD_US, start_timeout: float = 180.0,
+                 host: str = "127.0.0.1"):
+        self.speeds = validate_weights(speeds, "LocalCluster speeds")
+        if any(s > 1.0 for s in self.speeds):
+            raise ValueError(f"LocalCluster speeds are CPU shares in (0, 1], got {self.speeds}")
+        if throttle not in ("auto", "cgroup", "signal", "none"):
+            raise ValueError(f"throttle must be auto, cgroup, signal or none, got {throttle!r}")
+        self.host = host
+        self.period_us = int(period_us)
+        self.start_timeout = float(start_timeout)
+        cores = os.cpu_count() or 1
+        self.pin = (len(self.speeds) <= cores) if pin is None else bool(pin)
+        if throttle == "auto":
+            throttle = "cgroup" if detect_cgroup() else "signal"
+        if throttle == "cgroup" and not detect_cgroup():
+            raise ValueError("throttle='cgroup' needs a writable cgroup cpu controller (run as root)")
+        self.throttle = throttle
+        self.addresses: list = []
+        self.processes: list = []
+        self._cgroups: list = []
+        self._cycles: list = []
+        self._tmp = None
+        self._started = False
+
+    # ------------------------------------------------------------ properties
+    @property
+    def devices(self) -> list:
+        """Device string of each worker's CPU, in task order (one per speed)."""
+        return [f"/job:worker/task:{i}/device:CPU:0" for i in range(len(self.speeds))]
+
+    @property
+    def target(self) -> str:
+        """Session target: ``grpc://`` address of worker 0."""
+        return f"grpc://{self.addresses[0]}"
+
+    @property
+    def cluster_def(self) -> dict:
+        """The cluster in TF's format, ``{"worker": ["host:port", ...]}``."""
+        return {"worker": list(self.addresses)}
+
+    def describe(self) -> str:
+        """One line: number of workers, CPU shares, pinning and throttle method."""
+        pin = "pinned one per core" if self.pin else "not pinned"
+        how = {"cgroup": f"cgroup CPU quota, period {self.period_us // 1000} ms",
+               "signal": "SIGSTOP/SIGCONT duty cycle, period 20 ms",
+               "none": "no throttle"}[self.throttle]
+        return (f"{len(self.speeds)} TF gRPC workers on {self.host} at CPU shares"
+                f" {self.speeds}, single-threaded, {pin}, throttled by {how}")
+
+    # -------------------------------------------------------------- lifecycle
+    def __enter__(self) -> "LocalCluster":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def start(self) -> "LocalCluster":
+        """Start the workers and wait until each answers (idempotent); returns ``self``.
+
+        On any failure the workers already started are stopped again.
+        """
+        if self._started:
+            return self
+        self._started = True
+        atexit.register(self.stop)
+        try:
+            self._start_workers()
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start_workers(self):
+        self.addresses = [f"{self.host}:{p}" for p in free_ports(len(self.speeds), self.host)]
+        self._tmp = tempfile.TemporaryDirectory(prefix="meshpar-cluster-")
+        spec_path = os.path.join(self._tmp.name, "cluster.json")
+        with open(spec_path, "w", encoding="utf-8") as f:
+            json.dump({"cluster": self.cluster_def}, f)
+        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
+        tag = uuid.uuid4().hex[:8]
+        cores = os.cpu_count() or 1
+        for i, speed in enumerate(self.speeds):
+            log = open(os.path.join(self._tmp.name, f"worker{i}.log"), "w+b")
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "meshpar", "worker", "--cluster", spec_path,
+                 "--task", str(i), "--threads", "1"],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                start_new_session=True)
+            proc.meshpar_log = log
+            self.processes.append(proc)
+            if self.pin:
+                os.sched_setaffinity(proc.pid, {i % cores})
+            if speed >= 1.0 or self.throttle == "none":
+                continue
+            if self.throttle == "cgroup":
+                group = _CgroupQuota(detect_cgroup(), f"meshpar-{tag}-w{i}", speed, self.period_us)
+                self._cgroups.append(group)
+                group.add(proc.pid)
+            else:
+                cycle = _DutyCycle(proc.pid, speed)
+                cycle.start()
+                self._cycles.append(cycle)
+
+    def _log_tail(self, i: int, lines: int = 5) -> str:
+        log = self.processes[i].meshpar_log
+        log.flush()
+        log.seek(0)
+        text = log.read().decode("utf-8", "replace").strip().splitlines()
+        return " | ".join(text[-lines:])
+
+    def _wait_ready(self):
+        deadline = time.monotonic() + self.start_timeout
+        pending = set(range(len(self.speeds)))
+        while pending:
+            for i in sorted(pending):
+                if self.processes[i].poll() is not None:
+                    raise WorkerError(
+                        f"worker {i} at {self.addresses[i]} exited with code"
+                        f" {self.processes[i].returncode}: {self._log_tail(i)}")
+                host, port = self.addresses[i].rsplit(":", 1)
+                try:
+                    with socket.create_connection((host, int(port)), timeout=0.5):
+                        pending.discard(i)
+                except OSError:
+                    pass
+            if pending and time.monotonic() > deadline:
+                names = ", ".join(f"worker {i} at {self.addresses[i]}" for i in sorted(pending))
+                raise WorkerError(f"timed out after {self.start_timeout:.0f} s waiting for {names}")
+            if pending:
+                time.sleep(0.2)
+
+    def check_alive(self):
+        """Raise :class:`WorkerError` naming the first worker that has died."""
+        for i, proc in enumerate(self.processes):
+            if proc.poll() is not None:
+                raise WorkerError(
+                    f"worker {i} at {self.addresses[i]} died (exit code {proc.returncode})")
+
+    def kill_worker(self, i: int):
+        """Kill worker ``i`` (SIGKILL), as a failing machine would."""
+        os.kill(self.processes[i].pid, signal.SIGKILL)
+        self.processes[i].wait(timeout=10)
+
+    def stop(self):
+        """Stop every worker, end throttling, remove cgroups (idempotent)."""
+        for cycle in self._cycles:
+            try:
+                cycle.stop()
+            except Exception:  # keep going: the processes must die regardless
+                pass
+        self._cycles = []
+        for proc in self.processes:
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGCONT)
+                    os.killpg(proc.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        for proc in self.processes:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                proc.wait(timeout=10)
+            log = getattr(proc, "meshpar_log", None)
+            if log and not log.closed:
+                log.close()
+        for group in self._cgroups:
+            group.remove()
+        self._cgroups = []
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+        try:
+            atexit.unregister(self.stop)
+        except Exception:  # pragma: no cover  (interpreter shutting down)
+            pass

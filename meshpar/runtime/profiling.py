@@ -1,0 +1,235 @@
+"""Measure devices with real TensorFlow kernels into a :class:`~meshpar.planning.cluster.ClusterSpec`.
+
+Each device's speed is recorded as a function of work size: (FLOPs, FLOP/s)
+points of a conv3d training step (forward, input grad, filter grad).
+TensorFlow is imported when a profile runs, never at module import.
+"""
+from __future__ import annotations
+
+import os
+import time
+from typing import Optional, Sequence
+
+import numpy as np
+
+from meshpar.planning.cluster import (DEFAULT_BANDWIDTH, DEFAULT_LATENCY, DEFAULT_MEMORY_BYTES,
+                                      ClusterSpec, DeviceSpec)
+
+
+def conv3d_step_flops(batch: int, spatial: int, c_in: int, c_out: int, kernel: int = 3) -> float:
+    """FLOPs of a conv3d training step (forward, input grad, filter grad), 'SAME' padding."""
+    forward = 2.0 * batch * spatial ** 3 * c_out * c_in * kernel ** 3
+    return 3.0 * forward
+
+
+DEFAULT_PROFILE_SIZES = ((1, 8, 8, 8), (2, 16, 16, 32), (4, 16, 32, 32))
+
+
+def profile_local_devices(sizes: Sequence[tuple] = DEFAULT_PROFILE_SIZES, repeats: int = 3,
+                          bandwidth: float = DEFAULT_BANDWIDTH,
+                          latency: float = DEFAULT_LATENCY,
+                          memory_bytes: Optional[float] = None) -> ClusterSpec:
+    """Time real conv3d training kernels on each local device; return a ClusterSpec.
+
+    For each device (the CPU and each visible GPU) and each ``(batch, spatial,
+    c_in, c_out)`` in ``sizes`` it runs a 3x3x3 conv3d forward plus its input and
+    filter gradients, once to warm up and then ``repeats`` times, and records
+    the median as one (FLOPs, FLOP/s) point of the device's profile.
+
+    TensorFlow is imported here, never at module import.
+    """
+    import tensorflow as tf  # lazy: ~9 s
+
+    if not sizes:
+        raise ValueError("profile sizes must not be empty")
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    physical = [("cpu0", "/device:CPU:0", "CPU")]
+    for i, _ in enumerate(tf.config.list_physical_devices("GPU")):
+        physical.append((f"gpu{i}", f"/device:GPU:{i}", "GPU"))
+    devices = []
+    for name, device, kind in physical:
+        points = {}
+        for size in sizes:
+            batch, spatial, c_in, c_out = (int(v) for v in size)
+            flops = conv3d_step_flops(batch, spatial, c_in, c_out)
+            with tf.device(device):
+                x = tf.random.stateless_normal((batch, spatial, spatial, spatial, c_in), seed=(1, 2))
+                w = tf.random.stateless_normal((3, 3, 3, c_in, c_out), seed=(3, 4))
+
+                @tf.function
+                def step(x, w):
+                    with tf.GradientTape() as tape:
+                        tape.watch([x, w])
+                        y = tf.nn.conv3d(x, w, strides=[1, 1, 1, 1, 1], padding="SAME")
+                        loss = tf.reduce_sum(y)
+                    gx, gw = tape.gradient(loss, [x, w])
+                    return tf.reduce_sum(gx) + tf.reduce_sum(gw)
+
+                float(step(x, w))  # trace + warm up
+                times = []
+                for _ in range(repeats):
+                    t0 = time.perf_counter()
+                    float(step(x, w))  # float() waits for the result
+                    times.append(time.perf_counter() - t0)
+            seconds = float(np.median(times))
+            points[flops] = flops / max(seconds, 1e-9)
+        if memory_bytes is not None:
+            mem = memory_bytes
+        elif kind == "GPU":
+            mem = _gpu_memory(tf, device)
+        else:
+            mem = _host_memory()
+        devices.append(DeviceSpec(name=name, device=device,
+                                  profile=tuple(sorted(points.items())), memory_bytes=mem))
+    return ClusterSpec(tuple(devices), bandwidth=bandwidth, latency=latency,
+                       extra={"profiled_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+                              "kernel": "conv3d 3x3x3 fwd+input grad+filter grad"})
+
+
+def _host_memory() -> int:
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return DEFAULT_MEMORY_BYTES
+
+
+def _gpu_memory(tf, device: str) -> int:
+    try:
+        info = tf.config.experimental.get_memory_info(device.replace("/device:", ""))
+        # get_memory_info has no total; fall back to the default when unknown.
+        return int(info.get("limit", DEFAULT_MEMORY_BYTES)) or DEFAULT_MEMORY_BYTES
+    except (ValueError, RuntimeError, AttributeError):
+        return DEFAULT_MEMORY_BYTES
+
+
+# --------------------------------------------------------------------------- remote workers
+
+def profile_cluster_workers(addresses: Sequence[str], device_type: str = "CPU",
+                            sizes: Sequence[tuple] = DEFAULT_PROFILE_SIZES, repeats: int = 3,
+                            transfer_bytes: int = 4 * 2**20,
+                            memory_bytes: float = DEFAULT_MEMORY_BYTES,
+                            log=None) -> ClusterSpec:
+    """Profile every worker of a TF gRPC cluster (``meshpar worker`` tasks) from here.
+
+    The same conv3d training kernel as :func:`profile_local_devices` runs on
+    each worker's own device with its data resident there, at each size of
+    ``sizes``: first on one worker at a time (``alone``), then on all workers
+    at once (``together``: what each worker does while the others run, with
+    the contention for shared cores, caches and memory that running alone
+    cannot show). The profile the planner reads is the ``together`` one; both
+    are kept in ``extra``. Links: a ``transfer_bytes`` tensor and a 4-byte one
+    sent from each worker to the next give bandwidth and latency (medians over
+    the pairs). Devices are named ``/job:worker/task:i/device:TYPE:0``, so a
+    plan made from this file places its slices on those tasks.
+    """
+    import tensorflow.compat.v1 as tf
+
+    from meshpar.runtime.client import ClusterClient
+
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    if not sizes:
+        raise ValueError("profile sizes must not be empty")
+    log = log or (lambda *a: None)
+    client = ClusterClient(addresses, device_type)
+    n = len(client.devices)
+    graph = tf.Graph()
+    steps = {}  # (task, size) -> op
+    with graph.as_default():
+        for task, device in enumerate(client.devices):
+            for size in sizes:
+                steps[task, tuple(size)] = _conv3d_step_graph(tf, device, size)
+        sends = _transfer_graph(tf, client.devices, transfer_bytes)
+        init = tf.global_variables_initializer()
+    config = client.session_config(tf.ConfigProto(allow_soft_placement=False))
+    with tf.Session(client.target, graph=graph, config=config) as session:
+        session.run(init)
+        alone = {task: {} for task in range(n)}
+        together = {task: {} for task in range(n)}
+        for size in sizes:
+            flops = conv3d_step_flops(*(int(v) for v in size))
+            for task in range(n):
+                seconds = _median_seconds(session, [steps[task, tuple(size)]], repeats)[0]
+                alone[task][flops] = flops / seconds
+            ops = [steps[task, tuple(size)] for task in range(n)]
+            for task, seconds in enumerate(_median_seconds(session, ops, repeats)):
+                together[task][flops] = flops / seconds
+            log(f"size {tuple(size)}: " + ", ".join(
+                f"task {t} {alone[t][flops] / 1e9:.2f} alone / {together[t][flops] / 1e9:.2f} "
+                f"together GFLOP/s" for t in range(n)))
+        bandwidth, latency = _link(session, sends, transfer_bytes, repeats)
+    devices = tuple(DeviceSpec(name=f"w{t}", device=client.devices[t],
+                               profile=tuple(sorted(together[t].items())),
+                               memory_bytes=memory_bytes) for t in range(n))
+    return ClusterSpec(devices, bandwidth=bandwidth, latency=latency, extra={
+        "profiled_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "kernel": "conv3d 3x3x3 fwd+input grad+filter grad",
+        "profile": "measured on all workers at once (contention included)",
+        "alone_profile": {client.devices[t]: sorted(alone[t].items()) for t in range(n)},
+        "addresses": list(addresses), "memory": "not measured (default)"})
+
+
+def _conv3d_step_graph(tf, device: str, size: tuple):
+    """One conv3d training step on ``device`` with its data resident there."""
+    batch, spatial, c_in, c_out = (int(v) for v in size)
+    with tf.device(device):
+        x = tf.Variable(tf.random.stateless_normal((batch, spatial, spatial, spatial, c_in),
+                                                   seed=(1, 2)), trainable=False)
+        w = tf.Variable(tf.random.stateless_normal((3, 3, 3, c_in, c_out), seed=(3, 4)),
+                        trainable=False)
+        y = tf.nn.conv3d(x, w, strides=[1, 1, 1, 1, 1], padding="SAME")
+        gx, gw = tf.gradients(tf.reduce_sum(y * y), [x, w])
+        return tf.group(tf.reduce_sum(gx), tf.reduce_sum(gw))
+
+
+def _transfer_graph(tf, devices, nbytes: int) -> list:
+    """``[(big, small)]`` ops that move a tensor from each worker to the next one."""
+    if len(devices) < 2:
+        return []
+    pairs = []
+    for i, src in enumerate(devices):
+        dst = devices[(i + 1) % len(devices)]
+        with tf.device(src):
+            big = tf.Variable(tf.zeros([max(nbytes // 4, 1)]), trainable=False)
+            small = tf.Variable(tf.zeros([1]), trainable=False)
+        with tf.device(dst):
+            # +1 after the transfer: the receiving side must really get the bytes.
+            pairs.append((tf.reduce_sum(big + 1.0), tf.reduce_sum(small + 1.0)))
+    return pairs
+
+
+def _median_seconds(session, ops, repeats: int) -> list:
+    """Each op's median seconds over ``repeats`` runs, all ops started together."""
+    import threading
+
+    session.run(ops)  # warm up
+    times = [[] for _ in ops]
+    for _ in range(repeats):
+        barrier = threading.Barrier(len(ops))
+
+        def run(i):
+            barrier.wait()
+            t0 = time.perf_counter()
+            session.run(ops[i])
+            times[i].append(time.perf_counter() - t0)
+
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(len(ops))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    return [max(float(np.median(t)), 1e-9) for t in times]
+
+
+def _link(session, pairs, nbytes: int, repeats: int) -> tuple:
+    """(bandwidth bytes/s, latency s): medians over the worker pairs."""
+    if not pairs:
+        return DEFAULT_BANDWIDTH, DEFAULT_LATENCY
+    bandwidths, latencies = [], []
+    for big, small in pairs:
+        t_big = _median_seconds(session, [big], max(repeats, 3))[0]
+        t_small = _median_seconds(session, [small], max(repeats, 3))[0]
+        latencies.append(t_small)
+        bandwidths.append(nbytes / max(t_big - t_small, 1e-9))
+    return float(np.median(bandwidths)), max(float(np.median(latencies)), 1e-9)

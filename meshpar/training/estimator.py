@@ -1,0 +1,422 @@
+"""Train and evaluate meshpar models with ``tf.estimator`` on a (heterogeneous) mesh.
+
+:func:`build_model_fn` returns a ``model_fn`` that, in TF1 graph mode,
+
+1. builds the model as a Mesh-TensorFlow graph on one mesh,
+2. adds softmax cross-entropy and, in training, the race-free optimizer step
+   (:mod:`meshpar.core.optim`) plus the batch-norm moving-average updates,
+3. lowers it with ``mtf.Lowering`` onto a :class:`~meshpar.HeterogeneousMeshImpl`
+   made from a :class:`~meshpar.planning.plan.Plan` or from explicit mesh arguments,
+4. checkpoints through the *master* variables: slices are copied to the
+   masters before each save (``mtf.MtfCheckpointSaverListener``) and from the
+   masters after each restore (``mtf.MtfRestoreHook``). Slice variables are
+   never saved, so a checkpoint written under one mesh or plan restores under
+   any other.
+
+Evaluation reports accuracy and, for two classes, AUC, sensitivity (recall of
+class 1) and specificity (recall of class 0), all ``tf.compat.v1.metrics``;
+training writes a ``loss`` summary.
+
+Example
+-------
+>>> est = make_estimator("resattnet3d-small", "/tmp/run", mesh_shape="model:2",
+...                      devices=["", ""], split_weights={"model": [3, 1]})  # doctest: +SKIP
+>>> est.train(input_fn, max_steps=100)                                       # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import os
+import time
+from typing import Callable, Mapping, Optional, Sequence, Union
+
+import meshpar  # noqa: F401  (installs the mesh_tensorflow import shim)
+import mesh_tensorflow as mtf
+import tensorflow.compat.v1 as tf
+
+from meshpar import models
+from meshpar.core import optim
+from meshpar.planning.plan import parse_mesh_shape
+
+tf_estimator = tf.estimator
+
+__all__ = ["MeshSpec", "build_model_fn", "make_estimator", "run_config", "default_layout",
+           "LossHistoryHook", "LOSS_TENSOR_NAME"]
+
+LOSS_TENSOR_NAME = "meshpar_loss"
+
+
+class MeshSpec:
+    """Where the model runs: mesh shape, layout, devices, split weights.
+
+    Built from a :class:`~meshpar.planning.plan.Plan` (:meth:`from_plan`) or from
+    explicit arguments; :meth:`make_impl` gives a fresh
+    :class:`~meshpar.HeterogeneousMeshImpl` (call it inside the graph).
+
+    Parameters
+    ----------
+    mesh_shape : str
+        e.g. ``"batch:2;model:3"`` (``"all:1"``: one device).
+    layout : str, optional
+        Layout rules; by default the model's :func:`default_layout` for the
+        axes the mesh has.
+    devices : sequence of str, optional
+        One per processor, row-major; default all ``""`` (local).
+    split_weights, dim_split_weights : dict, optional
+        As for :class:`~meshpar.HeterogeneousMeshImpl`.
+    upstream : bool
+        Use Mesh-TensorFlow's own ``PlacementMeshImpl`` (even splits only), the
+        baseline meshpar is compared with.
+    """
+
+    def __init__(self, mesh_shape: str = "all:1", layout: Optional[str] = None,
+                 devices: Optional[Sequence[str]] = None,
+                 split_weights: Optional[Mapping] = None,
+                 dim_split_weights: Optional[Mapping] = None, upstream: bool = False):
+        self.mesh_shape = str(mesh_shape)
+        self.upstream = bool(upstream)
+        self.axes = parse_mesh_shape(self.mesh_shape)
+        n = 1
+        for _, size in self.axes:
+            n *= size
+        self.devices = tuple(devices) if devices is not None else ("",) * n
+        if len(self.devices) != n:
+            raise ValueError(f"mesh {self.mesh_shape} has {n} processors but "
+                             f"{len(self.devices)} devices were given")
+        self.layout = layout
+        self.split_weights = {k: list(v) for k, v in (split_weights or {}).items()}
+        self.dim_split_weights = {k: list(v) for k, v in (dim_split_weights or {}).items()}
+        if self.upstream and any(len(set(w)) > 1 for w in list(self.split_weights.values())
+                                 + list(self.dim_split_weights.values())):
+            raise ValueError("Mesh-TensorFlow's PlacementMeshImpl splits evenly only; "
+                             "drop the uneven split weights or use meshpar's mesh")
+
+    @classmethod
+    def from_plan(cls, plan, devices: Optional[Sequence[str]] = None,
+                  upstream: bool = False) -> "MeshSpec":
+        """Mesh of a :class:`~meshpar.planning.plan.Plan` (or a path to its JSON)."""
+        if isinstance(plan, (str, os.PathLike)):
+            from meshpar.planning.plan import Plan  # lazy: plan module is optional here
+
+            plan = Plan.load(plan)
+        devs = list(plan.devices if devices is None else devices)
+        return cls(plan.mesh_shape_string(), plan.layout_string(), devs,
+                   dict(plan.split_weights), dict(plan.dim_split_weights), upstream=upstream)
+
+    @property
+    def size(self) -> int:
+        """Number of processors (devices) in the mesh."""
+        return len(self.devices)
+
+    def layout_for(self, spec: models.ModelSpec) -> str:
+        """The layout string for ``spec``: the given one, else the model's default rules
+        for this mesh shape.
+        """
+        return self.layout if self.layout is not None else default_layout(spec, self.mesh_shape)
+
+    def make_impl(self, spec: models.ModelSpec):
+        """A ``HeterogeneousMeshImpl`` for ``spec`` on this mesh (or Mesh-TF's own
+        ``PlacementMeshImpl`` when ``upstream``)."""
+        from meshpar.core.mesh_impl import HeterogeneousMeshImpl
+
+        if self.upstream:
+            from mesh_tensorflow.placement_mesh_impl import PlacementMeshImpl
+
+            return PlacementMeshImpl(self.mesh_shape, self.layout_for(spec), list(self.devices))
+
+        return HeterogeneousMeshImpl(self.mesh_shape, self.layout_for(spec), list(self.devices),
+                                     split_weights=self.split_weights or None,
+                                     dim_split_weights=self.dim_split_weights or None)
+
+    def __repr__(self):
+        return (f"MeshSpec({self.mesh_shape!r}, layout={self.layout!r}, devices={self.devices!r}, "
+                f"upstream={self.upstream!r}, "
+                f"split_weights={self.split_weights!r}, "
+                f"dim_split_weights={self.dim_split_weights!r})")
+
+
+def default_layout(spec: models.ModelSpec, mesh_shape: str) -> str:
+    """The model's layout rules for the axes present in ``mesh_shape``.
+
+    Axis ``batch`` gets the batch dimension, axis ``model`` every filter, key,
+    value and unit dimension; a one-axis mesh of another name (``all:4``) is
+    used for the model dimensions.
+    """
+    names = [name for name, _ in parse_mesh_shape(mesh_shape)]
+    batch_axis = "batch" if "batch" in names else None
+    others = [n for n in names if n != "batch"]
+    model_axis = "model" if "model" in names else (others[0] if len(others) == 1 else None)
+    return spec.layout_rules(model_axis=model_axis, batch_axis=batch_axis)
+
+
+def _as_spec(model) -> models.ModelSpec:
+    if isinstance(model, models.ModelSpec):
+        return model
+    if isinstance(model, str):
+        return models.get(model)
+    if isinstance(model, models.ResAttNet3DConfig):
+        return models.ModelSpec(model.name, models.resattnet3d, model)
+    if isinstance(model, models.VggCifarConfig):
+        return models.ModelSpec(model.name, models.vgg_cifar, model)
+    raise ValueError(f"model must be a name, ModelSpec or config, got {model!r}")
+
+
+def _make_optimizer(optimizer, learning_rate):
+    if isinstance(optimizer, str):
+        return optim.make_optimizer(optimizer, learning_rate)
+    if callable(optimizer) and not isinstance(optimizer, mtf.optimize.Optimizer):
+        return optimizer()  # a factory: a fresh optimizer per graph
+    return optimizer
+
+
+def build_model_fn(model, plan=None, *, mesh: Optional[MeshSpec] = None,
+                   mesh_shape: Optional[str] = None, layout: Optional[str] = None,
+                   devices: Optional[Sequence[str]] = None,
+                   split_weights: Optional[Mapping] = None,
+                   dim_split_weights: Optional[Mapping] = None,
+                   upstream: bool = False,
+                   optimizer: Union[str, Callable, object] = "adam",
+                   learning_rate: float = 1e-3,
+                   save_checkpoints_steps: int = 1000,
+                   keep_checkpoint_max: int = 5) -> Callable:
+    """A ``model_fn`` for ``tf.estimator.Estimator`` running ``model`` on a mesh.
+
+    Parameters
+    ----------
+    model : str, ModelSpec or model config
+        e.g. ``"resattnet3d-small"``.
+    plan : Plan or path, optional
+        Mesh shape, layout, devices and weights from a planner.
+    mesh : MeshSpec, optional
+        Alternatively, a ready mesh description.
+    mesh_shape, layout, devices, split_weights, dim_split_weights
+        Alternatively, explicit mesh arguments (default: one local device).
+    upstream : bool
+        Lower with Mesh-TensorFlow's ``PlacementMeshImpl`` (even splits only).
+    optimizer : ``"adam"``, ``"momentum"``, ``"sgd"``, an optimizer or a factory
+        The per-variable rule; the step is always race-free.
+    learning_rate : float
+    save_checkpoints_steps, keep_checkpoint_max : int
+        Checkpointing of the master variables during training (and at the end).
+
+    The input ``features`` are a static-shape batch (``drop_remainder=True``)
+    ``[B, *input_shape]`` or a dict with key ``"volume"`` or ``"image"``;
+    ``labels`` are ``[B]`` integers.
+    """
+    spec = _as_spec(model)
+    if sum(x is not None for x in (plan, mesh, mesh_shape)) > 1:
+        raise ValueError("give one of plan=, mesh= or mesh_shape=")
+    if plan is not None:
+        mesh = MeshSpec.from_plan(plan, devices, upstream=upstream)
+    elif mesh is None:
+        mesh = MeshSpec(mesh_shape or "all:1", layout, devices, split_weights,
+                        dim_split_weights, upstream=upstream)
+
+    def model_fn(features, labels, mode, params=None, config=None):
+        del params
+        features = _features_tensor(features)
+        batch = features.shape.as_list()[0]
+        if batch is None:
+            raise ValueError("meshpar needs a static batch size: batch the dataset with "
+                             "drop_remainder=True")
+        expected = tuple(models.input_shape(spec.config))
+        if tuple(features.shape.as_list()[1:]) != expected:
+            raise ValueError(f"{spec.name}: features have shape {features.shape.as_list()[1:]}"
+                             f", expected {list(expected)}")
+        is_training = mode == tf_estimator.ModeKeys.TRAIN
+        if labels is None and mode != tf_estimator.ModeKeys.PREDICT:
+            raise ValueError(f"{mode} needs labels")
+        graph = mtf.Graph()
+        mtf_mesh = mtf.Mesh(graph, "mesh")
+        logits, bn_updates = spec.build(features, mesh=mtf_mesh, is_training=is_training)
+        batch_dim = logits.shape.dims[0]
+        class_dim = logits.shape.dims[-1]
+
+        loss = None
+        if labels is not None:
+            labels = tf.cast(tf.reshape(labels, [batch]), tf.int32)
+            mtf_labels = mtf.import_tf_tensor(mtf_mesh, labels, mtf.Shape([batch_dim]))
+            targets = mtf.one_hot(mtf_labels, class_dim, dtype=logits.dtype)
+            loss = mtf.reduce_mean(
+                mtf.layers.softmax_cross_entropy_with_logits(logits, targets, class_dim))
+
+        update_ops = []
+        if is_training:
+            rule = _make_optimizer(optimizer, learning_rate)
+            update_ops = optim.race_free_update_ops(graph, loss, rule,
+                                                    extra_dependencies=[logits])
+            update_ops += list(bn_updates)
+
+        mesh_impl = mesh.make_impl(spec)
+        lowering = mtf.Lowering(graph, {mtf_mesh: mesh_impl})
+        tf_logits = tf.identity(lowering.export_to_tf_tensor(logits), name="meshpar_logits")
+        probabilities = tf.nn.softmax(tf_logits)
+        classes = tf.argmax(tf_logits, axis=-1, output_type=tf.int32)
+        restore_hook = mtf.MtfRestoreHook(lowering)
+
+        if mode == tf_estimator.ModeKeys.PREDICT:
+            return tf_estimator.EstimatorSpec(
+                mode, predictions={"logits": tf_logits, "probabilities": probabilities,
+                                   "classes": classes},
+                prediction_hooks=[restore_hook])
+
+        tf_loss = tf.identity(tf.cast(lowering.export_to_tf_tensor(loss), tf.float32),
+                              name=LOSS_TENSOR_NAME)
+        if mode == tf_estimator.ModeKeys.EVAL:
+            return tf_estimator.EstimatorSpec(
+                mode, loss=tf_loss, evaluation_hooks=[restore_hook],
+                eval_metric_ops=_metrics(labels, classes, probabilities,
+                                         class_dim.size))
+
+        global_step = tf.train.get_or_create_global_step()
+        lowered = [lowering.lowered_operation(op) for op in update_ops]
+        with tf.control_dependencies(lowered):
+            train_op = tf.assign_add(global_step, 1).op
+        tf.summary.scalar("loss", tf_loss)
+        saver = tf.train.Saver(tf.global_variables(), sharded=True,
+                               max_to_keep=keep_checkpoint_max, defer_build=False,
+                               save_relative_paths=True)
+        tf.add_to_collection(tf.GraphKeys.SAVERS, saver)
+        model_dir = config.model_dir if config is not None else None
+        chief_hooks = [restore_hook]
+        if model_dir:
+            chief_hooks.append(tf.train.CheckpointSaverHook(
+                model_dir, save_steps=save_checkpoints_steps, saver=saver,
+                listeners=[mtf.MtfCheckpointSaverListener(lowering)]))
+        return tf_estimator.EstimatorSpec(mode, loss=tf_loss, train_op=train_op,
+                                          training_chief_hooks=chief_hooks)
+
+    model_fn.mesh = mesh
+    model_fn.spec = spec
+    return model_fn
+
+
+def _features_tensor(features):
+    if isinstance(features, Mapping):
+        for key in ("volume", "image", "x"):
+            if key in features:
+                return tf.convert_to_tensor(features[key])
+        raise ValueError(f"features dict needs a 'volume' or 'image' key, got {list(features)}")
+    return tf.convert_to_tensor(features)
+
+
+def _metrics(labels, classes, probabilities, num_classes: int) -> dict:
+    metrics = {"accuracy": tf.metrics.accuracy(labels, classes)}
+    if num_classes == 2:
+        positive = tf.equal(labels, 1)
+        predicted = tf.equal(classes, 1)
+        tn, tn_update = tf.metrics.true_negatives(positive, predicted)
+        fp, fp_update = tf.metrics.false_positives(positive, predicted)
+        specificity = tf.math.divide_no_nan(tn, tn + fp)
+        metrics.update({
+            "auc": tf.metrics.auc(labels, probabilities[:, 1],
+                                  summation_method="careful_interpolation"),
+            "sensitivity": tf.metrics.recall(labels, classes),
+            "specificity": (specificity, tf.group(tn_update, fp_update)),
+        })
+    return metrics
+
+
+def run_config(model_dir: str, seed: int = 1, save_summary_steps: int = 100,
+               log_step_count_steps: int = 100, threads: int = 1,
+               cluster_client=None) -> "tf_estimator.RunConfig":
+    """A deterministic ``RunConfig``: graph seed, ``threads`` intra/inter-op threads.
+
+    Set ``TF_DETERMINISTIC_OPS=1`` in the environment too for bit-reproducible runs.
+    With ``cluster_client`` (a :class:`meshpar.runtime.client.ClusterClient`)
+    training and evaluation sessions run on that TF cluster, mastered by this
+    process.
+    """
+    session_config = tf.ConfigProto(intra_op_parallelism_threads=threads,
+                                    inter_op_parallelism_threads=threads,
+                                    allow_soft_placement=True)
+    if cluster_client is not None:
+        session_config = cluster_client.session_config(session_config)
+    config = tf_estimator.RunConfig(model_dir=model_dir, tf_random_seed=seed,
+                                    session_config=session_config,
+                                    save_summary_steps=save_summary_steps,
+                                    log_step_count_steps=log_step_count_steps)
+    if cluster_client is not None:
+        # RunConfig takes its masters only from TF_CONFIG, which describes a
+        # between-graph job; here one process drives the whole mesh.
+        config._master = cluster_client.target  # pylint: disable=protected-access
+        config._evaluation_master = cluster_client.target  # pylint: disable=protected-access
+    return config
+
+
+def make_estimator(model, model_dir: str, plan=None, *, seed: int = 1, threads: int = 1,
+                   save_summary_steps: int = 100, log_step_count_steps: int = 100,
+                   **model_fn_kwargs) -> "tf_estimator.Estimator":
+    """``tf.estimator.Estimator`` for ``model`` on a mesh (see :func:`build_model_fn`)."""
+    model_fn = build_model_fn(model, plan, **model_fn_kwargs)
+    return tf_estimator.Estimator(
+        model_fn, model_dir=model_dir,
+        config=run_config(model_dir, seed, save_summary_steps, log_step_count_steps, threads))
+
+
+class LossHistoryHook(tf_estimator.SessionRunHook):
+    """Records the training loss of every step (``hook.losses``) and when each
+    step ended (``hook.step_ends``, ``time.perf_counter`` seconds; see
+    :func:`meshpar.training.throughput.steady_state`).
+
+    Optionally calls ``callback(step_index, loss)`` after each step (a
+    progress bar, for instance).
+    """
+
+    def __init__(self, callback: Optional[Callable[[int, float], None]] = None):
+        self.losses = []
+        self.step_ends = []
+        self._callback = callback
+        self._loss = None
+
+    def begin(self):
+        """Find the loss tensor in the graph being run."""
+        self._loss = tf.get_default_graph().get_tensor_by_name(LOSS_TENSOR_NAME + ":0")
+
+    def before_run(self, run_context):
+        """Ask the session to fetch the loss with every training step."""
+        return tf.train.SessionRunArgs(self._loss)
+
+    def after_run(self, run_context, run_values):
+        """Record the step's loss and call ``callback`` with it."""
+        self.step_ends.append(time.perf_counter())
+        value = float(run_values.results)
+        self.losses.append(value)
+        if self._callback is not None:
+            self._callback(len(self.losses), value)
+
+
+class StepTraceHook(tf_estimator.SessionRunHook):
+    """Traces one training step (``FULL_TRACE``) and keeps, per task, where its time
+    went (``hook.breakdown``; see :func:`meshpar.runtime.step_trace.step_breakdown`).
+
+    ``step`` counts the steps this hook has seen, from 1; a step well after
+    warm-up shows the steady state.
+    """
+
+    def __init__(self, step: int):
+        if step < 1:
+            raise ValueError(f"trace step must be >= 1, got {step}")
+        self.step = int(step)
+        self.breakdown = None
+        self.wall_seconds = None
+        self._seen = 0
+        self._started = None
+
+    def before_run(self, run_context):
+        """Ask for a full trace on the chosen step."""
+        self._seen += 1
+        if self._seen != self.step:
+            return None
+        self._started = time.perf_counter()
+        return tf.train.SessionRunArgs(
+            fetches=None, options=tf.RunOptions(trace_level=tf.RunOptions.FULL_TRACE))
+
+    def after_run(self, run_context, run_values):
+        """Turn the traced step's ``step_stats`` into the per-task breakdown."""
+        if self._seen != self.step or run_values.run_metadata is None:
+            return
+        from meshpar.runtime.step_trace import step_breakdown
+
+        self.wall_seconds = time.perf_counter() - self._started
+        self.breakdown = step_breakdown(run_values.run_metadata.step_stats, self.wall_seconds)
+

@@ -1,0 +1,82 @@
+"""A plan's device order is honoured on a real cluster: each plan device is matched
+to its worker task by name, and a plan for another cluster is refused."""
+import json
+
+import pytest
+
+from meshpar.cli import main
+from meshpar.planning.cluster import ClusterSpec
+from meshpar.planning.plan import Plan
+from meshpar.runtime.client import ClusterClient, parse_worker_device
+from meshpar.runtime.local_cluster import LocalCluster
+
+
+def test_worker_device_names_parse_to_task_and_device():
+    assert parse_worker_device("/job:worker/task:1/device:GPU:0") == (1, "GPU:0")
+    assert parse_worker_device("/job:worker/replica:0/task:12") == (12, None)
+    assert parse_worker_device("/job:ps/task:0/device:CPU:0") == (None, None)
+    assert parse_worker_device("cpu0") == (None, None)
+
+
+def _plan(devices, model="vgg-cifar-small", weights=(3.0, 1.0)):
+    return Plan(method="test", model=model, batch=4, mesh_shape=(("batch", len(devices)),),
+                layout=(("batch", "batch"),), devices=tuple(devices),
+                split_weights={"batch": list(weights)}, dim_split_weights={},
+                split_sizes={}, predicted_step_seconds=1.0, planning_seconds=0.0,
+                memory_per_device=(0.0,) * len(devices))
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    with LocalCluster([1.0, 1.0], throttle="none") as c:
+        path = tmp_path_factory.mktemp("cluster") / "cluster.json"
+        path.write_text(json.dumps({"worker": c.addresses}))
+        yield c, path
+
+
+def test_client_places_plan_devices_on_the_named_tasks(cluster):
+    local, _ = cluster
+    client = ClusterClient(local.addresses)
+    plan_devices = ["/job:worker/task:1/device:CPU:0", "/job:worker/task:0/device:CPU:0"]
+    assert client.place(plan_devices) == plan_devices
+    assert client.place(["/job:worker/task:1", "/job:worker/task:0"]) == plan_devices
+    with pytest.raises(ValueError, match="task:2.*not a worker of this cluster"):
+        client.place(["/job:worker/task:0/device:CPU:0", "/job:worker/task:2/device:CPU:0"])
+    with pytest.raises(ValueError, match="same worker task 0"):
+        client.place(["/job:worker/task:0", "/job:worker/task:0/device:CPU:0"])
+    with pytest.raises(ValueError, match="'cpu0'.*not a worker"):
+        client.place(["cpu0", "/job:worker/task:1"])
+
+
+def test_train_puts_each_slice_where_the_plan_says(cluster, tmp_path, capsys):
+    _, cluster_file = cluster
+    # Planned for speeds 0.3, 0.9: the planner lists task 1 (fast) first.
+    from meshpar.models import describe_model
+    from meshpar.planning.planners import plan
+
+    planned = plan(describe_model("vgg-cifar-small"), ClusterSpec.from_speeds([0.3, 0.9]), 4,
+                   method="proportional", shapes=[(2, 1)])
+    assert planned.devices[0] == "/job:worker/task:1/device:CPU:0"
+    planned.save(tmp_path / "plan.json")
+    rc = main(["train", "--synthetic", "--model", "vgg-cifar-small", "--cluster",
+               str(cluster_file), "--plan", str(tmp_path / "plan.json"), "--steps", "3",
+               "--batch", "4", "--n-synthetic", "16", "--no-progress", "--json",
+               "--model-dir", str(tmp_path / "run")])
+    out = capsys.readouterr().out
+    assert rc == 0
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert summary["devices"] == list(planned.devices)  # pnum 0 on task 1, not task 0
+    assert summary["split_weights"]["batch"] == pytest.approx(list(planned.split_weights["batch"]))
+
+
+def test_a_plan_for_another_cluster_is_refused_in_one_line(cluster, tmp_path, capsys):
+    _, cluster_file = cluster
+    _plan(["/job:worker/task:0/device:CPU:0", "/job:worker/task:5/device:CPU:0"]).save(
+        tmp_path / "plan.json")
+    rc = main(["train", "--synthetic", "--model", "vgg-cifar-small", "--cluster",
+               str(cluster_file), "--plan", str(tmp_path / "plan.json"), "--steps", "1",
+               "--batch", "4", "--n-synthetic", "16", "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert "task:5" in err and "not a worker of this cluster" in err
+    assert len(err.strip().splitlines()) == 1
