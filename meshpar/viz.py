@@ -205,3 +205,51 @@ def plot_plan(plan, path: str, model=None, cluster=None) -> str:
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
+
+
+def plot_train_benchmark(result: dict, path: str) -> str:
+    """One column per model: bars of samples/s per strategy against the ideal, and the
+    traced step of each strategy split per worker into compute, communication, idle."""
+    plt = _pyplot()
+    models = result["models"]
+    fig, axes = plt.subplots(2, len(models), figsize=(6.5 * len(models), 8), squeeze=False)
+    for col, m in enumerate(models):
+        rows = {k: v for k, v in m["strategies"].items() if "samples_per_second" in v}
+        names = list(rows)
+        rates = [rows[n]["samples_per_second"] for n in names]
+        ideal = m["ideal_samples_per_second"]
+        ax = axes[0][col]
+        colors = ["#55a868" if n == "planner" else "#c44e52" if n.startswith("mtf") else
+                  "#8c8c8c" if n.startswith("alone") else "#4c72b0" for n in names]
+        ax.bar(names, rates, color=colors)
+        ax.axhline(ideal, color="black", linestyle="--", label=f"ideal {ideal:.1f}")
+        for i, r in enumerate(rates):
+            ax.text(i, r, f"{r / ideal:.2f}", ha="center", va="bottom", fontsize=8)
+        ax.set_title(f"{m['model']}, batch {m['batch']} (label: of ideal)")
+        ax.set_ylabel("samples / s (steady state)")
+        ax.tick_params(axis="x", rotation=35)
+        ax.legend()
+        ax = axes[1][col]
+        labels, bottoms = [], []
+        for name in names:
+            step = rows[name].get("trace_step_seconds")
+            for task, parts in rows[name].get("step_breakdown", {}).items():
+                if not task.startswith("worker"):
+                    continue
+                labels.append(f"{name}\n{task}")
+                bottoms.append([parts[k] / step for k in ("compute", "communication", "idle")])
+        x = range(len(labels))
+        base = [0.0] * len(labels)
+        for k, (part, color) in enumerate(zip(("compute", "communication", "idle"),
+                                              ("#4c72b0", "#dd8452", "#cccccc"))):
+            values = [b[k] for b in bottoms]
+            ax.bar(x, values, bottom=base, color=color, label=part)
+            base = [a + v for a, v in zip(base, values)]
+        ax.set_xticks(list(x))
+        ax.set_xticklabels(labels, rotation=90, fontsize=7)
+        ax.set_ylabel("share of the traced step")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path

@@ -15,6 +15,7 @@ EPILOG = """examples:
   meshpar bench hetero --quick                   a short run: two workers at 0.9 and 0.3 of a core
   meshpar bench hetero --speeds 0.8,0.5,0.3,0.2 --quick
   meshpar bench hetero --out benchmarks/results/hetero-0.9-0.3
+  meshpar bench train --out benchmarks/results/train-0.9-0.3    whole networks, meshpar train path
 """
 
 
@@ -43,6 +44,27 @@ def register(subparsers) -> None:
     hetero.add_argument("--no-plot", action="store_true")
     hetero.add_argument("--json", action="store_true", help="print the result as JSON")
     hetero.set_defaults(func=run_hetero)
+    train = sub.add_parser(
+        "train", help="whole networks through `meshpar train --cluster`, strategies side by side",
+        description="Profile the workers, then train each model on each strategy's plan "
+                    "through `meshpar train --cluster` and compare steady-state throughput.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    train.add_argument("--models", default="resattnet3d-small,vgg-cifar",
+                       help="comma-separated model names (default %(default)s)")
+    train.add_argument("--speeds", default="0.9,0.3",
+                       help="CPU share of each LocalCluster worker (default %(default)s)")
+    train.add_argument("--cluster", default=None,
+                       help="run on existing workers (TF cluster JSON or 'TF_CONFIG') instead of "
+                            "starting a LocalCluster")
+    train.add_argument("--steps", type=int, default=60, help="training steps per strategy "
+                                                             "(default %(default)s)")
+    train.add_argument("--batch", type=int, default=8, help="global batch (default %(default)s)")
+    train.add_argument("--throttle", default="auto", choices=["auto", "cgroup", "signal", "none"])
+    train.add_argument("--seed", type=int, default=0)
+    train.add_argument("--out", default=None, help="directory for train.json and train.png")
+    train.add_argument("--no-plot", action="store_true")
+    train.add_argument("--json", action="store_true", help="print the result as JSON")
+    train.set_defaults(func=run_train)
     parser.set_defaults(func=lambda args: parser.print_help() or 2)
 
 
@@ -67,3 +89,30 @@ def run_hetero(args) -> int:
     else:
         print(bench_hetero.format_table(result))
     return 0
+
+
+def run_train(args) -> int:
+    """Run ``meshpar bench train``: profile, plan and train each model on each strategy;
+    print the table (or JSON), optionally write ``train.json`` and ``train.png``."""
+    from meshpar.bench import train as bench_train
+
+    speeds = parse_speeds(args.speeds)
+    models = [m.strip() for m in args.models.split(",") if m.strip()]
+    if not models:
+        raise ValueError("--models names no model")
+    if args.batch < 1:
+        raise ValueError(f"--batch must be >= 1, got {args.batch}")
+    log = (lambda *a: print(*a, file=sys.stderr, flush=True)) if args.json else (
+        lambda *a: print(*a, flush=True))
+    result = bench_train.run_benchmark(models, speeds, cluster_file=args.cluster,
+                                       steps=args.steps, batch=args.batch, seed=args.seed,
+                                       throttle=args.throttle, log=log)
+    if args.out:
+        for path in bench_train.save(result, args.out, plot=not args.no_plot):
+            log(f"wrote {path}")
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(bench_train.format_table(result))
+    return 0
+

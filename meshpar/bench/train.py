@@ -1,0 +1,236 @@
+"""``meshpar bench train``: whole networks trained through ``meshpar train --cluster``.
+
+The path a user takes, strategy after strategy on the same workers in one run:
+
+1. ``meshpar profile --cluster`` measures every worker (alone and together)
+   into the planner's device profile;
+2. for each model, each strategy is a plan file, trained by a
+   ``meshpar train --cluster ... --plan ... --json --trace-step K`` process;
+   its steady-state samples/s (steps after warm-up) and the traced step's
+   per-worker breakdown (compute, communication, idle) come from the summary
+   line that command prints.
+
+Strategies: each worker ``alone`` (the ideal is the sum of their rates),
+``mtf-even-filter`` (Mesh-TensorFlow's own ``PlacementMeshImpl``, filters
+split evenly), ``mtf-even-batch``, ``proportional-batch`` and
+``proportional-filter`` (weights = the workers' measured standalone rates of
+this model) and ``planner``: the plan ``meshpar plan --profile`` picks, with
+no trial runs. Rows that are the same plan are marked ``same_as``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Optional, Sequence
+
+DEFAULT_MODELS = ("resattnet3d-small", "vgg-cifar")
+DEFAULT_SPEEDS = (0.9, 0.3)
+
+
+def _train_argv(model: str, cluster_file: str, plan_file: str, steps: int, batch: int,
+                trace_step: int, model_dir: str, upstream: bool, seed: int) -> list:
+    return [sys.executable, "-m", "meshpar", "train", "--synthetic", "--model", model,
+            "--cluster", cluster_file, "--plan", plan_file, "--steps", str(steps),
+            "--batch", str(batch), "--n-synthetic", str(max(4 * batch, 32)),
+            "--val-fraction", "0", "--no-progress", "--json", "--trace-step", str(trace_step),
+            "--model-dir", model_dir, "--seed", str(seed)] + (
+                ["--mesh-impl", "mtf"] if upstream else [])
+
+
+def run_strategy(model: str, plan, cluster_file: str, work: str, name: str, steps: int,
+                 batch: int, upstream: bool = False, seed: int = 0, log=print) -> dict:
+    """Train ``model`` on ``plan`` through ``meshpar train --cluster``; its JSON summary."""
+    plan_file = os.path.join(work, f"{model}-{name}.plan.json")
+    plan.save(plan_file)
+    argv = _train_argv(model, cluster_file, plan_file, steps, batch,
+                       trace_step=max(2, (3 * steps) // 4),
+                       model_dir=os.path.join(work, f"{model}-{name}"), upstream=upstream,
+                       seed=seed)
+    started = time.perf_counter()
+    proc = subprocess.run(argv, capture_output=True, text=True,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    if proc.returncode != 0:
+        tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise RuntimeError(f"meshpar train failed for {model} / {name}: {tail}")
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    summary["wall_seconds"] = time.perf_counter() - started
+    log(f"  {name:<20} {summary['samples_per_second']:8.2f} samples/s  "
+        f"({summary['steady_steps']} steady steps, {summary['wall_seconds']:.0f} s)")
+    return summary
+
+
+def strategy_plans(model_name: str, profile, batch: int, standalone: Sequence[float]) -> dict:
+    """The non-alone strategies' plans on ``profile``'s devices (task order),
+    each with the cost model's predicted step time. ``(plan, upstream)``."""
+    from meshpar.models import describe_model
+    from meshpar.planning.cost_model import CostModel
+    from meshpar.planning.planners.common import build_plan
+
+    cost = CostModel(describe_model(model_name), profile, batch)
+    n = len(profile.devices)
+    ident, even = list(range(n)), [1.0] * n
+    rates = [float(r) for r in standalone]
+    return {
+        "mtf-even-filter": (build_plan("mtf-even-filter", cost, 1, n, ident, [1.0], even), True),
+        "mtf-even-batch": (build_plan("mtf-even-batch", cost, n, 1, ident, even, [1.0]), True),
+        "proportional-batch": (build_plan("proportional-batch", cost, n, 1, ident, rates,
+                                          [1.0]), False),
+        "proportional-filter": (build_plan("proportional-filter", cost, 1, n, ident, [1.0],
+                                           rates), False),
+    }
+
+
+def alone_plan(model_name: str, profile, batch: int, task: int):
+    """A one-device plan on worker ``task`` (its predicted time from that device alone)."""
+    import dataclasses
+
+    from meshpar.models import describe_model
+    from meshpar.planning.cost_model import CostModel
+    from meshpar.planning.planners.common import build_plan
+
+    single = dataclasses.replace(profile, devices=(profile.devices[task],))
+    cost = CostModel(describe_model(model_name), single, batch)
+    return build_plan(f"alone-{task}", cost, 1, 1, [0], [1.0], [1.0])
+
+
+def _same_plan(a, b) -> bool:
+    return (a.mesh_shape == b.mesh_shape and a.devices == b.devices
+            and a.split_sizes == b.split_sizes)
+
+
+def bench_model(model: str, profile, cluster_file: str, work: str, steps: int, batch: int,
+                seed: int, log) -> dict:
+    """All strategies for one model; the result dict of that model."""
+    from meshpar.planning.planners import plan as make_plan
+    from meshpar.models import describe_model
+
+    n = len(profile.devices)
+    rows = {}
+    log(f"{model}: batch {batch}, {steps} steps per strategy")
+    plans = {}
+    for task in range(n):
+        plans[f"alone-{task}"] = (alone_plan(model, profile, batch, task), False)
+        rows[f"alone-{task}"] = run_strategy(model, plans[f"alone-{task}"][0], cluster_file,
+                                             work, f"alone-{task}", steps, batch, seed=seed,
+                                             log=log)
+    standalone = [rows[f"alone-{t}"]["samples_per_second"] for t in range(n)]
+    plans.update(strategy_plans(model, profile, batch, standalone))
+    started = time.perf_counter()
+    plans["planner"] = (make_plan(describe_model(model), profile, batch, method="ga",
+                                  seed=seed), False)
+    planning_seconds = time.perf_counter() - started
+    for name, (plan, upstream) in plans.items():
+        if name.startswith("alone-"):
+            continue
+        try:
+            rows[name] = run_strategy(model, plan, cluster_file, work, name, steps, batch,
+                                      upstream=upstream, seed=seed, log=log)
+        except RuntimeError as err:  # e.g. a split Mesh-TF cannot express
+            rows[name] = {"skipped": str(err)}
+            log(f"  {name:<20} skipped: {err}")
+    ideal = sum(standalone)
+    baseline = rows.get("mtf-even-filter", {}).get("samples_per_second")
+    for name, row in rows.items():
+        plan = plans[name][0]
+        row.update(mesh=plan.mesh_shape_string(), plan_devices=list(plan.devices),
+                   split_sizes={k: list(v) for k, v in plan.split_sizes.items()},
+                   predicted_step_seconds=plan.predicted_step_seconds)
+        same = [other for other in plans if other != name and other in rows
+                and list(rows).index(other) < list(rows).index(name)
+                and _same_plan(plans[other][0], plan)]
+        if same:
+            row["same_as"] = same[0]
+        rate = row.get("samples_per_second")
+        if rate:
+            row["of_ideal"] = rate / ideal
+            row["vs_fastest_alone"] = rate / max(standalone)
+            if baseline:
+                row["vs_mtf_even_filter"] = rate / baseline
+            row["predicted_over_measured"] = plan.predicted_step_seconds / row[
+                "step_seconds_median"]
+    return {"model": model, "batch": batch, "steps": steps, "ideal_samples_per_second": ideal,
+            "standalone_samples_per_second": standalone, "planning_seconds": planning_seconds,
+            "strategies": rows}
+
+
+def run_benchmark(models: Sequence[str] = DEFAULT_MODELS,
+                  speeds: Sequence[float] = DEFAULT_SPEEDS, cluster_file: Optional[str] = None,
+                  steps: int = 60, batch: int = 8, seed: int = 0, throttle: str = "auto",
+                  profile_repeats: int = 3, profile_sizes: Optional[Sequence[tuple]] = None,
+                  log=print) -> dict:
+    """Run every model's strategies on one cluster; the JSON-ready result."""
+    from meshpar.models import get
+    from meshpar.runtime.cluster_files import ExistingCluster
+    from meshpar.runtime.local_cluster import LocalCluster
+    from meshpar.runtime.profiling import DEFAULT_PROFILE_SIZES, profile_cluster_workers
+
+    for name in models:
+        get(name)  # unknown names fail before any worker starts
+    if steps < 8:
+        raise ValueError(f"--steps must be >= 8 (warm-up plus steady steps), got {steps}")
+    started = time.time()
+    context = ExistingCluster(cluster_file) if cluster_file else LocalCluster(speeds,
+                                                                              throttle=throttle)
+    with context as cluster, tempfile.TemporaryDirectory(prefix="meshpar-bench-train-") as work:
+        tf_cluster = os.path.join(work, "cluster.json")
+        with open(tf_cluster, "w", encoding="utf-8") as f:
+            json.dump({"worker": list(cluster.addresses)}, f)
+        log(cluster.describe())
+        log("profiling the workers (meshpar profile --cluster):")
+        profile = profile_cluster_workers(cluster.addresses, repeats=profile_repeats,
+                                          sizes=profile_sizes or DEFAULT_PROFILE_SIZES, log=log)
+        results = [bench_model(m, profile, tf_cluster, work, steps, batch, seed, log)
+                   for m in models]
+    return {"benchmark": "train", "cluster": {
+                "workers": len(cluster.addresses), "speeds": list(getattr(cluster, "speeds", [])),
+                "describe": cluster.describe(), "throttle": getattr(cluster, "throttle", "none")},
+            "profile": profile.to_dict(), "models": results,
+            "seconds": time.time() - started}
+
+
+def format_table(result: dict) -> str:
+    """Per model: one row per strategy (samples/s, of ideal, vs Mesh-TF's even filter
+    split, vs the fastest worker alone, predicted/measured, the traced step's split)."""
+    lines = []
+    for m in result["models"]:
+        lines.append(f"{m['model']} (batch {m['batch']}): ideal {m['ideal_samples_per_second']:.2f}"
+                     " samples/s = " + " + ".join(f"{r:.2f}" for r in
+                                                  m["standalone_samples_per_second"]))
+        lines.append(f"  {'strategy':<20} {'mesh':<16} {'samples/s':>9} {'p25-p75':>13} "
+                     f"{'ideal':>6} {'vs mtf':>6} {'vs 1':>5} {'pred/meas':>9}  "
+                     "traced step: compute/comm/idle per worker")
+        for name, r in m["strategies"].items():
+            if "samples_per_second" not in r:
+                lines.append(f"  {name:<20} {r.get('skipped', '')}")
+                continue
+            lo, hi = r["samples_per_second_p25_p75"]
+            trace = "  ".join(
+                f"{task.split(':')[0][0]}{task.split(':')[1]} " + "/".join(
+                    f"{parts[k] / r['trace_step_seconds']:.0%}"
+                    for k in ("compute", "communication", "idle"))
+                for task, parts in r.get("step_breakdown", {}).items())
+            same = f"  (same plan as {r['same_as']})" if r.get("same_as") else ""
+            lines.append(
+                f"  {name:<20} {r['mesh']:<16} {r['samples_per_second']:9.2f} "
+                f"{lo:6.1f}-{hi:<6.1f} {r['of_ideal']:6.2f} "
+                f"{r.get('vs_mtf_even_filter', float('nan')):5.2f}x "
+                f"{r['vs_fastest_alone']:4.2f}x {r['predicted_over_measured']:9.2f}  "
+                f"{trace}{same}")
+    return "\n".join(lines)
+
+
+def save(result: dict, out_dir: str, plot: bool = True) -> list:
+    """Write train.json (and train.png) into ``out_dir``; return the paths."""
+    os.makedirs(out_dir, exist_ok=True)
+    paths = [os.path.join(out_dir, "train.json")]
+    with open(paths[0], "w", encoding="utf-8") as f:
+        json.dump(result, f, indent=2)
+    if plot:
+        from meshpar.viz import plot_train_benchmark
+
+        paths.append(plot_train_benchmark(result, os.path.join(out_dir, "train.png")))
+    return paths

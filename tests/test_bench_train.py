@@ -1,0 +1,70 @@
+"""Remote profiling of real workers, and the whole-network benchmark end to end through
+`meshpar train --cluster` (tiny model, few steps: structure, not speed)."""
+import json
+
+import pytest
+
+from meshpar.bench import train as bench_train
+from meshpar.cli import main
+from meshpar.planning.cluster import ClusterSpec
+from meshpar.runtime.local_cluster import LocalCluster
+from meshpar.runtime.profiling import profile_cluster_workers
+
+
+def test_remote_profile_names_the_worker_tasks_and_measures_them(tmp_path):
+    with LocalCluster([1.0, 1.0], throttle="none") as cluster:
+        profile = profile_cluster_workers(cluster.addresses, sizes=[(1, 4, 2, 4), (1, 8, 4, 4)],
+                                          repeats=1, transfer_bytes=4096)
+    assert [d.device for d in profile.devices] == ["/job:worker/task:0/device:CPU:0",
+                                                   "/job:worker/task:1/device:CPU:0"]
+    for d in profile.devices:
+        assert len(d.profile) == 2 and all(speed > 0 for _, speed in d.profile)
+        assert len(profile.extra["alone_profile"][d.device]) == 2
+    assert profile.bandwidth > 0 and profile.latency > 0
+    path = tmp_path / "profile.json"
+    profile.save(path)
+    assert ClusterSpec.load(path).devices == profile.devices  # the planner reads it back
+
+
+def test_strategy_plans_are_the_named_splits_with_predictions():
+    profile = ClusterSpec.from_speeds([0.9, 0.3])
+    plans = bench_train.strategy_plans("vgg-cifar-small", profile, 4, standalone=[3.0, 1.0])
+    assert plans["mtf-even-filter"][1] and plans["mtf-even-batch"][1]  # Mesh-TF's own impl
+    assert plans["mtf-even-filter"][0].split_sizes["conv1_filters"] == [3, 3]
+    assert plans["proportional-filter"][0].split_sizes["conv1_filters"] == [5, 1]  # 4.5/1.5: tie to 0
+    assert plans["proportional-batch"][0].split_sizes["batch"] == [3, 1]
+    assert plans["mtf-even-batch"][0].mesh_shape_string() == "batch:2;model:1"
+    assert all(p.predicted_step_seconds > 0 for p, _ in plans.values())
+    alone = bench_train.alone_plan("vgg-cifar-small", profile, 4, task=1)
+    assert alone.devices == ("/job:worker/task:1/device:CPU:0",)
+
+
+def test_whole_network_benchmark_runs_every_strategy_and_writes_json_and_png(tmp_path):
+    result = bench_train.run_benchmark(["vgg-cifar-small"], [1.0, 1.0], steps=8, batch=4,
+                                       throttle="none", profile_repeats=1,
+                                       profile_sizes=[(1, 4, 2, 4)], log=lambda *a: None)
+    (model,) = result["models"]
+    rows = model["strategies"]
+    assert set(rows) == {"alone-0", "alone-1", "mtf-even-filter", "mtf-even-batch",
+                         "proportional-batch", "proportional-filter", "planner"}
+    assert model["ideal_samples_per_second"] == pytest.approx(
+        rows["alone-0"]["samples_per_second"] + rows["alone-1"]["samples_per_second"])
+    for name, r in rows.items():
+        assert r["samples_per_second"] > 0, name
+        assert r["of_ideal"] == pytest.approx(r["samples_per_second"]
+                                              / model["ideal_samples_per_second"])
+        assert {"worker:0", "worker:1"} & set(r["step_breakdown"]), name
+    assert rows["mtf-even-filter"]["vs_mtf_even_filter"] == pytest.approx(1.0)
+    assert rows["alone-1"]["plan_devices"] == ["/job:worker/task:1/device:CPU:0"]
+    # equal speeds: the proportional batch split is the even one, and it says so
+    assert rows["proportional-batch"]["same_as"] == "mtf-even-batch"
+    paths = bench_train.save(result, str(tmp_path))
+    assert json.loads(open(paths[0]).read())["models"][0]["model"] == "vgg-cifar-small"
+    assert open(paths[1], "rb").read(4) == b"\x89PNG"
+    assert "ideal" in bench_train.format_table(result)
+
+
+def test_bench_train_refuses_an_unknown_model_in_one_line(capsys):
+    assert main(["bench", "train", "--models", "vgg-cifar,nope"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "unknown model 'nope'" in err[0]
