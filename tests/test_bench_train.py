@@ -41,8 +41,7 @@ def test_strategy_plans_are_the_named_splits_with_predictions():
 
 def test_whole_network_benchmark_runs_every_strategy_and_writes_json_and_png(tmp_path):
     result = bench_train.run_benchmark(["vgg-cifar-small"], [1.0, 1.0], steps=8, batch=4,
-                                       throttle="none", profile_repeats=1,
-                                       profile_sizes=[(1, 4, 2, 4)], log=lambda *a: None)
+                                       throttle="none", profile_repeats=1, log=lambda *a: None)
     (model,) = result["models"]
     rows = model["strategies"]
     assert set(rows) == {"alone-0", "alone-1", "mtf-even-filter", "mtf-even-batch",
@@ -68,3 +67,17 @@ def test_bench_train_refuses_an_unknown_model_in_one_line(capsys):
     assert main(["bench", "train", "--models", "vgg-cifar,nope"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "unknown model 'nope'" in err[0]
+
+
+def test_model_step_profile_times_whole_training_steps_per_batch_size():
+    from meshpar.models import describe_model
+    from meshpar.runtime.profiling import model_batch_sizes
+
+    assert model_batch_sizes(8) == [1, 2, 4, 8] and model_batch_sizes(6) == [1, 2, 4, 6]
+    with LocalCluster([1.0, 1.0], throttle="none") as cluster:
+        profile = profile_cluster_workers(cluster.addresses, model="vgg-cifar-small", batch=2,
+                                          repeats=1, transfer_bytes=4096)
+    step_flops = 3.0 * describe_model("vgg-cifar-small").flops
+    assert profile.extra["work"] == "model-step" and profile.extra["model"] == "vgg-cifar-small"
+    for d in profile.devices:
+        assert [w for w, _ in d.profile] == pytest.approx([step_flops, 2 * step_flops])

@@ -86,3 +86,24 @@ def test_lower_bound_is_total_work_over_total_speed():
     cluster = ClusterSpec.from_speeds([0.8, 0.5, 0.3, 0.2])
     cost = CostModel(one_conv(), cluster, batch=1)
     assert cost.lower_bound() == pytest.approx(3e9 / 1.8e11)
+
+
+def test_a_model_step_profile_is_read_at_each_devices_whole_step_work():
+    from meshpar.models import describe_model
+    from meshpar.planning.cluster import ClusterSpec, DeviceSpec
+
+    model = describe_model("vgg-cifar-small")
+    step = 3.0 * model.flops  # one sample's training step
+    # speed doubles from 1 to 4 samples: a fixed per-step cost, as measured
+    profile = ((step, 1e9), (4 * step, 2e9))
+    devices = tuple(DeviceSpec(name=f"w{i}", device=f"/job:worker/task:{i}/device:CPU:0",
+                               profile=profile, memory_bytes=1e12) for i in range(2))
+    cluster = ClusterSpec(devices, bandwidth=1e12, latency=0.0,
+                          extra={"work": "model-step", "model": model.name})
+    cost = CostModel(model, cluster, 4)
+    ev = cost.evaluate_sizes(2, 1, [0, 1], [3, 1], {})
+    # row 0: 3 samples at the speed of 3 samples' step (log-log interpolation)
+    speed3 = np.exp(np.interp(np.log(3 * step), np.log([step, 4 * step]), np.log([1e9, 2e9])))
+    assert ev.row_seconds[0] == pytest.approx([3 * step / speed3, step / 1e9], rel=1e-9)
+    with pytest.raises(ValueError, match="measured on model"):
+        CostModel(describe_model("vgg-cifar"), cluster, 4)

@@ -2,8 +2,8 @@
 
 The path a user takes, strategy after strategy on the same workers in one run:
 
-1. ``meshpar profile --cluster`` measures every worker (alone and together)
-   into the planner's device profile;
+1. ``meshpar profile --cluster --model`` times every worker's whole training
+   step of the model (alone and together) into the planner's device profile;
 2. for each model, each strategy is a plan file, trained by a
    ``meshpar train --cluster ... --plan ... --json --trace-step K`` process;
    its steady-state samples/s (steps after warm-up) and the traced step's
@@ -160,13 +160,12 @@ def bench_model(model: str, profile, cluster_file: str, work: str, steps: int, b
 def run_benchmark(models: Sequence[str] = DEFAULT_MODELS,
                   speeds: Sequence[float] = DEFAULT_SPEEDS, cluster_file: Optional[str] = None,
                   steps: int = 60, batch: int = 8, seed: int = 0, throttle: str = "auto",
-                  profile_repeats: int = 3, profile_sizes: Optional[Sequence[tuple]] = None,
-                  log=print) -> dict:
+                  profile_repeats: int = 3, log=print) -> dict:
     """Run every model's strategies on one cluster; the JSON-ready result."""
     from meshpar.models import get
     from meshpar.runtime.cluster_files import ExistingCluster
     from meshpar.runtime.local_cluster import LocalCluster
-    from meshpar.runtime.profiling import DEFAULT_PROFILE_SIZES, profile_cluster_workers
+    from meshpar.runtime.profiling import profile_cluster_workers
 
     for name in models:
         get(name)  # unknown names fail before any worker starts
@@ -180,15 +179,17 @@ def run_benchmark(models: Sequence[str] = DEFAULT_MODELS,
         with open(tf_cluster, "w", encoding="utf-8") as f:
             json.dump({"worker": list(cluster.addresses)}, f)
         log(cluster.describe())
-        log("profiling the workers (meshpar profile --cluster):")
-        profile = profile_cluster_workers(cluster.addresses, repeats=profile_repeats,
-                                          sizes=profile_sizes or DEFAULT_PROFILE_SIZES, log=log)
-        results = [bench_model(m, profile, tf_cluster, work, steps, batch, seed, log)
-                   for m in models]
+        results, profiles = [], {}
+        for m in models:
+            log(f"profiling the workers on {m} (meshpar profile --cluster --model):")
+            profile = profile_cluster_workers(cluster.addresses, repeats=profile_repeats,
+                                              model=m, batch=batch, log=log)
+            profiles[m] = profile.to_dict()
+            results.append(bench_model(m, profile, tf_cluster, work, steps, batch, seed, log))
     return {"benchmark": "train", "cluster": {
                 "workers": len(cluster.addresses), "speeds": list(getattr(cluster, "speeds", [])),
                 "describe": cluster.describe(), "throttle": getattr(cluster, "throttle", "none")},
-            "profile": profile.to_dict(), "models": results,
+            "profiles": profiles, "models": results,
             "seconds": time.time() - started}
 
 

@@ -15,7 +15,8 @@ import json
 import sys
 
 EPILOG = """examples:
-  meshpar profile --cluster cluster.json --out profile.json   profile the workers of a cluster
+  meshpar profile --cluster cluster.json --model resattnet3d-small --batch 8 --out profile.json
+  meshpar profile --cluster cluster.json --out profile.json   conv3d kernels on each worker
   meshpar plan --profile profile.json --model resattnet3d-small --batch 8 --out plan.json
   meshpar train --cluster cluster.json --plan plan.json --model resattnet3d-small --batch 8
   meshpar profile --quick --json                             this machine's devices, as JSON
@@ -32,6 +33,11 @@ def register(subparsers) -> None:
                                           "this machine's devices")
     parser.add_argument("--device-type", default="CPU", choices=["CPU", "GPU"],
                         help="with --cluster: the worker device to profile (default: CPU)")
+    parser.add_argument("--model", help="with --cluster: time this model's whole training "
+                                        "steps (batch 1, 2, 4, .., --batch) instead of the "
+                                        "conv3d kernel; plan that model from the result")
+    parser.add_argument("--batch", type=int, default=8,
+                        help="with --model: the largest batch timed (default %(default)s)")
     parser.add_argument("--out", help="write the device profile JSON here")
     parser.add_argument("--json", action="store_true", help="print the profile as JSON")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs per size (median)")
@@ -47,12 +53,21 @@ def run(args) -> int:
     if args.repeats < 1:
         raise ValueError(f"--repeats must be >= 1, got {args.repeats}")
     sizes = DEFAULT_PROFILE_SIZES[:2] if args.quick else DEFAULT_PROFILE_SIZES
+    if args.model is not None and not args.cluster:
+        raise ValueError("--model goes with --cluster (model steps are timed on the workers)")
+    if args.batch < 1:
+        raise ValueError(f"--batch must be >= 1, got {args.batch}")
     if args.cluster:
         from meshpar.runtime.cluster_files import worker_addresses
 
         log = (lambda *a: print(*a, file=sys.stderr)) if args.json else print
+        if args.model is not None:
+            from meshpar.models import get
+
+            get(args.model)  # an unknown name fails before any worker is asked
         cluster = profile_cluster_workers(worker_addresses(args.cluster), args.device_type,
-                                          sizes=sizes, repeats=args.repeats, log=log)
+                                          sizes=sizes, repeats=args.repeats, model=args.model,
+                                          batch=args.batch, log=log)
     else:
         cluster = profile_local_devices(sizes=sizes, repeats=args.repeats)
     if args.out:

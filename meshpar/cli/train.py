@@ -95,6 +95,8 @@ def register(subparsers) -> None:
     parser.add_argument("--trace-step", type=int, default=None,
                         help="trace this step (counted in this run, from 1) and show per worker "
                              "where its time went: compute, communication, idle")
+    parser.add_argument("--trace-out", help="with --trace-step: write the traced step's timeline "
+                                            "here (Chrome trace JSON, for Perfetto)")
     parser.add_argument("--json", action="store_true",
                         help="also print the summary as one JSON object, the last line of stdout")
     parser.set_defaults(func=run)
@@ -138,6 +140,8 @@ def run(args) -> int:
         raise ValueError("--steps and --batch must be >= 1")
     if args.trace_step is not None and args.trace_step < 1:
         raise ValueError(f"--trace-step must be >= 1, got {args.trace_step}")
+    if args.trace_out and args.trace_step is None:
+        raise ValueError("--trace-out goes with --trace-step")
     if args.warmup_steps is not None and args.warmup_steps < 0:
         raise ValueError(f"--warmup-steps must be >= 0, got {args.warmup_steps}")
     if not 0.0 <= args.val_fraction < 1.0:
@@ -339,7 +343,7 @@ def _train(args, spec, lr, mesh_kwargs, model_dir, train_fn, eval_fn, data_note,
     history = E.LossHistoryHook(progress)
     hooks = [history]
     if args.trace_step is not None:
-        hooks.append(E.StepTraceHook(args.trace_step))
+        hooks.append(E.StepTraceHook(args.trace_step, args.trace_out))
     started = time.perf_counter()
     try:
         _guard(client, lambda: est.train(train_fn, max_steps=args.steps, hooks=hooks),

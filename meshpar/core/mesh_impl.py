@@ -532,7 +532,9 @@ def allreduce_ring_uneven(xs, devices, reduction_fn_string="SUM"):
                 f"allreduce over processors holding slices of different shapes"
                 f" ({shape} and {x.shape.as_list()})")
     size = None if None in shape else _prod(shape)
-    if size is None or size < max(1024, n):
+    # Two devices: each adds the other's whole tensor, one message each way;
+    # chunking would only double the messages and add split/concat ops.
+    if n == 2 or size is None or size < max(1024, n):
         return _pmi.allreduce_ring_single_shard(xs, devices, reduction_fn_string)
     chunk_sizes = even_sizes(size, n, "allreduce chunks")
     chunks = mtf.parallel(devices, lambda t: tf.split(tf.reshape(t, [-1]), chunk_sizes), xs)

@@ -88,13 +88,36 @@ class AfterAll(mtf.Operation):
         other inputs' slices.
         """
         mesh_impl = lowering.mesh_impl(self)
-        control = []
-        for dep in self.inputs[1:]:
-            control.extend(lowering.tensors[dep].to_laid_out_tensor().tensor_list)
+        control = _barrier_tokens(lowering, self.inputs[1:])
         x = lowering.tensors[self.inputs[0]].to_laid_out_tensor()
         with tf.control_dependencies(control):
             lowering.set_tensor_lowering(
                 self.outputs[0], mesh_impl.slicewise(tf.identity, x))
+
+
+def _barrier_tokens(lowering, dependencies) -> list:
+    """One no-op per device that runs after every local slice of ``dependencies``.
+
+    The same order as a control edge on every slice (an op gated on all the
+    tokens waits for every slice), but a gated op gets one cross-device edge
+    per device instead of one per remote slice, and the tokens are shared by
+    every AfterAll of the lowering that waits on the same tensors (the
+    race-free step gates every gradient behind one barrier): fewer messages
+    and ops per step.
+    """
+    cache = lowering.__dict__.setdefault("_meshpar_barrier_tokens", {})
+    key = tuple(id(d) for d in dependencies)
+    if key not in cache:
+        by_device = {}
+        for dep in dependencies:
+            for t in lowering.tensors[dep].to_laid_out_tensor().tensor_list:
+                by_device.setdefault(t.device, []).append(t)
+        tokens = []
+        for device, tensors in by_device.items():
+            with tf.device(device):
+                tokens.append(tf.group(*tensors, name="after_all_token"))
+        cache[key] = tokens
+    return cache[key]
 
 
 def after_all(x, dependencies: Iterable) -> "mtf.Tensor":

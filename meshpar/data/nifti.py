@@ -46,6 +46,8 @@ log = logging.getLogger(__name__)
 
 NIFTI_SUFFIXES = (".nii.gz", ".nii")
 LABELS_FILE = "labels.csv"
+#: Pre-processed examples kept in memory by default (see NiftiDataset's cache_bytes).
+DEFAULT_CACHE_BYTES = 512 * 2**20
 
 
 # --------------------------------------------------------------------------- labels
@@ -270,6 +272,11 @@ class NiftiDataset:
         Use these (e.g. one side of :func:`split_subjects`) instead of reading labels.csv.
     check_headers : bool
         Open every file's header now, so bad files fail before training starts.
+    cache_bytes : int
+        Keep pre-processed examples in memory, up to this many bytes (default
+        512 MiB; 0 turns it off), so later epochs skip reading and
+        pre-processing. Only deterministic loads are cached: augmented ones
+        (``rng`` given) are always computed afresh.
 
     Example
     -------
@@ -289,8 +296,13 @@ class NiftiDataset:
         skip_bad: bool = False,
         subjects: Optional[Sequence[Subject]] = None,
         check_headers: bool = True,
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
     ):
         self.directory = Path(directory)
+        if cache_bytes < 0:
+            raise ValueError(f"cache_bytes must be >= 0, got {cache_bytes}")
+        self.cache_bytes = int(cache_bytes)
+        self._cache: dict = {}  # index -> (example, class id), deterministic loads only
         self.shape = tuple(int(s) for s in shape)
         if len(self.shape) != 3 or min(self.shape) < 1:
             raise ValueError(f"shape must be three positive sizes, got {tuple(shape)}")
@@ -381,6 +393,8 @@ class NiftiDataset:
         ``rng`` turns on the random (augmentation) steps. Raises
         :class:`BadSubjectError` for bad voxel content, whatever ``skip_bad``.
         """
+        if rng is None and index in self._cache:
+            return self._cache[index]
         subject = self.subjects[index]
         vol = load_volume(subject.path)
         vol = self.transform(vol, rng) if getattr(self.transform, "random", False) else self.transform(vol)
@@ -389,7 +403,11 @@ class NiftiDataset:
             raise ValueError(f"{subject.path}: pre-processing gave shape {data.shape}, expected {self.shape}")
         if not np.all(np.isfinite(data)):
             raise BadSubjectError(subject.path, "pre-processing produced NaN or infinite values")
-        return data[..., None], self.label_index(subject)
+        item = (data[..., None], self.label_index(subject))
+        if rng is None and (len(self._cache) + 1) * data.nbytes <= self.cache_bytes:
+            with self._lock:
+                self._cache[index] = item
+        return item
 
     def __getitem__(self, index: int) -> Tuple[np.ndarray, int]:
         return self.load(index)

@@ -149,6 +149,14 @@ class CostModel:
         self._log_speed = np.array([
             np.interp(self._grid, np.log([s for s, _ in prof]), np.log([f for _, f in prof]))
             for prof in profiles])
+        # A profile of whole training steps of this very model (``meshpar profile
+        # --model``) is looked up at each device's whole-step work; a kernel
+        # profile at each layer slice's work.
+        self.step_profile = (cluster.extra or {}).get("work") == "model-step"
+        profiled = (cluster.extra or {}).get("model")
+        if self.step_profile and profiled not in (model.name, None):
+            raise ValueError(f"the device profile was measured on model {profiled!r}; "
+                             f"profile {model.name!r} to plan it")
         self.memory_capacity = np.array([d.memory_bytes for d in cluster.devices], dtype=float)
         self.max_speed = np.array([max(f for _, f in d.profile) for d in cluster.devices])
 
@@ -212,7 +220,11 @@ class CostModel:
             frac[:, :, idx] = np.transpose(share[:, self.layer_dim[idx], :], (0, 2, 1))
         work = 3.0 * self.flops[None, None, None, :] * bs[:, :, None, None] * frac[:, None, :, :]
         dev_type = self.device_type[perm].reshape(P, R, M)
-        seconds = work / self.speed(dev_type[..., None], work)  # [P, R, M, L]
+        if self.step_profile:  # speeds measured per whole training step of this model
+            at = work.sum(axis=3, keepdims=True)
+        else:  # speeds measured per kernel: each layer slice at its own size
+            at = work
+        seconds = work / self.speed(dev_type[..., None], at)  # [P, R, M, L]
         device_seconds = seconds.sum(axis=3)
         # Segments end at layers with a collective.
         sync = layer_split & np.array([c is not None for c in self.comm])

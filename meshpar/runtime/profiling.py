@@ -109,6 +109,7 @@ def profile_cluster_workers(addresses: Sequence[str], device_type: str = "CPU",
                             sizes: Sequence[tuple] = DEFAULT_PROFILE_SIZES, repeats: int = 3,
                             transfer_bytes: int = 4 * 2**20,
                             memory_bytes: float = DEFAULT_MEMORY_BYTES,
+                            model: Optional[str] = None, batch: int = 8,
                             log=None) -> ClusterSpec:
     """Profile every worker of a TF gRPC cluster (``meshpar worker`` tasks) from here.
 
@@ -122,6 +123,13 @@ def profile_cluster_workers(addresses: Sequence[str], device_type: str = "CPU",
     sent from each worker to the next give bandwidth and latency (medians over
     the pairs). Devices are named ``/job:worker/task:i/device:TYPE:0``, so a
     plan made from this file places its slices on those tasks.
+
+    With ``model`` (a registry name) the work items are that model's whole
+    training steps (race-free Adam, data resident on the worker) of
+    ``b`` samples for ``b`` in :func:`model_batch_sizes` ``(batch)``, instead
+    of the conv3d kernel: a profile of what the planner will split (per-op
+    and per-step costs included), marked ``extra["work"] = "model-step"`` so
+    the cost model looks speeds up at each device's whole-step work.
     """
     import tensorflow.compat.v1 as tf
 
@@ -136,19 +144,34 @@ def profile_cluster_workers(addresses: Sequence[str], device_type: str = "CPU",
     n = len(client.devices)
     graph = tf.Graph()
     steps = {}  # (task, size) -> op
+    copies = []  # master -> slice copies of model variables, after initialisation
+    if model is not None:
+        from meshpar.models import get
+
+        spec = get(model)
+        sizes = [(b,) for b in model_batch_sizes(batch)]
+        flops_of = {(b,): 3.0 * spec.describe().flops * b for b in model_batch_sizes(batch)}
+    else:
+        flops_of = {tuple(s): conv3d_step_flops(*(int(v) for v in s)) for s in sizes}
     with graph.as_default():
+        tf.set_random_seed(0)  # initialisers are random ops (and TF_DETERMINISTIC_OPS wants a seed)
         for task, device in enumerate(client.devices):
             for size in sizes:
-                steps[task, tuple(size)] = _conv3d_step_graph(tf, device, size)
+                if model is not None:
+                    steps[task, tuple(size)], copy = _model_step_graph(tf, spec, device, size[0])
+                    copies.append(copy)
+                else:
+                    steps[task, tuple(size)] = _conv3d_step_graph(tf, device, size)
         sends = _transfer_graph(tf, client.devices, transfer_bytes)
         init = tf.global_variables_initializer()
     config = client.session_config(tf.ConfigProto(allow_soft_placement=False))
     with tf.Session(client.target, graph=graph, config=config) as session:
         session.run(init)
+        session.run(copies)
         alone = {task: {} for task in range(n)}
         together = {task: {} for task in range(n)}
         for size in sizes:
-            flops = conv3d_step_flops(*(int(v) for v in size))
+            flops = flops_of[tuple(size)]
             for task in range(n):
                 seconds = _median_seconds(session, [steps[task, tuple(size)]], repeats)[0]
                 alone[task][flops] = flops / seconds
@@ -162,12 +185,45 @@ def profile_cluster_workers(addresses: Sequence[str], device_type: str = "CPU",
     devices = tuple(DeviceSpec(name=f"w{t}", device=client.devices[t],
                                profile=tuple(sorted(together[t].items())),
                                memory_bytes=memory_bytes) for t in range(n))
+    kernel = (f"{model} training step (batch {', '.join(str(s[0]) for s in sizes)})"
+              if model is not None else "conv3d 3x3x3 fwd+input grad+filter grad")
     return ClusterSpec(devices, bandwidth=bandwidth, latency=latency, extra={
         "profiled_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
-        "kernel": "conv3d 3x3x3 fwd+input grad+filter grad",
+        "kernel": kernel, "work": "model-step" if model is not None else "layer",
+        **({"model": spec.describe().name} if model is not None else {}),
         "profile": "measured on all workers at once (contention included)",
         "alone_profile": {client.devices[t]: sorted(alone[t].items()) for t in range(n)},
         "addresses": list(addresses), "memory": "not measured (default)"})
+
+
+def model_batch_sizes(batch: int) -> list:
+    """Batch sizes a model-step profile measures: 1, 2, 4, ... up to ``batch``."""
+    if batch < 1:
+        raise ValueError(f"batch must be >= 1, got {batch}")
+    sizes, b = [], 1
+    while b < batch:
+        sizes.append(b)
+        b *= 2
+    return sizes + [batch]
+
+
+def _model_step_graph(tf, spec, device: str, batch: int):
+    """``(step, init)``: one race-free training step of ``spec`` on ``device``, its
+    input resident there (the fetched loss makes the step run whole), and the op
+    that copies the initialised master variables to their slices."""
+    from meshpar import models
+    from meshpar.training.estimator import MeshSpec, lower_model
+
+    shape = (batch,) + tuple(models.input_shape(spec.config))
+    with tf.device(device):
+        x = tf.Variable(tf.random.stateless_normal(shape, seed=(5, batch)), trainable=False)
+        y = tf.Variable(tf.zeros([batch], tf.int32), trainable=False)
+    with tf.variable_scope(f"profile_{device.replace('/', '_').replace(':', '_')}_{batch}"):
+        lowering, _, loss, updates = lower_model(spec, x.read_value(), y.read_value(),
+                                                 MeshSpec("all:1", devices=[device]), True)
+        with tf.control_dependencies(updates):
+            step = tf.identity(lowering.export_to_tf_tensor(loss))
+    return step, lowering.copy_masters_to_slices()
 
 
 def _conv3d_step_graph(tf, device: str, size: tuple):

@@ -225,29 +225,11 @@ def build_model_fn(model, plan=None, *, mesh: Optional[MeshSpec] = None,
         is_training = mode == tf_estimator.ModeKeys.TRAIN
         if labels is None and mode != tf_estimator.ModeKeys.PREDICT:
             raise ValueError(f"{mode} needs labels")
-        graph = mtf.Graph()
-        mtf_mesh = mtf.Mesh(graph, "mesh")
-        logits, bn_updates = spec.build(features, mesh=mtf_mesh, is_training=is_training)
-        batch_dim = logits.shape.dims[0]
-        class_dim = logits.shape.dims[-1]
-
-        loss = None
         if labels is not None:
             labels = tf.cast(tf.reshape(labels, [batch]), tf.int32)
-            mtf_labels = mtf.import_tf_tensor(mtf_mesh, labels, mtf.Shape([batch_dim]))
-            targets = mtf.one_hot(mtf_labels, class_dim, dtype=logits.dtype)
-            loss = mtf.reduce_mean(
-                mtf.layers.softmax_cross_entropy_with_logits(logits, targets, class_dim))
-
-        update_ops = []
-        if is_training:
-            rule = _make_optimizer(optimizer, learning_rate)
-            update_ops = optim.race_free_update_ops(graph, loss, rule,
-                                                    extra_dependencies=[logits])
-            update_ops += list(bn_updates)
-
-        mesh_impl = mesh.make_impl(spec)
-        lowering = mtf.Lowering(graph, {mtf_mesh: mesh_impl})
+        lowering, logits, loss, update_ops = lower_model(
+            spec, features, labels, mesh, is_training, optimizer, learning_rate)
+        class_dim = logits.shape.dims[-1]
         tf_logits = tf.identity(lowering.export_to_tf_tensor(logits), name="meshpar_logits")
         probabilities = tf.nn.softmax(tf_logits)
         classes = tf.argmax(tf_logits, axis=-1, output_type=tf.int32)
@@ -268,8 +250,7 @@ def build_model_fn(model, plan=None, *, mesh: Optional[MeshSpec] = None,
                                          class_dim.size))
 
         global_step = tf.train.get_or_create_global_step()
-        lowered = [lowering.lowered_operation(op) for op in update_ops]
-        with tf.control_dependencies(lowered):
+        with tf.control_dependencies(update_ops):
             train_op = tf.assign_add(global_step, 1).op
         tf.summary.scalar("loss", tf_loss)
         saver = tf.train.Saver(tf.global_variables(), sharded=True,
@@ -288,6 +269,31 @@ def build_model_fn(model, plan=None, *, mesh: Optional[MeshSpec] = None,
     model_fn.mesh = mesh
     model_fn.spec = spec
     return model_fn
+
+
+def lower_model(spec: models.ModelSpec, features, labels, mesh: MeshSpec, is_training: bool,
+                optimizer="adam", learning_rate: float = 1e-3):
+    """Build ``spec`` on ``mesh`` and lower it: ``(lowering, mtf logits, mtf loss or None,
+    lowered update ops)``; the updates (race-free optimizer step and batch-norm
+    averages) only when ``is_training``. ``labels`` is an int32 ``[B]`` tensor or None.
+    """
+    graph = mtf.Graph()
+    mtf_mesh = mtf.Mesh(graph, "mesh")
+    logits, bn_updates = spec.build(features, mesh=mtf_mesh, is_training=is_training)
+    batch_dim, class_dim = logits.shape.dims[0], logits.shape.dims[-1]
+    loss = None
+    if labels is not None:
+        mtf_labels = mtf.import_tf_tensor(mtf_mesh, labels, mtf.Shape([batch_dim]))
+        targets = mtf.one_hot(mtf_labels, class_dim, dtype=logits.dtype)
+        loss = mtf.reduce_mean(
+            mtf.layers.softmax_cross_entropy_with_logits(logits, targets, class_dim))
+    update_ops = []
+    if is_training:
+        rule = _make_optimizer(optimizer, learning_rate)
+        update_ops = optim.race_free_update_ops(graph, loss, rule, extra_dependencies=[logits])
+        update_ops += list(bn_updates)
+    lowering = mtf.Lowering(graph, {mtf_mesh: mesh.make_impl(spec)})
+    return lowering, logits, loss, [lowering.lowered_operation(op) for op in update_ops]
 
 
 def _features_tensor(features):
@@ -390,13 +396,15 @@ class StepTraceHook(tf_estimator.SessionRunHook):
     went (``hook.breakdown``; see :func:`meshpar.runtime.step_trace.step_breakdown`).
 
     ``step`` counts the steps this hook has seen, from 1; a step well after
-    warm-up shows the steady state.
+    warm-up shows the steady state. ``chrome_trace``: also write the step's
+    timeline there (Chrome trace JSON).
     """
 
-    def __init__(self, step: int):
+    def __init__(self, step: int, chrome_trace: Optional[str] = None):
         if step < 1:
             raise ValueError(f"trace step must be >= 1, got {step}")
         self.step = int(step)
+        self.chrome_trace = chrome_trace
         self.breakdown = None
         self.wall_seconds = None
         self._seen = 0
@@ -418,5 +426,11 @@ class StepTraceHook(tf_estimator.SessionRunHook):
         from meshpar.runtime.step_trace import step_breakdown
 
         self.wall_seconds = time.perf_counter() - self._started
-        self.breakdown = step_breakdown(run_values.run_metadata.step_stats, self.wall_seconds)
+        stats = run_values.run_metadata.step_stats
+        self.breakdown = step_breakdown(stats, self.wall_seconds)
+        if self.chrome_trace:  # for chrome://tracing or Perfetto
+            from tensorflow.python.client import timeline
+
+            with open(self.chrome_trace, "w", encoding="utf-8") as f:
+                f.write(timeline.Timeline(stats).generate_chrome_trace_format())
 
