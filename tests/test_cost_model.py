@@ -107,3 +107,24 @@ def test_a_model_step_profile_is_read_at_each_devices_whole_step_work():
     assert ev.row_seconds[0] == pytest.approx([3 * step / speed3, step / 1e9], rel=1e-9)
     with pytest.raises(ValueError, match="measured on model"):
         CostModel(describe_model("vgg-cifar"), cluster, 4)
+
+
+def test_measured_split_times_become_the_per_step_cost_of_each_split_axis():
+    from meshpar.models import describe_model
+
+    model = describe_model("vgg-cifar-small")
+    step = 3.0 * model.flops
+    devices = tuple(DeviceSpec(name=f"w{i}", device=f"/job:worker/task:{i}/device:CPU:0",
+                               profile=((step, 1e9),), memory_bytes=1e12) for i in range(2))
+    extra = {"work": "model-step", "model": model.name}
+    plain = ClusterSpec(devices, bandwidth=1e12, latency=0.0, extra=extra)
+    compute = CostModel(model, plain, 4).evaluate_sizes(2, 1, [0, 1], [2, 2], {}).seconds[0]
+    measured = dict(extra, split_seconds={"batch": compute + 0.05, "model": None,
+                                          "batch_size": 4})
+    cost = CostModel(model, ClusterSpec(devices, bandwidth=1e12, latency=0.0, extra=measured), 4)
+    assert cost.split_overhead == pytest.approx({"batch": 0.05, "model": 0.0})
+    uneven = cost.evaluate_sizes(2, 1, [0, 1], [3, 1], {})
+    assert uneven.seconds[0] == pytest.approx(3 * step / 1e9 + 0.05)
+    alone = CostModel(model, ClusterSpec(devices[:1], bandwidth=1e12, latency=0.0,
+                                         extra=measured), 4)
+    assert alone.evaluate_sizes(1, 1, [0], [4], {}).seconds[0] == pytest.approx(4 * step / 1e9)

@@ -80,3 +80,29 @@ def test_a_plan_for_another_cluster_is_refused_in_one_line(cluster, tmp_path, ca
     assert rc == 2
     assert "task:5" in err and "not a worker of this cluster" in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_profile_plan_train_flow_on_one_cluster_description(cluster, tmp_path, capsys):
+    """The documented flow: profile the cluster's workers, plan from that profile,
+    train on the same cluster; every device the plan names is one of its tasks."""
+    _, cluster_file = cluster
+    profile, plan_file = tmp_path / "profile.json", tmp_path / "plan.json"
+    assert main(["profile", "--cluster", str(cluster_file), "--model", "vgg-cifar-small",
+                 "--batch", "4", "--repeats", "1", "--out", str(profile)]) == 0
+    assert main(["plan", "--profile", str(profile), "--model", "vgg-cifar-small", "--batch", "4",
+                 "--generations", "5", "--out", str(plan_file)]) == 0
+    planned = Plan.load(plan_file)
+    assert set(planned.devices) <= {"/job:worker/task:0/device:CPU:0",
+                                    "/job:worker/task:1/device:CPU:0"}
+    capsys.readouterr()
+    assert main(["train", "--synthetic", "--model", "vgg-cifar-small", "--cluster",
+                 str(cluster_file), "--plan", str(plan_file), "--steps", "2", "--batch", "4",
+                 "--n-synthetic", "16", "--no-progress", "--json",
+                 "--model-dir", str(tmp_path / "run")]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["devices"] == list(planned.devices)
+
+
+def test_model_profile_without_a_cluster_is_refused(capsys):
+    assert main(["profile", "--model", "vgg-cifar"]) == 2
+    assert "--model goes with --cluster" in capsys.readouterr().err

@@ -123,3 +123,19 @@ def test_an_option_the_planner_does_not_take_is_refused():
         plan(model, cluster, 4, method="proportional", generations=5)
     with pytest.raises(ValueError, match="'ga' takes no option.*populaton"):
         plan(model, cluster, 4, method="ga", populaton=8)
+
+
+def test_with_subsets_a_device_that_only_slows_the_step_is_left_idle():
+    from dataclasses import replace
+
+    model = describe_model("vgg-cifar-small")
+    # A device 100x slower behind a 1 s link: any split costs more than it saves.
+    cluster = replace(ClusterSpec.from_speeds([1.0, 0.01]), latency=1.0)
+    everyone = plan(model, cluster, 4, method="proportional")
+    best = plan(model, cluster, 4, method="proportional", subsets=True)
+    assert len(everyone.devices) == 2
+    assert best.devices == ("/job:worker/task:0/device:CPU:0",)
+    assert best.predicted_step_seconds < everyone.predicted_step_seconds
+    # and where every device pays (a real network on near-equal devices), nothing changes
+    big, fair = describe_model("vgg-cifar"), ClusterSpec.from_speeds([1.0, 0.9])
+    assert len(plan(big, fair, 8, method="proportional", subsets=True).devices) == 2

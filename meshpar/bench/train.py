@@ -121,7 +121,7 @@ def bench_model(model: str, profile, cluster_file: str, work: str, steps: int, b
     plans.update(strategy_plans(model, profile, batch, standalone))
     started = time.perf_counter()
     plans["planner"] = (make_plan(describe_model(model), profile, batch, method="ga",
-                                  seed=seed), False)
+                                  seed=seed, subsets=True), False)
     planning_seconds = time.perf_counter() - started
     for name, (plan, upstream) in plans.items():
         if name.startswith("alone-"):

@@ -46,6 +46,9 @@ def register(subparsers) -> None:
                         help="stop the GA after this many seconds")
     parser.add_argument("--progress", action="store_true",
                         help="show the GA progress bar even when stderr is not a terminal")
+    parser.add_argument("--all-devices", action="store_true",
+                        help="use every device even where leaving the slowest ones idle is "
+                             "predicted faster (default: the best of all and of the fastest k)")
     parser.add_argument("--json", action="store_true", help="print the plan as one JSON object")
     parser.add_argument("--out", help="also write the plan to this JSON file")
     parser.add_argument("--plot", help="write a PNG: split diagram, GA convergence and the "
@@ -82,7 +85,8 @@ def run(args) -> int:
                     raise ValueError(f"--{name.replace('_', '-')} must be > 0, got {value}")
                 options[name] = value
         options["progress"] = bool(args.progress or sys.stderr.isatty())
-    result = plan(model, cluster, args.batch, method=args.method, seed=args.seed, **options)
+    result = plan(model, cluster, args.batch, method=args.method, seed=args.seed,
+                  subsets=not args.all_devices, **options)
     if not result.feasible:
         worst = max(range(len(result.devices)),
                     key=lambda p: result.memory_per_device[p]

@@ -29,6 +29,7 @@ Everything is evaluated for a whole population at once: arrays ``[P, ...]``.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -158,7 +159,36 @@ class CostModel:
             raise ValueError(f"the device profile was measured on model {profiled!r}; "
                              f"profile {model.name!r} to plan it")
         self.memory_capacity = np.array([d.memory_bytes for d in cluster.devices], dtype=float)
+        self.split_overhead = None
+        measured = (cluster.extra or {}).get("split_seconds") if self.step_profile else None
+        if measured:
+            self.split_overhead = self._calibrate(measured)
         self.max_speed = np.array([max(f for _, f in d.profile) for d in cluster.devices])
+
+    def _calibrate(self, measured: dict) -> dict:
+        """Per-step cost of splitting over ``batch`` and over ``model``, from the
+        profile's measured even splits: ``{"batch": seconds, "model": seconds,
+        "batch_size": B}`` (all the profiled workers, the model's batch B) minus
+        this cost model's compute for the same plan; never negative. The
+        constant is what synchronising costs per step (batch-norm statistics,
+        gathers, gradient all-reduce, the barrier, waits on the slowest
+        device), which link formulas do not see."""
+        batch = int(measured.get("batch_size", self.batch))
+        probe = CostModel(self.model, dataclasses.replace(
+            self.cluster, extra={k: v for k, v in self.cluster.extra.items()
+                                 if k != "split_seconds"}), batch, self.optimizer_slots)
+        n, ident = self.n, np.arange(self.n)
+        overhead = {"batch": 0.0, "model": 0.0}
+        if measured.get("batch") and batch >= n:
+            sizes = split_sizes_batch(batch, np.ones((1, n)))[0]
+            ev = probe.evaluate_sizes(n, 1, ident, sizes, {})
+            overhead["batch"] = max(0.0, float(measured["batch"]) - float(ev.compute_seconds[0]))
+        if measured.get("model"):
+            dims = {name: split_sizes_batch(int(size), np.ones((1, n)))[0]
+                    for name, size in zip(self.dim_names, self.dim_sizes) if size >= n}
+            ev = probe.evaluate_sizes(1, n, ident, [batch], dims)
+            overhead["model"] = max(0.0, float(measured["model"]) - float(ev.compute_seconds[0]))
+        return overhead
 
     # ------------------------------------------------------------------ helpers
     def shapes(self) -> list:
@@ -243,15 +273,19 @@ class CostModel:
                 row_comm += 2.0 * one                              # forward + backward
             else:  # allreduce of partial sums, forward only
                 row_comm += 2.0 * (M - 1) / M * total / bw + (M - 1) * lat
-        row_total = row_compute + row_comm
-        slowest = np.argmax(row_total, axis=1)
-        pick = np.arange(P)
-        # Data-parallel gradient all-reduce over each column's R devices.
         param_bytes = (self.params[None, None, :] * frac).sum(axis=2) * self.bytes  # [P, M]
-        if R > 1:
+        if self.split_overhead is not None:
+            # Measured per-step cost of splitting over each axis (see _calibrate):
+            # it replaces the link formulas, which miss synchronisation waits.
+            row_comm = np.full((P, R), self.split_overhead["model"] if M > 1 else 0.0)
+            dp = np.full(P, self.split_overhead["batch"] if R > 1 else 0.0)
+        elif R > 1:  # data-parallel gradient all-reduce over each column's R devices
             dp = 2.0 * (R - 1) / R * param_bytes.max(axis=1) / bw + (R - 1) * lat
         else:
             dp = np.zeros(P)
+        row_total = row_compute + row_comm
+        slowest = np.argmax(row_total, axis=1)
+        pick = np.arange(P)
         total_seconds = row_total[pick, slowest] + dp
         # Memory per device [P, R, M].
         act_factor = np.ones((P, M, L))

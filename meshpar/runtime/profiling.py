@@ -129,7 +129,10 @@ def profile_cluster_workers(addresses: Sequence[str], device_type: str = "CPU",
     ``b`` samples for ``b`` in :func:`model_batch_sizes` ``(batch)``, instead
     of the conv3d kernel: a profile of what the planner will split (per-op
     and per-step costs included), marked ``extra["work"] = "model-step"`` so
-    the cost model looks speeds up at each device's whole-step work.
+    the cost model looks speeds up at each device's whole-step work. It also
+    times the model's even ``batch:n`` and ``model:n`` splits over all the
+    workers (``extra["split_seconds"]``), from which the cost model learns
+    what synchronising costs per step.
     """
     import tensorflow.compat.v1 as tf
 
@@ -162,6 +165,17 @@ def profile_cluster_workers(addresses: Sequence[str], device_type: str = "CPU",
                     copies.append(copy)
                 else:
                     steps[task, tuple(size)] = _conv3d_step_graph(tf, device, size)
+        splits = {}  # "batch" / "model" -> the even split of the model over all workers
+        if model is not None and n > 1:
+            from meshpar.training.estimator import MeshSpec
+
+            for axis in ("batch", "model"):
+                if axis == "batch" and batch < n:
+                    continue
+                mesh = MeshSpec(f"{axis}:{n}", devices=client.devices)
+                splits[axis], copy = _model_step_graph(tf, spec, client.devices[0], batch, mesh,
+                                                       input_device=client.client_device)
+                copies.append(copy)
         sends = _transfer_graph(tf, client.devices, transfer_bytes)
         init = tf.global_variables_initializer()
     config = client.session_config(tf.ConfigProto(allow_soft_placement=False))
@@ -181,6 +195,11 @@ def profile_cluster_workers(addresses: Sequence[str], device_type: str = "CPU",
             log(f"size {tuple(size)}: " + ", ".join(
                 f"task {t} {alone[t][flops] / 1e9:.2f} alone / {together[t][flops] / 1e9:.2f} "
                 f"together GFLOP/s" for t in range(n)))
+        split_seconds = {axis: _median_seconds(session, [op], repeats)[0]
+                         for axis, op in splits.items()}
+        if split_seconds:
+            log("even split over all workers: " + ", ".join(
+                f"{axis}:{n} {s * 1e3:.1f} ms" for axis, s in split_seconds.items()))
         bandwidth, latency = _link(session, sends, transfer_bytes, repeats)
     devices = tuple(DeviceSpec(name=f"w{t}", device=client.devices[t],
                                profile=tuple(sorted(together[t].items())),
@@ -190,7 +209,9 @@ def profile_cluster_workers(addresses: Sequence[str], device_type: str = "CPU",
     return ClusterSpec(devices, bandwidth=bandwidth, latency=latency, extra={
         "profiled_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
         "kernel": kernel, "work": "model-step" if model is not None else "layer",
-        **({"model": spec.describe().name} if model is not None else {}),
+        **({"model": spec.describe().name,
+            "split_seconds": {**split_seconds, "batch_size": batch}} if model is not None
+           else {}),
         "profile": "measured on all workers at once (contention included)",
         "alone_profile": {client.devices[t]: sorted(alone[t].items()) for t in range(n)},
         "addresses": list(addresses), "memory": "not measured (default)"})
@@ -207,20 +228,22 @@ def model_batch_sizes(batch: int) -> list:
     return sizes + [batch]
 
 
-def _model_step_graph(tf, spec, device: str, batch: int):
-    """``(step, init)``: one race-free training step of ``spec`` on ``device``, its
-    input resident there (the fetched loss makes the step run whole), and the op
-    that copies the initialised master variables to their slices."""
+def _model_step_graph(tf, spec, device: str, batch: int, mesh=None, input_device=None):
+    """``(step, init)``: one race-free training step of ``spec`` on ``device`` (or on
+    ``mesh``, a MeshSpec), its input resident on ``input_device`` (default: the
+    device), the fetched loss making the step run whole; and the op that copies
+    the initialised master variables to their slices."""
     from meshpar import models
     from meshpar.training.estimator import MeshSpec, lower_model
 
+    mesh = mesh or MeshSpec("all:1", devices=[device])
     shape = (batch,) + tuple(models.input_shape(spec.config))
-    with tf.device(device):
+    with tf.device(input_device or device):
         x = tf.Variable(tf.random.stateless_normal(shape, seed=(5, batch)), trainable=False)
         y = tf.Variable(tf.zeros([batch], tf.int32), trainable=False)
-    with tf.variable_scope(f"profile_{device.replace('/', '_').replace(':', '_')}_{batch}"):
-        lowering, _, loss, updates = lower_model(spec, x.read_value(), y.read_value(),
-                                                 MeshSpec("all:1", devices=[device]), True)
+    scope = f"profile_{mesh.mesh_shape}_{device}_{batch}"
+    with tf.variable_scope("".join(c if c.isalnum() else "_" for c in scope)):
+        lowering, _, loss, updates = lower_model(spec, x.read_value(), y.read_value(), mesh, True)
         with tf.control_dependencies(updates):
             step = tf.identity(lowering.export_to_tf_tensor(loss))
     return step, lowering.copy_masters_to_slices()

@@ -10,6 +10,7 @@ True
 """
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from typing import Optional, Sequence
 
@@ -17,6 +18,7 @@ from meshpar.planning.cluster import ClusterSpec
 from meshpar.planning.cost_model import CostModel
 from meshpar.planning.description import ModelDescription
 from meshpar.planning.plan import Plan
+from meshpar.planning.planners.common import better, representative_speeds
 from meshpar.planning.planners.even import plan_even
 from meshpar.planning.planners.exact import plan_exact
 from meshpar.planning.planners.ga import plan_ga
@@ -34,7 +36,8 @@ __all__ = ["plan", "METHODS", "plan_even", "plan_proportional", "plan_exact", "p
 
 
 def plan(model: ModelDescription, cluster: ClusterSpec, batch: int, method: str = "ga",
-         seed: int = 0, shapes: Optional[Sequence[tuple]] = None, **options) -> Plan:
+         seed: int = 0, shapes: Optional[Sequence[tuple]] = None, subsets: bool = False,
+         **options) -> Plan:
     """Plan ``model`` on ``cluster`` for a global ``batch`` with ``method``.
 
     ``method`` is one of ``even``, ``proportional``, ``exact``, ``ga``;
@@ -42,6 +45,12 @@ def plan(model: ModelDescription, cluster: ClusterSpec, batch: int, method: str 
     options go to the planner (e.g. ``population``, ``generations`` for ga); an
     option the planner does not take is a ValueError, never silently ignored.
     ``seed`` matters to the planners that draw random numbers (ga).
+
+    With ``subsets`` the planner also plans for the fastest ``k`` devices
+    alone, ``k = 1 .. n-1`` (at speed-class boundaries when ``n > 16``), and
+    returns the best of all: a slow device whose share costs more in
+    synchronisation than it computes is left idle, rather than slowing the
+    whole step (``shapes`` then applies to the whole cluster only).
     """
     if method not in PLANNERS:
         raise ValueError(f"unknown planning method {method!r}; choose from "
@@ -54,4 +63,24 @@ def plan(model: ModelDescription, cluster: ClusterSpec, batch: int, method: str 
     if "seed" in accepted:
         options["seed"] = seed
     cost = CostModel(model, cluster, batch)
-    return planner(model, cluster, batch, shapes=shapes, cost=cost, **options)
+    best = planner(model, cluster, batch, shapes=shapes, cost=cost, **options)
+    if not subsets:
+        return best
+    for devices in _fastest_subsets(cost, cluster):
+        sub = dataclasses.replace(cluster, devices=devices)
+        candidate = planner(model, sub, batch, cost=CostModel(model, sub, batch), **options)
+        if better(candidate, best):
+            best = candidate
+    return best
+
+
+def _fastest_subsets(cost: CostModel, cluster: ClusterSpec) -> list:
+    """The fastest k devices for k < n (device tuples), fastest first; for more
+    than 16 devices only where the speed class changes."""
+    speeds = representative_speeds(cost)
+    order = sorted(range(len(speeds)), key=lambda i: -speeds[i])
+    n = len(order)
+    ks = range(1, n)
+    if n > 16:
+        ks = [k for k in ks if speeds[order[k]] != speeds[order[k - 1]]]
+    return [tuple(cluster.devices[i] for i in order[:k]) for k in ks]
