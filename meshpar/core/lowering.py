@@ -8,10 +8,14 @@ are lowered here, per processor, whenever the layout of one of their tensors
 is uneven; with an even layout the upstream lowering runs unchanged.
 
 :func:`install` wraps the ``lower`` methods of those op classes (and two
-``Lowering`` methods) once; the wrappers leave other mesh implementations
-alone.
+``Lowering`` methods), listed in one registry (``_PATCHED``); the wrappers leave
+other mesh implementations alone. :func:`uninstall` puts the upstream methods
+back, and ``with installed():`` scopes them. Creating a
+``HeterogeneousMeshImpl`` installs them; importing this module does not.
 """
 from __future__ import annotations
+
+import contextlib
 
 from meshpar import _compat
 
@@ -250,8 +254,26 @@ def _wrap_lowering_methods():
     mtf_ops.Lowering.verify_slice_shapes = verify_slice_shapes
 
 
+# The one registry of overrides: (class, method name) of every upstream method
+# replaced while installed; each replacement keeps the original as
+# ``.meshpar_original``.
+_PATCHED = (
+    (mtf_ops.Lowering, "mesh_impl"), (mtf_ops.Lowering, "verify_slice_shapes"),
+    (mtf_ops.ReshapeOperation, "lower"), (mtf_ops.Conv2or3dBackpropInputOperation, "lower"),
+    (mtf_ops.Conv2or3dBackpropFilterOperation, "lower"), (mtf_ops.OneHotOperation, "lower"),
+    (mtf_ops.Constant, "lower"), (mtf_ops.TopKOperation, "lower"),
+)
+
+
+def is_installed() -> bool:
+    """Whether the uneven-aware lowerings are in place."""
+    return _INSTALLED
+
+
 def install() -> None:
-    """Install the uneven-aware lowerings (idempotent)."""
+    """Install the uneven-aware lowerings (idempotent). A
+    :class:`~meshpar.core.mesh_impl.HeterogeneousMeshImpl` installs them when it
+    is created; other mesh implementations lower exactly as upstream either way."""
     global _INSTALLED
     if _INSTALLED:
         return
@@ -263,3 +285,26 @@ def install() -> None:
     _wrap_lower(mtf_ops.Constant, _lower_constant)
     _wrap_lower(mtf_ops.TopKOperation, _lower_top_k)
     _INSTALLED = True
+
+
+def uninstall() -> None:
+    """Put every upstream method back as it was (idempotent)."""
+    global _INSTALLED
+    if not _INSTALLED:
+        return
+    for cls, name in _PATCHED:
+        setattr(cls, name, getattr(cls, name).meshpar_original)
+    _INSTALLED = False
+
+
+@contextlib.contextmanager
+def installed():
+    """Within: the uneven-aware lowerings are installed; on leaving, the previous
+    state is restored (uninstalled again only if this call installed them)."""
+    was = _INSTALLED
+    install()
+    try:
+        yield
+    finally:
+        if not was:
+            uninstall()

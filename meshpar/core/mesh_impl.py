@@ -101,6 +101,7 @@ class HeterogeneousMeshImpl(_pmi.PlacementMeshImpl):
         # Not super().__init__: PlacementMeshImpl.__init__ names its own class
         # through a module global, which tests may point at this class.
         mtf.MeshImpl.__init__(self, shape, layout)
+        lowering.install()  # uneven-aware lowerings of the ops that assume one slice shape
         self._devices = list(devices)
         self.copy_master_to_slice_ops = []
         if len(self._devices) != self.size:
@@ -546,7 +547,3 @@ def allreduce_ring_uneven(xs, devices, reduction_fn_string="SUM"):
         for d, y in zip(order, ys):
             reduced[d][c] = y
     return mtf.parallel(devices, lambda parts: tf.reshape(tf.concat(parts, 0), shape), reduced)
-
-
-# Uneven-aware lowerings for mtf ops that assume one slice shape.
-lowering.install()
