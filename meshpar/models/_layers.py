@@ -88,7 +88,7 @@ def dense(x, reduced_dims, out_dim, use_bias=True, initializer=None, name="dense
     return y
 
 
-def batch_statistics(x, channel_dim):
+def batch_statistics(x, channel_dim, shift=None):
     """Per-channel mean and (biased) variance over every other dimension, with ONE
     collective when the batch is split.
 
@@ -99,18 +99,23 @@ def batch_statistics(x, channel_dim):
     two dependent ones (the mean, then the variance of the centred values),
     and in the backward pass two independent ones instead of a chain. Each
     sync point costs a wait for the slowest device, so this matters more on
-    uneven meshes than the bytes do. ``var = E[x^2] - E[x]^2``, clamped at 0
-    against rounding; every mesh computes this same formula.
+    uneven meshes than the bytes do. ``var = E[(x-s)^2] - E[x-s]^2`` for a
+    per-channel ``shift`` s near the mean (the moving mean): algebraically the
+    variance, and without the cancellation of ``E[x^2] - E[x]^2`` in float32
+    when the mean is large against the spread; clamped at 0. Every mesh
+    computes this same formula.
     """
     batch_dims = [d for d in x.shape.dims[:1] if d != channel_dim]
     count = x.shape.size // channel_dim.size
-    s1 = mtf.reduce_sum(x, output_shape=batch_dims + [channel_dim])
-    s2 = mtf.reduce_sum(mtf.square(x), output_shape=batch_dims + [channel_dim])
+    centred = x if shift is None else x - mtf.stop_gradient(shift)
+    s1 = mtf.reduce_sum(centred, output_shape=batch_dims + [channel_dim])
+    s2 = mtf.reduce_sum(mtf.square(centred), output_shape=batch_dims + [channel_dim])
     stat = mtf.Dimension(f"{channel_dim.name}_bnstat", 2)
     sums = mtf.reduce_sum(mtf.stack([s1, s2], stat.name, axis=0),
                           output_shape=[stat, channel_dim]) * (1.0 / count)
-    mean, mean_sq = mtf.unstack(sums, stat)
-    return mean, mtf.relu(mean_sq - mtf.square(mean))
+    offset, mean_sq = mtf.unstack(sums, stat)
+    mean = offset if shift is None else offset + mtf.stop_gradient(shift)
+    return mean, mtf.relu(mean_sq - mtf.square(offset))
 
 
 def batch_norm(x, channel_dim, is_training, momentum=0.9, epsilon=1e-5, name="bn"):
@@ -133,7 +138,7 @@ def batch_norm(x, channel_dim, is_training, momentum=0.9, epsilon=1e-5, name="bn
                                       initializer=tf.ones_initializer(), trainable=False)
         updates = []
         if is_training:
-            mean, variance = batch_statistics(x, channel_dim)
+            mean, variance = batch_statistics(x, channel_dim, shift=moving_mean)
             y = (x - mean) * mtf.rsqrt(variance + epsilon)
             updates = [
                 mtf.assign(moving_mean, moving_mean * momentum + mean * (1.0 - momentum)),

@@ -52,7 +52,7 @@ __all__ = ["ResAttNet3DConfig", "describe", "layout_rules", "split_dim_names", "
            "BuildResult"]
 
 # FLOPs per element for the element-wise parts the table counts.
-_NORM_FLOPS_PER_ELEM = 8   # mean, variance, normalise, scale, shift, ReLU
+_NORM_FLOPS_PER_ELEM = 9   # shifted sums of x and x^2, normalise, scale, offset, ReLU
 _POOL_FLOPS_PER_ELEM = 1
 
 
