@@ -22,8 +22,6 @@ activation crosses the network each step (see docs/measuring.md).
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
 import statistics
 import time
 from dataclasses import asdict, dataclass
@@ -427,12 +425,7 @@ def format_table(result: dict) -> str:
 
 def save(result: dict, out_dir: str, plot: bool = True) -> list:
     """Write hetero.json (and hetero.png) into ``out_dir``; return the paths."""
-    os.makedirs(out_dir, exist_ok=True)
-    paths = [os.path.join(out_dir, "hetero.json")]
-    with open(paths[0], "w", encoding="utf-8") as f:
-        json.dump(result, f, indent=2)
-    if plot:
-        from meshpar.viz import plot_benchmark
+    from meshpar.bench.results import save_result
+    from meshpar.viz import plot_benchmark
 
-        paths.append(plot_benchmark(result, os.path.join(out_dir, "hetero.png")))
-    return paths
+    return save_result(result, out_dir, "hetero", plot_benchmark if plot else None)

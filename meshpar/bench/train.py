@@ -226,12 +226,7 @@ def format_table(result: dict) -> str:
 
 def save(result: dict, out_dir: str, plot: bool = True) -> list:
     """Write train.json (and train.png) into ``out_dir``; return the paths."""
-    os.makedirs(out_dir, exist_ok=True)
-    paths = [os.path.join(out_dir, "train.json")]
-    with open(paths[0], "w", encoding="utf-8") as f:
-        json.dump(result, f, indent=2)
-    if plot:
-        from meshpar.viz import plot_train_benchmark
+    from meshpar.bench.results import save_result
+    from meshpar.viz import plot_train_benchmark
 
-        paths.append(plot_train_benchmark(result, os.path.join(out_dir, "train.png")))
-    return paths
+    return save_result(result, out_dir, "train", plot_train_benchmark if plot else None)

@@ -77,17 +77,25 @@ def run_hetero(args) -> int:
     speeds = parse_speeds(args.speeds)
     if args.steps is not None and args.steps < 1:
         raise ValueError("--steps must be >= 1")
-    log = (lambda *a: print(*a, file=sys.stderr)) if args.json else print
+    log = _log(args)
     result = bench_hetero.run_benchmark(speeds, quick=args.quick, workload_name=args.model,
                                         throttle=args.throttle, steps=args.steps,
                                         seed=args.seed, log=log, cluster_file=args.cluster)
+    return _report(args, bench_hetero, result, log)
+
+
+def _log(args):
+    """Progress lines: stdout, or stderr when stdout carries the JSON."""
+    return (lambda *a: print(*a, file=sys.stderr, flush=True)) if args.json else (
+        lambda *a: print(*a, flush=True))
+
+
+def _report(args, bench, result: dict, log) -> int:
+    """Save (``--out``) and print (table, or ``--json``) a benchmark's result."""
     if args.out:
-        for path in bench_hetero.save(result, args.out, plot=not args.no_plot):
+        for path in bench.save(result, args.out, plot=not args.no_plot):
             log(f"wrote {path}")
-    if args.json:
-        print(json.dumps(result, indent=2))
-    else:
-        print(bench_hetero.format_table(result))
+    print(json.dumps(result, indent=2) if args.json else bench.format_table(result))
     return 0
 
 
@@ -102,17 +110,9 @@ def run_train(args) -> int:
         raise ValueError("--models names no model")
     if args.batch < 1:
         raise ValueError(f"--batch must be >= 1, got {args.batch}")
-    log = (lambda *a: print(*a, file=sys.stderr, flush=True)) if args.json else (
-        lambda *a: print(*a, flush=True))
+    log = _log(args)
     result = bench_train.run_benchmark(models, speeds, cluster_file=args.cluster,
                                        steps=args.steps, batch=args.batch, seed=args.seed,
                                        throttle=args.throttle, log=log)
-    if args.out:
-        for path in bench_train.save(result, args.out, plot=not args.no_plot):
-            log(f"wrote {path}")
-    if args.json:
-        print(json.dumps(result, indent=2))
-    else:
-        print(bench_train.format_table(result))
-    return 0
+    return _report(args, bench_train, result, log)
 

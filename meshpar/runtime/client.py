@@ -193,7 +193,7 @@ class ClusterClient:
                 raise ValueError(
                     f"the plan places pnum {pnum} on {name!r}, which is not a worker of this "
                     f"cluster (tasks /job:worker/task:0..{len(self.addresses) - 1}); plan for "
-                    f"this cluster (meshpar profile --cluster, then meshpar plan --cluster)")
+                    f"this cluster (meshpar profile --cluster, then meshpar plan --profile)")
             if task in seen:
                 raise ValueError(f"the plan places pnum {seen[task]} and {pnum} on the same "
                                  f"worker task {task}")
