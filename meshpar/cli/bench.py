@@ -29,20 +29,11 @@ def register(subparsers) -> None:
                             description="Measure even, proportional and GA plans side by side "
                                         "on throttled TF gRPC workers.",
                             epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    hetero.add_argument("--speeds", default="0.9,0.3",
-                        help="CPU share of each worker, in (0, 1] (default %(default)s)")
-    hetero.add_argument("--cluster", default=None,
-                        help="run on existing workers from a TF cluster JSON ('TF_CONFIG' to read"
-                             " the environment) instead of starting a LocalCluster")
+    _cluster_and_output_options(hetero, "hetero")
     hetero.add_argument("--quick", action="store_true", help="smaller workload, fewer steps")
     hetero.add_argument("--model", default=None, choices=["conv3d", "conv3d-quick"],
                         help="workload (default conv3d, conv3d-quick with --quick)")
     hetero.add_argument("--steps", type=int, default=None, help="timed steps per strategy")
-    hetero.add_argument("--throttle", default="auto", choices=["auto", "cgroup", "signal", "none"])
-    hetero.add_argument("--seed", type=int, default=0)
-    hetero.add_argument("--out", default=None, help="directory for hetero.json and hetero.png")
-    hetero.add_argument("--no-plot", action="store_true")
-    hetero.add_argument("--json", action="store_true", help="print the result as JSON")
     hetero.set_defaults(func=run_hetero)
     train = sub.add_parser(
         "train", help="whole networks through `meshpar train --cluster`, strategies side by side",
@@ -51,21 +42,27 @@ def register(subparsers) -> None:
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     train.add_argument("--models", default="resattnet3d-small,vgg-cifar",
                        help="comma-separated model names (default %(default)s)")
-    train.add_argument("--speeds", default="0.9,0.3",
-                       help="CPU share of each LocalCluster worker (default %(default)s)")
-    train.add_argument("--cluster", default=None,
-                       help="run on existing workers (TF cluster JSON or 'TF_CONFIG') instead of "
-                            "starting a LocalCluster")
+    _cluster_and_output_options(train, "train")
     train.add_argument("--steps", type=int, default=60, help="training steps per strategy "
                                                              "(default %(default)s)")
     train.add_argument("--batch", type=int, default=8, help="global batch (default %(default)s)")
-    train.add_argument("--throttle", default="auto", choices=["auto", "cgroup", "signal", "none"])
-    train.add_argument("--seed", type=int, default=0)
-    train.add_argument("--out", default=None, help="directory for train.json and train.png")
-    train.add_argument("--no-plot", action="store_true")
-    train.add_argument("--json", action="store_true", help="print the result as JSON")
     train.set_defaults(func=run_train)
     parser.set_defaults(func=lambda args: parser.print_help() or 2)
+
+
+def _cluster_and_output_options(parser, name: str) -> None:
+    """The options every benchmark takes: where it runs, and what it writes."""
+    parser.add_argument("--speeds", default="0.9,0.3",
+                        help="CPU share of each LocalCluster worker, in (0, 1] "
+                             "(default %(default)s)")
+    parser.add_argument("--cluster", default=None,
+                        help="run on existing workers from a TF cluster JSON ('TF_CONFIG' to read"
+                             " the environment) instead of starting a LocalCluster")
+    parser.add_argument("--throttle", default="auto", choices=["auto", "cgroup", "signal", "none"])
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", default=None, help=f"directory for {name}.json and {name}.png")
+    parser.add_argument("--no-plot", action="store_true")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
 def run_hetero(args) -> int:
