@@ -145,9 +145,7 @@ def profile_cluster_workers(addresses: Sequence[str], device_type: str = "CPU",
     log = log or (lambda *a: None)
     client = ClusterClient(addresses, device_type)
     n = len(client.devices)
-    graph = tf.Graph()
-    steps = {}  # (task, size) -> op
-    copies = []  # master -> slice copies of model variables, after initialisation
+    spec = None
     if model is not None:
         from meshpar.models import get
 
@@ -156,45 +154,13 @@ def profile_cluster_workers(addresses: Sequence[str], device_type: str = "CPU",
         flops_of = {(b,): 3.0 * spec.describe().flops * b for b in model_batch_sizes(batch)}
     else:
         flops_of = {tuple(s): conv3d_step_flops(*(int(v) for v in s)) for s in sizes}
-    with graph.as_default():
-        tf.set_random_seed(0)  # initialisers are random ops (and TF_DETERMINISTIC_OPS wants a seed)
-        for task, device in enumerate(client.devices):
-            for size in sizes:
-                if model is not None:
-                    steps[task, tuple(size)], copy = _model_step_graph(tf, spec, device, size[0])
-                    copies.append(copy)
-                else:
-                    steps[task, tuple(size)] = _conv3d_step_graph(tf, device, size)
-        splits = {}  # "batch" / "model" -> the even split of the model over all workers
-        if model is not None and n > 1:
-            from meshpar.training.estimator import MeshSpec
-
-            for axis in ("batch", "model"):
-                if axis == "batch" and batch < n:
-                    continue
-                mesh = MeshSpec(f"{axis}:{n}", devices=client.devices)
-                splits[axis], copy = _model_step_graph(tf, spec, client.devices[0], batch, mesh,
-                                                       input_device=client.client_device)
-                copies.append(copy)
-        sends = _transfer_graph(tf, client.devices, transfer_bytes)
-        init = tf.global_variables_initializer()
+    graph, steps, splits, sends, init, copies = _profile_graph(tf, client, spec, sizes, batch,
+                                                               transfer_bytes)
     config = client.session_config(tf.ConfigProto(allow_soft_placement=False))
     with tf.Session(client.target, graph=graph, config=config) as session:
         session.run(init)
         session.run(copies)
-        alone = {task: {} for task in range(n)}
-        together = {task: {} for task in range(n)}
-        for size in sizes:
-            flops = flops_of[tuple(size)]
-            for task in range(n):
-                seconds = _median_seconds(session, [steps[task, tuple(size)]], repeats)[0]
-                alone[task][flops] = flops / seconds
-            ops = [steps[task, tuple(size)] for task in range(n)]
-            for task, seconds in enumerate(_median_seconds(session, ops, repeats)):
-                together[task][flops] = flops / seconds
-            log(f"size {tuple(size)}: " + ", ".join(
-                f"task {t} {alone[t][flops] / 1e9:.2f} alone / {together[t][flops] / 1e9:.2f} "
-                f"together GFLOP/s" for t in range(n)))
+        alone, together = _time_sizes(session, steps, sizes, flops_of, n, repeats, log)
         split_seconds = {axis: _median_seconds(session, [op], repeats)[0]
                          for axis, op in splits.items()}
         if split_seconds:
@@ -215,6 +181,58 @@ def profile_cluster_workers(addresses: Sequence[str], device_type: str = "CPU",
         "profile": "measured on all workers at once (contention included)",
         "alone_profile": {client.devices[t]: sorted(alone[t].items()) for t in range(n)},
         "addresses": list(addresses), "memory": "not measured (default)"})
+
+
+def _profile_graph(tf, client, spec, sizes, batch: int, transfer_bytes: int):
+    """The profile's graph: a step per (task, size), the even splits over all workers
+    (model profiles), the link transfers; with the initialiser and the master ->
+    slice copies of the model variables."""
+    n = len(client.devices)
+    graph = tf.Graph()
+    steps = {}  # (task, size) -> op
+    copies = []  # master -> slice copies of model variables, after initialisation
+    with graph.as_default():
+        tf.set_random_seed(0)  # initialisers are random ops (and TF_DETERMINISTIC_OPS wants a seed)
+        for task, device in enumerate(client.devices):
+            for size in sizes:
+                if spec is not None:
+                    steps[task, tuple(size)], copy = _model_step_graph(tf, spec, device, size[0])
+                    copies.append(copy)
+                else:
+                    steps[task, tuple(size)] = _conv3d_step_graph(tf, device, size)
+        splits = {}  # "batch" / "model" -> the even split of the model over all workers
+        if spec is not None and n > 1:
+            from meshpar.training.estimator import MeshSpec
+
+            for axis in ("batch", "model"):
+                if axis == "batch" and batch < n:
+                    continue
+                mesh = MeshSpec(f"{axis}:{n}", devices=client.devices)
+                splits[axis], copy = _model_step_graph(tf, spec, client.devices[0], batch, mesh,
+                                                       input_device=client.client_device)
+                copies.append(copy)
+        sends = _transfer_graph(tf, client.devices, transfer_bytes)
+        init = tf.global_variables_initializer()
+    return graph, steps, splits, sends, init, copies
+
+
+def _time_sizes(session, steps, sizes, flops_of, n: int, repeats: int, log) -> tuple:
+    """FLOP/s of every (task, size) step, one task at a time and all at once:
+    ``(alone, together)``, each ``{task: {flops: flop/s}}``."""
+    alone = {task: {} for task in range(n)}
+    together = {task: {} for task in range(n)}
+    for size in sizes:
+        flops = flops_of[tuple(size)]
+        for task in range(n):
+            seconds = _median_seconds(session, [steps[task, tuple(size)]], repeats)[0]
+            alone[task][flops] = flops / seconds
+        ops = [steps[task, tuple(size)] for task in range(n)]
+        for task, seconds in enumerate(_median_seconds(session, ops, repeats)):
+            together[task][flops] = flops / seconds
+        log(f"size {tuple(size)}: " + ", ".join(
+            f"task {t} {alone[t][flops] / 1e9:.2f} alone / {together[t][flops] / 1e9:.2f} "
+            f"together GFLOP/s" for t in range(n)))
+    return alone, together
 
 
 def model_batch_sizes(batch: int) -> list:
