@@ -50,7 +50,8 @@ def plan(model: ModelDescription, cluster: ClusterSpec, batch: int, method: str 
     alone, ``k = 1 .. n-1`` (at speed-class boundaries when ``n > 16``), and
     returns the best of all: a slow device whose share costs more in
     synchronisation than it computes is left idle, rather than slowing the
-    whole step (``shapes`` then applies to the whole cluster only).
+    whole step (``shapes`` then applies to the whole cluster only; every subset
+    is planned with the same options, so a GA ``time_limit`` applies to each).
     """
     if method not in PLANNERS:
         raise ValueError(f"unknown planning method {method!r}; choose from "
