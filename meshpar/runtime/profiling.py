@@ -150,8 +150,9 @@ def profile_cluster_workers(addresses: Sequence[str], device_type: str = "CPU",
         from meshpar.models import get
 
         spec = get(model)
+        table = spec.describe()  # built once: the layer table walks the whole config
         sizes = [(b,) for b in model_batch_sizes(batch)]
-        flops_of = {(b,): 3.0 * spec.describe().flops * b for b in model_batch_sizes(batch)}
+        flops_of = {size: 3.0 * table.flops * size[0] for size in sizes}
     else:
         flops_of = {tuple(s): conv3d_step_flops(*(int(v) for v in s)) for s in sizes}
     graph, steps, splits, sends, init, copies = _profile_graph(tf, client, spec, sizes, batch,
@@ -175,7 +176,7 @@ def profile_cluster_workers(addresses: Sequence[str], device_type: str = "CPU",
     return ClusterSpec(devices, bandwidth=bandwidth, latency=latency, extra={
         "profiled_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
         "kernel": kernel, "work": "model-step" if model is not None else "layer",
-        **({"model": spec.describe().name,
+        **({"model": table.name,
             "split_seconds": {**split_seconds, "batch_size": batch}} if model is not None
            else {}),
         "profile": "measured on all workers at once (contention included)",
