@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from meshpar.data.cohorts import group_by_person, person_id, split_subjects
+from meshpar.data.cohorts import fold_split, group_by_person, person_folds, person_id, split_subjects
 from meshpar.data.types import Subject
 
 
@@ -58,3 +58,34 @@ def test_the_package_re_exports_the_split():
     import meshpar.data
 
     assert meshpar.data.split_subjects is split_subjects
+
+
+def test_folds_partition_people_and_balance_every_stratum():
+    subjects = _scans(people=23, visits=2)
+    folds = person_folds(subjects, k=5, seed=4)
+    assert sorted(map(id, sum(folds, []))) == sorted(map(id, subjects))
+    owners = [{s.subject_id for s in f} for f in folds]
+    for i in range(5):
+        for j in range(i + 1, 5):
+            assert not owners[i] & owners[j]
+    people = [len(o) for o in owners]
+    assert max(people) - min(people) <= 1 and sum(people) == 23
+    for f in folds:  # 12 NC and 11 AD people: 2 or 3 of each per fold
+        for label in ("NC", "AD"):
+            assert len({s.subject_id for s in f if s.label == label}) in (2, 3)
+    assert person_folds(subjects, 5, seed=4) == folds
+    assert person_folds(subjects, 5, seed=5) != folds
+
+
+def test_fold_split_holds_out_one_fold_and_rejects_bad_k_or_fold():
+    subjects = _scans(people=6)
+    rest, held = fold_split(subjects, k=3, fold=1, seed=0)
+    assert held == person_folds(subjects, 3, seed=0)[1]
+    assert len(rest) + len(held) == len(subjects)
+    assert not {s.subject_id for s in rest} & {s.subject_id for s in held}
+    with pytest.raises(ValueError, match="fold must be"):
+        fold_split(subjects, 3, 3)
+    with pytest.raises(ValueError, match="need at least 7 people"):
+        person_folds(subjects, 7)
+    with pytest.raises(ValueError, match="k must be"):
+        person_folds(subjects, 1)

@@ -9,7 +9,7 @@ is called.
 """
 from __future__ import annotations
 
-from meshpar.data.cohorts import group_by_person, person_id, split_subjects
+from meshpar.data.cohorts import fold_split, group_by_person, person_folds, person_id, split_subjects
 from meshpar.data.nifti import NiftiDataset, load_volume, make_tf_dataset, read_labels
 from meshpar.data.phantoms import make_phantom, write_dataset
 from meshpar.data.types import BadDataError, BadLabelsError, BadSubjectError, Subject, Volume
@@ -48,5 +48,7 @@ __all__ = [
     "person_id",
     "read_labels",
     "split_subjects",
+    "person_folds",
+    "fold_split",
     "write_dataset",
 ]

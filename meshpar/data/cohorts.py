@@ -10,6 +10,8 @@ function               what
 ``person_id``          the person a scan belongs to (``subject_id``, else path)
 ``group_by_person``    person -> that person's scans, in input order
 ``split_subjects``     stratified train/validation split, one side per person
+``person_folds``       stratified k-fold partition, one fold per person
+``fold_split``         (rest, fold i) of ``person_folds``
 =====================  ========================================================
 """
 from __future__ import annotations
@@ -21,7 +23,7 @@ import numpy as np
 if TYPE_CHECKING:  # types only
     from meshpar.data.types import Subject
 
-__all__ = ["person_id", "group_by_person", "split_subjects"]
+__all__ = ["person_id", "group_by_person", "split_subjects", "person_folds", "fold_split"]
 
 
 def person_id(subject: "Subject") -> str:
@@ -81,3 +83,54 @@ def split_subjects(
     train = [s for s in subjects if person_id(s) not in val_people]
     val = [s for s in subjects if person_id(s) in val_people]
     return train, val
+
+
+def person_folds(
+    subjects: Sequence["Subject"],
+    k: int,
+    seed: int = 0,
+    stratify: Sequence[str] = ("label", "group"),
+) -> List[List["Subject"]]:
+    """Stratified k-fold partition by person: ``k`` disjoint lists of scans.
+
+    Every scan of one person lands in the same fold. Within each stratum (the
+    ``stratify`` fields of a person's first scan) people are shuffled with
+    ``seed`` and dealt round-robin, continuing across strata where the last
+    one stopped, so fold sizes differ by at most one person overall and each
+    fold gets its share of every stratum. Each fold keeps the input order.
+    Use fold ``i`` as the test set and the others for training (see
+    :func:`fold_split`).
+    """
+    people = group_by_person(subjects)
+    if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or k < 2:
+        raise ValueError(f"k must be an integer >= 2, got {k!r}")
+    if k > len(people):
+        raise ValueError(f"k={k} folds need at least {k} people, got {len(people)}")
+    strata = _strata(people, stratify)
+    rng = np.random.default_rng(seed)
+    fold_of: Dict[str, int] = {}
+    next_fold = 0
+    for key in sorted(strata, key=repr):
+        pids = sorted(strata[key])
+        for i in rng.permutation(len(pids)):
+            fold_of[pids[i]] = next_fold
+            next_fold = (next_fold + 1) % k
+    folds: List[List["Subject"]] = [[] for _ in range(k)]
+    for s in subjects:
+        folds[fold_of[person_id(s)]].append(s)
+    return folds
+
+
+def fold_split(
+    subjects: Sequence["Subject"],
+    k: int,
+    fold: int,
+    seed: int = 0,
+    stratify: Sequence[str] = ("label", "group"),
+) -> Tuple[List["Subject"], List["Subject"]]:
+    """(rest, fold ``fold``) of :func:`person_folds`; both keep the input order."""
+    if not 0 <= fold < k:
+        raise ValueError(f"fold must be in [0, {k}), got {fold}")
+    folds = person_folds(subjects, k, seed, stratify)
+    held = {id(s) for s in folds[fold]}
+    return [s for s in subjects if id(s) not in held], folds[fold]
