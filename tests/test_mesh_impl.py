@@ -122,30 +122,66 @@ def test_allconcat_joins_uneven_pieces():
             np.testing.assert_array_equal(got, np.concatenate(pieces, 1))
 
 
-def test_allsplit_keeps_each_processors_uneven_piece():
+def test_allsplit_cuts_by_the_sizes_it_is_given_and_evenly_by_default():
     fresh_tf_graph()
-    impl = HeterogeneousMeshImpl("model:3", "", [""] * 3, split_weights={"model": [3, 2, 1]})
+    impl = HeterogeneousMeshImpl("model:3", "filters:model", [""] * 3,
+                                 split_weights={"model": [3, 2, 1]})
     value = np.arange(12, dtype=np.float32)
-    out = impl.allsplit(_laid_out(impl, [value] * 3), 0, 0)
-    custom = impl.allsplit(_laid_out(impl, [value] * 3), 0, 0, sizes=[1, 1, 10])
+    whole = _laid_out(impl, [value] * 3)
+    by_dim = impl.allsplit(whole, 0, 0, sizes=mtf.Dimension("filters", 12))
+    by_list = impl.allsplit(whole, 0, 0, sizes=[1, 1, 10])
+    even = impl.allsplit(whole, 0, 0)  # EVEN: the axis weights play no part
     with session() as sess:
-        got, got_custom = sess.run([out.tensor_list, custom.tensor_list])
-    assert [g.tolist() for g in got] == [value[:6].tolist(), value[6:10].tolist(), value[10:].tolist()]
-    assert [len(g) for g in got_custom] == [1, 1, 10]
+        got = sess.run([by_dim.tensor_list, by_list.tensor_list, even.tensor_list])
+    assert [g.tolist() for g in got[0]] == [value[:6].tolist(), value[6:10].tolist(),
+                                            value[10:].tolist()]
+    assert [g.tolist() for g in got[1]] == [[0.0], [1.0], value[2:].tolist()]
+    assert [g.tolist() for g in got[2]] == [value[:4].tolist(), value[4:8].tolist(),
+                                            value[8:].tolist()]
 
 
-def test_alltoall_moves_uneven_pieces():
+def test_allsplit_with_tensor_valued_which_takes_equal_pieces_only():
+    fresh_tf_graph()
+    impl = HeterogeneousMeshImpl("model:2", "", [""] * 2)
+    value = np.arange(6, dtype=np.float32)
+    which = impl.LaidOutTensor([tf.constant(1), tf.constant(0)])
+    out = impl.allsplit(_laid_out(impl, [value] * 2), 0, 0, which=which)
+    with session() as sess:
+        got = sess.run(out.tensor_list)
+    assert [g.tolist() for g in got] == [[3.0, 4.0, 5.0], [0.0, 1.0, 2.0]]
+    with pytest.raises(UnevenLayoutError, match="equal pieces"):
+        impl.allsplit(_laid_out(impl, [value] * 2), 0, 0, which=which, sizes=[2, 4])
+
+
+@pytest.mark.parametrize("sizes, message", [
+    ([6, 6], "do not cut a length of 12 into 3 pieces"),
+    ([6, 4, 3], "do not cut a length of 12"),
+    ([7, 6, -1], "do not cut"),
+])
+def test_collective_sizes_that_do_not_fit_are_refused(sizes, message):
+    fresh_tf_graph()
+    impl = HeterogeneousMeshImpl("model:3", "", [""] * 3)
+    value = np.zeros((12,), np.float32)
+    with pytest.raises(ValueError, match=message):
+        impl.allsplit(_laid_out(impl, [value] * 3), 0, 0, sizes=sizes)
+    with pytest.raises(ValueError, match=message):
+        impl.alltoall(_laid_out(impl, [value] * 3), 0, 0, 0, sizes=sizes)
+
+
+def test_alltoall_moves_the_pieces_it_is_given():
     fresh_tf_graph()
     impl = HeterogeneousMeshImpl("model:3", "", [""] * 3, split_weights={"model": [3, 2, 1]})
     full = np.arange(6 * 12, dtype=np.float32).reshape(6, 12)
     rows = [full[0:3], full[3:5], full[5:6]]  # split along axis 0 like [3, 2, 1]
-    out = impl.alltoall(_laid_out(impl, rows), 0, split_axis=1, concat_axis=0,
-                        split_sizes=[6, 4, 2])
+    uneven = impl.alltoall(_laid_out(impl, rows), 0, split_axis=1, concat_axis=0,
+                           sizes=[6, 4, 2])
+    even = impl.alltoall(_laid_out(impl, rows), 0, split_axis=1, concat_axis=0)
     with session() as sess:
-        got = sess.run(out.tensor_list)
-    np.testing.assert_array_equal(got[0], full[:, 0:6])
-    np.testing.assert_array_equal(got[1], full[:, 6:10])
-    np.testing.assert_array_equal(got[2], full[:, 10:12])
+        got, got_even = sess.run([uneven.tensor_list, even.tensor_list])
+    for pnum, (begin, end) in enumerate([(0, 6), (6, 10), (10, 12)]):
+        np.testing.assert_array_equal(got[pnum], full[:, begin:end])
+    for pnum in range(3):  # EVEN: four columns each
+        np.testing.assert_array_equal(got_even[pnum], full[:, 4 * pnum:4 * pnum + 4])
 
 
 @pytest.mark.parametrize("shape", [(3, 5), (37, 41), (1031,)])

@@ -7,11 +7,23 @@ slice against that one shape. Under :class:`HeterogeneousMeshImpl` these ops
 are lowered here, per processor, whenever the layout of one of their tensors
 is uneven; with an even layout the upstream lowering runs unchanged.
 
+Transposed convolutions (``Conv2dTransposeOperation``,
+``Conv3dTransposeOperation``) are always lowered here under a
+``HeterogeneousMeshImpl``: upstream sizes every slice's output with the whole
+output-channel dimension, so it cannot split the filters even evenly. Here
+batch, input channels and output channels may be split, evenly or not; a split
+spatial or filter-window dimension is refused with an error naming the op and
+the dimension, as upstream refuses it.
+
 :func:`install` wraps the ``lower`` methods of those op classes (and two
 ``Lowering`` methods), listed in one registry (``_PATCHED``); the wrappers leave
 other mesh implementations alone. :func:`uninstall` puts the upstream methods
 back, and ``with installed():`` scopes them. Creating a
 ``HeterogeneousMeshImpl`` installs them; importing this module does not.
+
+The patched ``Lowering.mesh_impl`` hands each op being lowered its own view of
+the mesh (``HeterogeneousMeshImpl.for_op``), which names the op in errors and
+seeds its random ops; the mesh itself keeps no per-op state.
 """
 from __future__ import annotations
 
@@ -28,8 +40,8 @@ _INSTALLED = False
 
 def _heterogeneous(impl) -> bool:
     # Duck-typed (no import of mesh_impl, which imports this module): only
-    # HeterogeneousMeshImpl has per-processor slice shapes and even_collectives().
-    return callable(getattr(impl, "even_collectives", None))
+    # HeterogeneousMeshImpl has per-processor slice shapes and per-op views.
+    return callable(getattr(impl, "for_op", None))
 
 
 def _prod(values) -> int:
@@ -43,18 +55,16 @@ def _any_uneven(impl, op) -> bool:
     return any(impl.is_uneven(t.shape) for t in list(op.inputs) + list(op.outputs))
 
 
-def _wrap_lower(cls, uneven_lower):
-    """Route ``cls.lower`` to ``uneven_lower`` for uneven heterogeneous layouts."""
+def _wrap_lower(cls, uneven_lower, even_too=False):
+    """Route ``cls.lower`` to ``uneven_lower`` under a heterogeneous mesh when a
+    tensor of the op is laid out unevenly (or always, with ``even_too``)."""
     original = cls.lower
 
     def lower(self, lowering):
         impl = lowering.mesh_impl(self)
-        if not _heterogeneous(impl):
-            return original(self, lowering)
-        if _any_uneven(impl, self):
+        if _heterogeneous(impl) and (even_too or _any_uneven(impl, self)):
             return uneven_lower(self, lowering, impl)
-        with impl.even_collectives():
-            return original(self, lowering)
+        return original(self, lowering)
 
     lower.__doc__ = original.__doc__
     lower.meshpar_original = original
@@ -92,7 +102,7 @@ def _lower_reshape(op, lowering, impl):
                         and old_shape.cumprod[j] == new_shape.cumprod[new_axis]]
             if old_twin:
                 slices = impl.alltoall(slices, mesh_axis, old_twin[0], old_axis,
-                                       split_sizes=impl.dim_sizes(new_dim, mesh_axis))
+                                       sizes=new_dim)
                 continue
         if old_axis is not None:
             slices = impl.allconcat(slices, mesh_axis, old_axis)
@@ -110,31 +120,38 @@ def _lower_reshape(op, lowering, impl):
     slices = impl.slicewise_delay_allreduce(
         lambda x: tf.reshape(x, reshaped_shape(impl._current_pnum)), slices)  # pylint: disable=protected-access
     for mesh_axis, new_axis in split_after:
-        slices = impl.allsplit(slices, mesh_axis, new_axis,
-                               sizes=impl.dim_sizes(new_shape.dims[new_axis], mesh_axis))
+        slices = impl.allsplit(slices, mesh_axis, new_axis, sizes=new_shape.dims[new_axis])
     lowering.set_tensor_lowering(op.outputs[0], slices)
 
 
 # -------------------------------------------------------- conv gradients
-def _conv_backprop_fns(op):
+def _conv_fns(op):
+    """(forward convolution, backprop input, backprop filter) for a 2-D or 3-D op."""
     if op._conv_dimension == 2:  # pylint: disable=protected-access
-        return tf.nn.conv2d_backprop_input, tf.nn.conv2d_backprop_filter
-    return mtf_ops.conv3d_backprop_input_v2, mtf_ops.conv3d_backprop_filter_v2
+        return tf.nn.conv2d, tf.nn.conv2d_backprop_input, tf.nn.conv2d_backprop_filter
+    return tf.nn.conv3d, mtf_ops.conv3d_backprop_input_v2, mtf_ops.conv3d_backprop_filter_v2
+
+
+def _flat_sizes(sizes, k):
+    """A slice shape with its batch dimensions folded into one (all but the last k)."""
+    return [_prod(sizes[:-k])] + list(sizes[-k:])
 
 
 def _lower_conv_backprop_input(op, lowering, impl):
-    if op._is_transpose:  # a forward convolution: no sizes involved
-        with impl.even_collectives():
-            return op.lower.meshpar_original(op, lowering)
+    # Upstream reads the common slice shape before its transpose branch, which
+    # an uneven layout does not have; here each processor uses its own.
     dy, conv_filter = op.inputs
     k = op._num_nonbatch_dims  # pylint: disable=protected-access
-    backprop_input, _ = _conv_backprop_fns(op)
+    forward, backprop_input, _ = _conv_fns(op)
 
     def per_processor(pnum, tf_dy, tf_filter):
-        sizes = impl.slice_shape(op.outputs[0].shape, pnum)
-        sizes = [_prod(sizes[:-k])] + sizes[-k:]
-        dx = backprop_input(sizes, tf_filter, mtf_ops._tf_flatten_batch_dims(tf_dy, k),  # pylint: disable=protected-access
-                            op._strides, op._padding)  # pylint: disable=protected-access
+        flat_dy = mtf_ops._tf_flatten_batch_dims(tf_dy, k)  # pylint: disable=protected-access
+        if op._is_transpose:  # the gradient of a transposed conv is a convolution
+            dx = forward(flat_dy, tf_filter, op._strides, op._padding)  # pylint: disable=protected-access
+        else:
+            sizes = _flat_sizes(impl.slice_shape(op.outputs[0].shape, pnum), k)
+            dx = backprop_input(sizes, tf_filter, flat_dy,
+                                op._strides, op._padding)  # pylint: disable=protected-access
         return mtf_ops._tf_restore_batch_dims(dx, k, tf_dy)  # pylint: disable=protected-access
 
     dx = impl.slicewise(per_processor, impl.laid_out_pnum(),
@@ -148,7 +165,7 @@ def _lower_conv_backprop_input(op, lowering, impl):
 def _lower_conv_backprop_filter(op, lowering, impl):
     conv_input, dy = op.inputs
     k = op._num_nonbatch_dims  # pylint: disable=protected-access
-    _, backprop_filter = _conv_backprop_fns(op)
+    _, _, backprop_filter = _conv_fns(op)
 
     def per_processor(pnum, tf_input, tf_dy):
         x, y = (tf_dy, tf_input) if op._is_transpose else (tf_input, tf_dy)  # pylint: disable=protected-access
@@ -165,6 +182,38 @@ def _lower_conv_backprop_filter(op, lowering, impl):
     if batch_axes:  # sum the filter gradient over the data-parallel pieces
         df = mtf_ops.LazyAllreduceSum(impl, df, batch_axes)
     lowering.set_tensor_lowering(op.outputs[0], df)
+
+
+# ------------------------------------------------- transposed convolution
+def _lower_conv_transpose(op, lowering, impl):
+    """Conv2dTransposeOperation / Conv3dTransposeOperation, per processor."""
+    conv_input, conv_filter = op.inputs
+    k = conv_filter.shape.ndims - 2  # spatial dimensions
+    windows = conv_input.shape.dims[-k - 1:-1] + conv_filter.shape.dims[:k]
+    for dim in windows:
+        axis = impl.tensor_dimension_to_mesh_axis(dim)
+        if axis is not None:
+            raise ValueError(
+                f"mtf op {op.name!r} ({type(op).__name__}): a transposed convolution"
+                f" cannot split its spatial or filter-window dimension {dim.name!r}, laid"
+                f" out on mesh axis {impl.shape.dims[axis].name!r}; split batch or"
+                f" channels instead")
+    out_shape = op.outputs[0].shape
+    backprop_input = tf.nn.conv2d_backprop_input if k == 2 else mtf_ops.conv3d_backprop_input_v2
+
+    def per_processor(pnum, tf_input, tf_filter):
+        # This processor's own output slice: its batch rows and output channels.
+        sizes = _flat_sizes(impl.slice_shape(out_shape, pnum), k + 1)
+        y = backprop_input(sizes, tf_filter, mtf_ops._tf_flatten_batch_dims(tf_input, k + 1),  # pylint: disable=protected-access
+                           op._strides, op._padding)  # pylint: disable=protected-access
+        return mtf_ops._tf_restore_batch_dims(y, k + 1, tf_input)  # pylint: disable=protected-access
+
+    y = impl.slicewise(per_processor, impl.laid_out_pnum(),
+                       lowering.tensors[conv_input], lowering.tensors[conv_filter])
+    in_axis = impl.tensor_dimension_to_mesh_axis(conv_input.shape.dims[-1])
+    if in_axis is not None:  # partial sums over the split input channels
+        y = mtf_ops.LazyAllreduceSum(impl, y, [in_axis])
+    lowering.set_tensor_lowering(op.outputs[0], y)
 
 
 # ------------------------------------------------------- one_hot, constant
@@ -231,7 +280,7 @@ def _wrap_lowering_methods():
     def mesh_impl(self, m):
         impl = original_mesh_impl(self, m)
         if isinstance(m, mtf_ops.Operation) and _heterogeneous(impl):
-            impl._current_op = m  # pylint: disable=protected-access  (named in errors)
+            return impl.for_op(m)  # this op's own view: no state left on the mesh
         return impl
 
     def verify_slice_shapes(self, tensor, laid_out_tensor):
@@ -262,6 +311,7 @@ _PATCHED = (
     (mtf_ops.ReshapeOperation, "lower"), (mtf_ops.Conv2or3dBackpropInputOperation, "lower"),
     (mtf_ops.Conv2or3dBackpropFilterOperation, "lower"), (mtf_ops.OneHotOperation, "lower"),
     (mtf_ops.Constant, "lower"), (mtf_ops.TopKOperation, "lower"),
+    (mtf_ops.Conv2dTransposeOperation, "lower"), (mtf_ops.Conv3dTransposeOperation, "lower"),
 )
 
 
@@ -284,6 +334,8 @@ def install() -> None:
     _wrap_lower(mtf_ops.OneHotOperation, _lower_one_hot)
     _wrap_lower(mtf_ops.Constant, _lower_constant)
     _wrap_lower(mtf_ops.TopKOperation, _lower_top_k)
+    _wrap_lower(mtf_ops.Conv2dTransposeOperation, _lower_conv_transpose, even_too=True)
+    _wrap_lower(mtf_ops.Conv3dTransposeOperation, _lower_conv_transpose, even_too=True)
     _INSTALLED = True
 
 

@@ -19,13 +19,22 @@ batch of 12 and a 12-filter convolution are cut like this::
     5     (1, 2)                8..11       10..11
 
 Collectives (allreduce, allconcat, allsplit, alltoall, receive) take uneven
-pieces; the mtf ops whose own lowering assumes one slice shape for all
-processors are handled in :mod:`meshpar.core.lowering`.
+pieces. The two that cut (allsplit, alltoall) take the sizes of the pieces as
+an argument, ``sizes``; left out it is :data:`EVEN`, Mesh-TF's equal pieces
+(:func:`~meshpar.core.splits.even_sizes`, no divisibility needed), which is
+what an upstream lowering written for equal slices expects. A lowering that
+cuts a laid-out dimension passes ``sizes=impl.dim_sizes(dim, mesh_axis)`` (or
+just the dimension, ``sizes=dim``), so the call says which split it uses.
+
+The mtf ops whose own lowering assumes one slice shape for all processors are
+handled in :mod:`meshpar.core.lowering`; while an op is lowered it sees a view
+of this mesh bound to that op (:meth:`HeterogeneousMeshImpl.for_op`), so no
+per-op state is left on the mesh itself.
 """
 from __future__ import annotations
 
 import contextlib
-import functools
+import copy
 import hashlib
 import random as _py_random
 from typing import Mapping, Optional, Sequence
@@ -33,15 +42,12 @@ from typing import Mapping, Optional, Sequence
 import meshpar  # noqa: F401  (installs the mesh_tensorflow import shim)
 from meshpar import _compat
 from meshpar.core import lowering
+from meshpar.core.collectives import EVEN, UnevenCollectives, UnevenLayoutError  # noqa: F401  (re-exported)
 from meshpar.core.splits import even_sizes, offsets, split_sizes, validate_weights
 
 mtf = _compat.import_mesh_tensorflow()
 from mesh_tensorflow import placement_mesh_impl as _pmi  # noqa: E402
 import tensorflow.compat.v1 as tf  # noqa: E402
-
-
-class UnevenLayoutError(ValueError):
-    """An operation needs equal slices but a dimension is split unevenly."""
 
 
 def _as_dimension(dim) -> "mtf.Dimension":
@@ -68,7 +74,7 @@ def _weights_for_axis(weights, axis, what: str) -> tuple:
     return tuple(values)
 
 
-class HeterogeneousMeshImpl(_pmi.PlacementMeshImpl):
+class HeterogeneousMeshImpl(UnevenCollectives, _pmi.PlacementMeshImpl):
     """A drop-in :class:`PlacementMeshImpl` whose slices may differ in size.
 
     Parameters
@@ -130,8 +136,7 @@ class HeterogeneousMeshImpl(_pmi.PlacementMeshImpl):
             self._dim_split_weights[dim_name] = _weights_for_axis(
                 weights, self.shape.dims[axis], f"dim_split_weights for dimension {dim_name!r}")
         self._current_pnum = None     # set while slicewise() calls fn for one processor
-        self._current_op = None       # the mtf op being lowered (for error messages)
-        self._even_collectives = False
+        self._op = None               # set only on views made by for_op()
         self._sizes_cache = {}
 
     @classmethod
@@ -216,15 +221,6 @@ class HeterogeneousMeshImpl(_pmi.PlacementMeshImpl):
             return None
         return self.dim_sizes(dim, mesh_axis)
 
-    def axis_sizes(self, total: int, mesh_axis: int) -> list:
-        """Sizes of an anonymous dimension of size ``total`` split by the axis weights."""
-        axis = self.shape.dims[mesh_axis]
-        weights = None if self._even_collectives else self._split_weights.get(axis.name)
-        what = f"{self._where()}a dimension of size {total} on mesh axis {axis.name!r}"
-        if weights is None:
-            return even_sizes(total, axis.size, what)
-        return split_sizes(total, weights, what)
-
     def pcoord(self, pnum: int, mesh_axis: int) -> int:
         """Coordinate of processor ``pnum`` along mesh axis ``mesh_axis`` (row-major pnums)."""
         return mtf.pnum_to_processor_coordinates(self.shape, pnum)[mesh_axis]
@@ -291,11 +287,30 @@ class HeterogeneousMeshImpl(_pmi.PlacementMeshImpl):
         return sum(_prod(s) for s in self.slice_shapes(mtf.convert_to_shape(tensor_shape)))
 
     # -------------------------------------------------------------- plumbing
+    @property
+    def op(self):
+        """The mtf op this view is lowering (:meth:`for_op`); None on the mesh itself."""
+        return self._op
+
+    def for_op(self, op) -> "HeterogeneousMeshImpl":
+        """A view of this mesh for lowering ``op``: errors name ``op`` and random
+        ops seed from its name.
+
+        The view is a shallow copy: it shares the devices, layout, weights,
+        size cache and master-to-slice copy list with this mesh and differs only
+        in :attr:`op`, so nothing about one op outlives that op's lowering or is
+        seen by the next one. The patched ``mtf.Lowering.mesh_impl``
+        (:mod:`meshpar.core.lowering`) hands each op its own view.
+        """
+        view = copy.copy(self)
+        view._op = op  # pylint: disable=protected-access
+        view._current_pnum = None  # pylint: disable=protected-access
+        return view
+
     def _where(self) -> str:
-        op = self._current_op
-        if op is None:
+        if self._op is None:
             return ""
-        return f"mtf op {op.name!r} ({type(op).__name__}): "
+        return f"mtf op {self._op.name!r} ({type(self._op).__name__}): "
 
     @contextlib.contextmanager
     def on_processor(self, pnum: int):
@@ -305,16 +320,6 @@ class HeterogeneousMeshImpl(_pmi.PlacementMeshImpl):
             yield
         finally:
             self._current_pnum = previous
-
-    @contextlib.contextmanager
-    def even_collectives(self):
-        """Within: collectives called without sizes split evenly (used when an
-        upstream lowering, written for equal slices, runs on an even layout)."""
-        previous, self._even_collectives = self._even_collectives, True
-        try:
-            yield
-        finally:
-            self._even_collectives = previous
 
     def slicewise(self, fn, *inputs):
         """Apply ``fn`` to each processor's slices on that processor's device.
@@ -397,8 +402,8 @@ class HeterogeneousMeshImpl(_pmi.PlacementMeshImpl):
         """
         shape = mtf.convert_to_shape(shape)
         graph_seed = tf.get_default_graph().seed
-        if graph_seed is not None and self._current_op is not None:
-            op_seed = f"{graph_seed},{self._current_op.name}"
+        if graph_seed is not None and self._op is not None:
+            op_seed = f"{graph_seed},{self._op.name}"
         else:
             op_seed = repr(_py_random.random())
 
@@ -410,140 +415,3 @@ class HeterogeneousMeshImpl(_pmi.PlacementMeshImpl):
             return tf_fn(self.slice_shape(shape, pnum), seed=seed, **kwargs)
 
         return self.slicewise(draw, self.laid_out_pnum())
-
-    # ----------------------------------------------------------- collectives
-    def allreduce(self, x, mesh_axes, reduction_fn_string):
-        """Reduce ``x`` over ``mesh_axes`` with a ring all-reduce that takes unequal chunks.
-
-        ``reduction_fn_string`` is mtf's name of the reduction (``"SUM"``, ``"MAX"``, ...).
-        """
-        return self._collective_with_groups(
-            x, mesh_axes, functools.partial(
-                allreduce_ring_uneven, reduction_fn_string=reduction_fn_string))
-
-    def allsplit(self, x, mesh_axis, split_axis, which=None, sizes=None):
-        """Keep this processor's piece of each slice along ``split_axis``.
-
-        ``sizes`` (one per coordinate of ``mesh_axis``) defaults to the axis
-        weights applied to the slice's size; pass the dimension's own sizes
-        when it has per-dimension weights.
-        """
-        x = x.to_laid_out_tensor()
-        n = self.shape[mesh_axis].size
-        if which is not None:
-            which_list = (which.tensor_list if isinstance(which, self.LaidOutTensor)
-                          else [which] * self.size)
-            if not all(isinstance(w, int) for w in which_list):
-                if sizes is None and not self._split_weights.get(self.shape.dims[mesh_axis].name):
-                    return super().allsplit(x, mesh_axis, split_axis, which)
-                raise UnevenLayoutError(
-                    f"{self._where()}allsplit with a tensor-valued 'which' needs an even"
-                    f" split of mesh axis {self.shape.dims[mesh_axis].name!r}")
-        else:
-            which_list = [self.pcoord(p, mesh_axis) for p in range(self.size)]
-
-        def keep(pnum, piece):
-            total = piece.shape.as_list()[split_axis]
-            these = list(sizes) if sizes is not None else self.axis_sizes(total, mesh_axis)
-            if len(these) != n or sum(these) != total:
-                raise ValueError(
-                    f"{self._where()}allsplit sizes {these} do not split {total} into {n}")
-            begin = [0] * piece.shape.ndims
-            size = [-1] * piece.shape.ndims
-            begin[split_axis] = offsets(these)[which_list[pnum]]
-            size[split_axis] = these[which_list[pnum]]
-            return tf.slice(piece, begin, size)
-
-        return self.slicewise(keep, self.laid_out_pnum(), x)
-
-    def alltoall(self, x, mesh_axis, split_axis, concat_axis, split_sizes=None):
-        """Grouped alltoall: split along ``split_axis`` (by ``split_sizes``,
-        default the axis weights), exchange, concatenate along ``concat_axis``."""
-        x = x.to_laid_out_tensor()
-        n = self.shape[mesh_axis].size
-        if n == 1:
-            return x
-
-        def exchange(xs, devices):
-            total = xs[0].shape.as_list()[split_axis]
-            sizes = list(split_sizes) if split_sizes is not None else self.axis_sizes(total, mesh_axis)
-            parts = []  # parts[source][target]
-            for source, device in zip(xs, devices):
-                if source.shape.as_list()[split_axis] != total:
-                    raise UnevenLayoutError(
-                        f"{self._where()}alltoall over mesh axis"
-                        f" {self.shape.dims[mesh_axis].name!r}: the split axis has"
-                        f" different sizes on different processors")
-                with tf.device(device):
-                    parts.append(tf.split(source, sizes, axis=split_axis))
-            outputs = []
-            for target, device in enumerate(devices):
-                with tf.device(device):
-                    outputs.append(tf.concat([parts[s][target] for s in range(len(xs))],
-                                             axis=concat_axis))
-            return outputs
-
-        return self._collective_with_groups(x, [mesh_axis], exchange)
-
-    def receive(self, x, mesh_axis, source_pcoord):
-        """Each processor takes the slice of processor ``source_pcoord[its pcoord]`` along
-        ``mesh_axis`` (zeros where that is None), as Mesh-TF's ``receive`` (shifts).
-
-        :class:`UnevenLayoutError` naming the op when source and target slices differ
-        in shape: shifting needs equal slices along the axis.
-        """
-        x = x.to_laid_out_tensor()
-
-        def receive_in_group(xs, devices):
-            out = []
-            for pcoord, device in enumerate(devices):
-                own = xs[pcoord].shape.as_list()
-                with tf.device(device):
-                    source = source_pcoord[pcoord]
-                    if source is None:
-                        out.append(tf.zeros(own, xs[pcoord].dtype))
-                        continue
-                    if xs[source].shape.as_list() != own:
-                        raise UnevenLayoutError(
-                            f"{self._where()}shifting slices along mesh axis"
-                            f" {self.shape.dims[mesh_axis].name!r} needs equal slices, got"
-                            f" {xs[source].shape.as_list()} and {own}")
-                    out.append(tf.identity(xs[source]))
-            return out
-
-        return self._collective_with_groups(x, [mesh_axis], receive_in_group)
-
-
-def allreduce_ring_uneven(xs, devices, reduction_fn_string="SUM"):
-    """Ring all-reduce whose chunks need not be equal.
-
-    The flattened tensor is cut into ``len(xs)`` chunks by the split rule (any
-    size works, no divisibility), each chunk is reduced along the ring starting
-    at a different device, and the chunks are put back together.
-    """
-    n = len(xs)
-    if len(devices) != n:
-        raise ValueError("allreduce: need one device per tensor")
-    if n == 1:
-        return xs
-    shape = xs[0].shape.as_list()
-    for x in xs[1:]:
-        if x.shape.as_list() != shape:
-            raise UnevenLayoutError(
-                f"allreduce over processors holding slices of different shapes"
-                f" ({shape} and {x.shape.as_list()})")
-    size = None if None in shape else _prod(shape)
-    # Two devices: each adds the other's whole tensor, one message each way;
-    # chunking would only double the messages and add split/concat ops.
-    if n == 2 or size is None or size < max(1024, n):
-        return _pmi.allreduce_ring_single_shard(xs, devices, reduction_fn_string)
-    chunk_sizes = even_sizes(size, n, "allreduce chunks")
-    chunks = mtf.parallel(devices, lambda t: tf.split(tf.reshape(t, [-1]), chunk_sizes), xs)
-    reduced = [[None] * n for _ in range(n)]  # reduced[device][chunk]
-    for c in range(n):
-        order = [(c + k) % n for k in range(n)]  # this chunk's ring starts at device c
-        ys = _pmi.allreduce_ring_single_shard(
-            [chunks[d][c] for d in order], [devices[d] for d in order], reduction_fn_string)
-        for d, y in zip(order, ys):
-            reduced[d][c] = y
-    return mtf.parallel(devices, lambda parts: tf.reshape(tf.concat(parts, 0), shape), reduced)
