@@ -47,7 +47,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Optional, Sequence, Tuple, Union
+from typing import Callable, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -130,6 +130,23 @@ class Phantom:
     def label(self) -> str:
         """Diagnostic group the phantom was drawn for (e.g. ``"AD"``)."""
         return self.params.label
+
+    @property
+    def measures(self) -> dict:
+        """What an image of this subject shows of its anatomy, as numbers: the
+        features of the ``anatomy`` learnability ceiling
+        (:mod:`meshpar.evaluation.ceiling`). Ventricular volume is relative to
+        head volume; age is the confound every group shares."""
+        if "measures" in self.extra:
+            return dict(self.extra["measures"])
+        p = self.params
+        head_ml = 4.0 / 3.0 * np.pi * float(np.prod(p.head_radii_mm)) / 1000.0
+        values = {"ventricle_fraction": self.ventricle_ml / head_ml,
+                  "hippocampus_scale": p.hippocampus_scale,
+                  "temporal_horn_scale": p.temporal_horn_scale,
+                  "cortex_thickness": p.cortex_thickness, "sulcal_width": p.sulcal_width,
+                  "age": p.age}
+        return {k: round(float(v), 6) for k, v in values.items()}
 
 
 def severity_of(label: str, label_set: Sequence[str]) -> float:
@@ -469,6 +486,8 @@ def write_dataset(
     max_rotation_deg: float = 5.0,
     noise: float = 0.04,
     force: bool = False,
+    phantom_fn: Optional[Callable[..., Phantom]] = None,
+    anatomy: str = "geometric",
 ) -> Path:
     """Write ``n`` phantoms as ``out_dir/subjects/sub-XXXX.nii.gz`` and ``labels.csv``.
 
@@ -484,6 +503,10 @@ def write_dataset(
     An existing non-empty ``out_dir`` is refused unless ``force``; with
     ``force`` only the files this function writes are replaced, nothing is
     deleted.
+
+    ``phantom_fn`` (default :func:`make_phantom`) draws each subject, with
+    :func:`make_phantom`'s arguments; ``anatomy`` names it in
+    ``phantoms.json`` (see :mod:`meshpar.data.template_phantoms`).
 
     Returns the path of ``labels.csv``.
     """
@@ -528,7 +551,7 @@ def write_dataset(
     for i in range(n):
         name = f"subjects/sub-{i + 1:0{width}d}.nii.gz"
         label = label_set[labels[i]]
-        phantom = make_phantom(
+        phantom = (phantom_fn or make_phantom)(
             label, shape, seed=subject_seeds[i], label_set=label_set, voxel_mm=voxel_mm,
             orientations=orientations, max_rotation_deg=max_rotation_deg, noise=noise,
         )
@@ -541,12 +564,14 @@ def write_dataset(
                 "ventricle_ml": round(phantom.ventricle_ml, 3),
                 "brain_ml": round(phantom.brain_ml, 3),
                 **phantom.params.summary(),
+                "measures": phantom.measures,
             }
         )
 
     meta = {
         "generator": "meshpar.data.phantoms",
         "format_version": FORMAT_VERSION,
+        "anatomy": anatomy,
         "n": n,
         "shape": list(shape),
         "voxel_mm": np.broadcast_to(np.asarray(voxel_mm, float), (3,)).tolist(),

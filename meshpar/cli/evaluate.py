@@ -1,0 +1,172 @@
+"""``meshpar evaluate``: the accuracy protocol, one device and an uneven mesh side by side.
+
+For each task (NC/AD, sMCI/pMCI phantoms, or your ``--data``), each seed and
+each test fold: ``meshpar train`` (its defaults unless ``--train-args`` says
+otherwise) then ``meshpar predict``, once on one device and once on an uneven
+mesh, each in its own process. Reports mean +/- std of accuracy, balanced
+accuracy, AUC, sensitivity and specificity, the data's learnability ceilings
+(phantoms), and the mesh paired with one device: metric differences and
+per-subject prediction agreement. Writes ``accuracy.json`` and
+``accuracy.png`` to ``--out``; rerunning resumes (finished runs are kept).
+
+Example::
+
+    meshpar evaluate --out results/acc --seeds 0,1,2,3,4 --jobs 2
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shlex
+import time
+from pathlib import Path
+
+EPILOG = """examples:
+  meshpar evaluate --out acc                      both tasks, 5 seeds, fold 0 of 5 each
+  meshpar evaluate --out acc --tasks smci-pmci --seeds 0 --test-folds all
+  meshpar evaluate --out acc --data mydata --labels sMCI,pMCI --seeds 0,1,2
+  meshpar evaluate --out acc --train-args "--steps 400 --lr 3e-4"
+"""
+
+
+def _int_list(text: str) -> list:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if not values:
+        raise argparse.ArgumentTypeError("expected at least one integer")
+    return values
+
+
+def register(subparsers) -> None:
+    """Add ``meshpar evaluate`` to ``subparsers``."""
+    parser = subparsers.add_parser(
+        "evaluate", help="accuracy over seeds and folds: one device vs an uneven mesh",
+        description=__doc__.split("\n\n")[1], epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", required=True, help="results directory (created; reused to resume)")
+    parser.add_argument("--tasks", default="ad-nc,smci-pmci",
+                        help="phantom tasks: ad-nc, smci-pmci (default: both)")
+    parser.add_argument("--data", help="evaluate on this dataset instead of phantoms "
+                                       "(the seeds then only reshuffle the folds)")
+    parser.add_argument("--labels", help="with --data: the two classes, class 0 first")
+    parser.add_argument("--phantoms", choices=["geometric", "template"], default="geometric",
+                        help="template: built on the MNI152 template (needs nilearn, "
+                             "`pip install meshpar[template]`) (default: %(default)s)")
+    parser.add_argument("--n", type=int, default=128, help="phantoms per task and seed "
+                                                          "(default: %(default)s)")
+    parser.add_argument("--seeds", type=_int_list, default=[0, 1, 2, 3, 4],
+                        help="data, fold and training seeds (default: 0,1,2,3,4)")
+    parser.add_argument("--folds", type=int, default=5, help="folds by person (default: 5)")
+    parser.add_argument("--test-folds", default="0",
+                        help="held-out folds run per seed: comma list or 'all' (default: 0)")
+    parser.add_argument("--model", default="resattnet3d-small", help="(default: %(default)s)")
+    parser.add_argument("--speeds", default="0.9,0.3,0.6",
+                        help="emulated device speeds of the uneven mesh (default: %(default)s)")
+    parser.add_argument("--mesh", default="batch:1;model:3",
+                        help="uneven mesh shape (default: %(default)s)")
+    parser.add_argument("--only", choices=["one-device", "uneven-mesh"],
+                        help="run one configuration instead of both")
+    parser.add_argument("--train-args", default="",
+                        help="extra `meshpar train` options for every run, one quoted string")
+    parser.add_argument("--jobs", type=int, default=1, help="runs at a time (default: 1)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="TensorFlow threads per run (default 1: deterministic)")
+    parser.add_argument("--json", action="store_true",
+                        help="also print the summary as one JSON line, last on stdout")
+    parser.set_defaults(func=run)
+
+
+def _tasks(args) -> dict:
+    """Task name -> its two labels."""
+    from meshpar.evaluation.protocol import TASKS
+
+    if args.data:
+        labels = tuple(v.strip() for v in (args.labels or "").split(",") if v.strip())
+        if len(labels) != 2:
+            raise ValueError("--data needs --labels with two classes, e.g. --labels sMCI,pMCI")
+        return {"data": labels}
+    if args.labels:
+        raise ValueError("--labels goes with --data (phantom tasks have their own labels)")
+    names = [t.strip() for t in args.tasks.split(",") if t.strip()]
+    unknown = [t for t in names if t not in TASKS]
+    if unknown or not names:
+        raise ValueError(f"--tasks: unknown task(s) {unknown or names}; choose from "
+                         f"{', '.join(TASKS)}")
+    return {t: TASKS[t] for t in names}
+
+
+def _test_folds(text: str, folds: int) -> list:
+    if text.strip() == "all":
+        return list(range(folds))
+    try:
+        return [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise ValueError(f"--test-folds: expected comma-separated integers or 'all', "
+                         f"got {text!r}") from None
+
+
+def _check(args) -> None:
+    if args.jobs < 1 or args.threads < 1:
+        raise ValueError("--jobs and --threads must be >= 1")
+    if args.n < 2 * args.folds:
+        raise ValueError(f"--n {args.n} is too small for {args.folds} folds of both classes")
+    if len(set(args.seeds)) != len(args.seeds):
+        raise ValueError(f"--seeds repeats a seed: {args.seeds}")
+    if args.data and not Path(args.data).is_dir():
+        raise FileNotFoundError(f"--data {args.data}: no such directory")
+
+
+def run(args) -> int:
+    """Run (or resume) the protocol, print the table, write JSON and PNG; exit code."""
+    from meshpar import models
+    from meshpar.evaluation import protocol, report
+
+    _check(args)
+    tasks = _tasks(args)
+    fold_ids = _test_folds(args.test_folds, args.folds)
+    configs = protocol.default_configs(args.speeds, args.mesh)
+    if args.only:
+        configs = [c for c in configs if c.name == args.only]
+    train_args = shlex.split(args.train_args)
+    shape = models.input_shape(models.get(args.model).config)[:3]
+    out = Path(args.out)
+    data_dirs = {}
+    for task, labels in tasks.items():
+        for seed in args.seeds:
+            data_dirs[(task, seed)] = Path(args.data) if args.data else protocol.prepare_phantoms(
+                out, task, labels, seed, args.n, shape, args.phantoms)
+    runs = protocol.plan_runs(out, data_dirs, args.seeds, args.folds, fold_ids, configs, tasks)
+    print(f"{len(runs)} runs: {len(tasks)} task(s) x {len(args.seeds)} seed(s) x "
+          f"{len(fold_ids)} test fold(s) of {args.folds} x {len(configs)} configuration(s); "
+          f"{args.jobs} at a time", flush=True)
+    started = time.perf_counter()
+    scored = []
+
+    def done(one, summary):
+        scored.append(report.score_run(one, summary))
+        acc = scored[-1]["metrics"]["accuracy"]
+        print(f"  {one.key} {one.config.name}: accuracy {acc:.3f} "
+              f"({summary.get('seconds', math.nan):.0f} s)", flush=True)
+
+    protocol.execute_all(runs, args.model, train_args, jobs=args.jobs, threads=args.threads,
+                         report=done)
+    summary = report.summarize(scored, tasks, [c.name for c in configs])
+    result = {"protocol": {"tasks": {t: list(v) for t, v in tasks.items()}, "seeds": args.seeds,
+                           "folds": args.folds, "test_folds": fold_ids, "model": args.model,
+                           "n": None if args.data else args.n, "shape": list(shape),
+                           "phantoms": None if args.data else args.phantoms,
+                           "data": args.data, "train_args": train_args,
+                           "configs": {c.name: list(c.train_args) for c in configs},
+                           "threads": args.threads, "seconds": time.perf_counter() - started},
+              "tasks": summary}
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "accuracy.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    report.plot_summary(summary, out / "accuracy.png")
+    print(report.format_table(summary))
+    print(f"wrote {out / 'accuracy.json'} and {out / 'accuracy.png'}")
+    if args.json:
+        print(json.dumps(result))
+    return 0

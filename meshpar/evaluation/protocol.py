@@ -1,0 +1,219 @@
+"""The accuracy protocol: train and predict over seeds and folds, each run in its own process.
+
+A protocol is a grid of runs: for every task (a label pair, e.g. NC/AD), every
+seed and every chosen test fold, one run per configuration (one device, an
+uneven mesh). Configurations of the same (task, seed, fold) share the data,
+the test subjects, the training seed and every training option except where
+the model runs, so they can be compared pair by pair.
+
+Each run is ``meshpar train`` then ``meshpar predict`` in a fresh Python
+process: no TensorFlow graph, session or environment leaks from one run into
+the next, at most ``jobs`` run at a time, and a run is exactly what a user
+gets from the command line. A run whose predictions file exists is not run
+again, so an interrupted protocol resumes where it stopped.
+
+Layout under the output directory::
+
+    data/<task>-seed<S>/                 phantoms (or your --data, read in place)
+    runs/<task>-seed<S>-fold<I>/<config>/  model/, train.log, train.json, predictions.csv
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+__all__ = ["TASKS", "Config", "Run", "default_configs", "prepare_phantoms", "plan_runs",
+           "train_command", "predict_command", "execute", "execute_all"]
+
+# Task name -> (class 0, class 1); class 1 is the patient group.
+TASKS: Dict[str, Tuple[str, str]] = {"ad-nc": ("NC", "AD"), "smci-pmci": ("sMCI", "pMCI")}
+
+
+@dataclass(frozen=True)
+class Config:
+    """A way to run training: its name and the ``meshpar train`` options that place it."""
+
+    name: str
+    train_args: Tuple[str, ...] = ()
+
+
+def default_configs(speeds: str = "0.9,0.3,0.6", mesh: str = "batch:1;model:3") -> List[Config]:
+    """One device, and an uneven mesh of emulated devices of ``speeds`` laid out as ``mesh``."""
+    return [Config("one-device"), Config("uneven-mesh", ("--speeds", speeds, "--mesh", mesh))]
+
+
+@dataclass(frozen=True)
+class Run:
+    """One training run of the protocol and where it keeps its files."""
+
+    task: str
+    labels: Tuple[str, str]
+    seed: int
+    folds: int
+    fold: int
+    config: Config
+    data_dir: Path
+    run_dir: Path = field(compare=False)
+
+    @property
+    def key(self) -> str:
+        """``<task>-seed<S>-fold<I>``: the runs of all configurations with this key are paired."""
+        return f"{self.task}-seed{self.seed}-fold{self.fold}"
+
+    @property
+    def model_dir(self) -> Path:
+        """Checkpoints of this run."""
+        return self.run_dir / "model"
+
+    @property
+    def predictions(self) -> Path:
+        """Per-subject probabilities on the held-out fold (``meshpar predict``)."""
+        return self.run_dir / "predictions.csv"
+
+    @property
+    def summary(self) -> Path:
+        """The JSON summary ``meshpar train --json`` printed last."""
+        return self.run_dir / "train.json"
+
+
+def prepare_phantoms(out_dir, task: str, labels: Sequence[str], seed: int, n: int,
+                     shape: Sequence[int], kind: str = "geometric") -> Path:
+    """Write (or reuse) the phantom cohort of ``task`` and ``seed``; returns its directory.
+
+    A directory from an earlier call is reused when its ``phantoms.json``
+    matches (subjects, shape, seed, labels, kind); anything else there is
+    refused, never overwritten.
+    """
+    directory = Path(out_dir) / "data" / f"{task}-seed{seed}"
+    want = {"n": int(n), "shape": [int(s) for s in shape], "seed": int(seed),
+            "label_set": list(labels)}
+    meta_path = directory / "phantoms.json"
+    if (directory / "labels.csv").is_file() and meta_path.is_file():
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        got = {k: meta.get(k) for k in want}
+        if got == want and meta.get("anatomy", "geometric") == kind:
+            return directory
+        raise ValueError(f"{directory} holds other phantoms ({got}); use a new output directory")
+    if kind == "geometric":
+        from meshpar.data.phantoms import write_dataset
+    elif kind == "template":
+        from meshpar.data.template_phantoms import write_dataset
+    else:
+        raise ValueError(f"phantoms must be 'geometric' or 'template', got {kind!r}")
+    write_dataset(directory, n, shape=tuple(shape), seed=seed, label_set=tuple(labels))
+    return directory
+
+
+def plan_runs(out_dir, data_dirs: Dict[Tuple[str, int], Path], seeds: Sequence[int],
+              folds: int, fold_ids: Sequence[int], configs: Sequence[Config],
+              tasks: Dict[str, Tuple[str, str]]) -> List[Run]:
+    """Every run of the grid, paired configurations next to each other.
+
+    ``tasks``: task name -> its two labels; ``data_dirs``: (task, seed) -> dataset.
+    """
+    if folds < 2:
+        raise ValueError(f"folds must be >= 2, got {folds}")
+    bad = [i for i in fold_ids if not 0 <= i < folds]
+    if bad or not fold_ids:
+        raise ValueError(f"test folds must be in [0, {folds}), got {list(fold_ids)}")
+    names = [c.name for c in configs]
+    if len(set(names)) != len(names) or not names:
+        raise ValueError(f"configuration names must be distinct, got {names}")
+    runs = []
+    for task, labels in tasks.items():
+        for seed in seeds:
+            for fold in fold_ids:
+                for config in configs:
+                    run_dir = Path(out_dir) / "runs" / f"{task}-seed{seed}-fold{fold}" / config.name
+                    runs.append(Run(task, tuple(labels), int(seed), int(folds), int(fold), config,
+                                    Path(data_dirs[(task, seed)]), run_dir))
+    return runs
+
+
+def _split_args(run: Run) -> List[str]:
+    return ["--folds", str(run.folds), "--fold", str(run.fold), "--fold-seed", str(run.seed)]
+
+
+def train_command(run: Run, model: str, train_args: Sequence[str] = (),
+                  threads: int = 1) -> List[str]:
+    """``meshpar train`` argv of ``run`` (the interpreter running this code)."""
+    return ([sys.executable, "-m", "meshpar", "train", "--data", str(run.data_dir),
+             "--labels", ",".join(run.labels), "--model", model, "--seed", str(run.seed)]
+            + _split_args(run)
+            + ["--model-dir", str(run.model_dir), "--threads", str(threads), "--no-progress",
+               "--json"] + list(train_args) + list(run.config.train_args))
+
+
+def predict_command(run: Run, batch: Optional[int] = None) -> List[str]:
+    """``meshpar predict`` argv writing ``run``'s held-out predictions."""
+    cmd = [sys.executable, "-m", "meshpar", "predict", "--model-dir", str(run.model_dir),
+           "--data", str(run.data_dir)] + _split_args(run) + ["--out", str(run.predictions)]
+    return cmd + (["--batch", str(batch)] if batch else [])
+
+
+def _call(cmd: List[str], log: Path) -> str:
+    """Run ``cmd``, appending its output to ``log``; its stdout, or RuntimeError naming the log."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONHASHSEED="0")
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    with open(log, "a", encoding="utf-8") as f:
+        f.write("$ " + " ".join(cmd) + "\n" + proc.stdout + proc.stderr)
+    if proc.returncode != 0:
+        last = (proc.stderr.strip() or proc.stdout.strip() or "no output").splitlines()[-1]
+        raise RuntimeError(f"{' '.join(cmd[2:4])} failed (exit {proc.returncode}): {last}; "
+                           f"see {log}")
+    return proc.stdout
+
+
+def execute(run: Run, model: str, train_args: Sequence[str] = (), threads: int = 1) -> dict:
+    """Train and predict ``run`` unless its predictions exist; returns its train summary.
+
+    The summary is the ``--json`` line of ``meshpar train`` (losses, timing,
+    validation and test metrics) plus ``seconds``, the wall time of both steps.
+    """
+    if run.predictions.is_file() and run.summary.is_file():
+        return json.loads(run.summary.read_text(encoding="utf-8"))
+    run.run_dir.mkdir(parents=True, exist_ok=True)
+    log = run.run_dir / "train.log"
+    start = time.perf_counter()
+    out = _call(train_command(run, model, train_args, threads), log)
+    lines = [line for line in out.splitlines() if line.startswith("{")]
+    if not lines:
+        raise RuntimeError(f"meshpar train printed no JSON summary; see {log}")
+    summary = json.loads(lines[-1])
+    _call(predict_command(run), log)
+    summary["seconds"] = time.perf_counter() - start
+    tmp = run.summary.with_suffix(".tmp")
+    tmp.write_text(json.dumps(summary, indent=1), encoding="utf-8")
+    os.replace(tmp, run.summary)
+    return summary
+
+
+def execute_all(runs: Sequence[Run], model: str, train_args: Sequence[str] = (),
+                jobs: int = 1, threads: int = 1,
+                report: Optional[Callable[[Run, dict], None]] = None) -> Dict[Run, dict]:
+    """:func:`execute` every run, ``jobs`` at a time; ``report(run, summary)`` after each.
+
+    A failed run stops the protocol once the runs already started have ended
+    (their results stay on disk for the next attempt).
+    """
+    if jobs < 1 or threads < 1:
+        raise ValueError(f"jobs and threads must be >= 1, got {jobs} and {threads}")
+    results: Dict[Run, dict] = {}
+
+    def one(run):
+        summary = execute(run, model, train_args, threads)
+        if report is not None:
+            report(run, summary)
+        return run, summary
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        for run, summary in pool.map(one, runs):
+            results[run] = summary
+    return results
