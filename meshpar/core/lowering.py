@@ -35,6 +35,8 @@ mtf = _compat.import_mesh_tensorflow()
 from mesh_tensorflow import ops as mtf_ops  # noqa: E402
 import tensorflow.compat.v1 as tf  # noqa: E402
 
+from meshpar.core.collectives import UnevenLayoutError  # noqa: E402
+
 _INSTALLED = False
 
 
@@ -69,6 +71,36 @@ def _wrap_lower(cls, uneven_lower, even_too=False):
     lower.__doc__ = original.__doc__
     lower.meshpar_original = original
     cls.lower = lower
+
+
+# ------------------------------------------------------- refused layouts
+def _refuse(op, impl, dim, why: str, error=ValueError):
+    """Raise ``error`` naming the op, the dimension and how the layout splits it."""
+    mesh_axis = impl.tensor_dimension_to_mesh_axis(dim)
+    raise error(
+        f"mtf op {op.name!r} ({type(op).__name__}) {why} tensor dimension {dim.name!r},"
+        f" which the layout splits over mesh axis {impl.shape.dims[mesh_axis].name!r}"
+        f" as {impl.dim_sizes(dim, mesh_axis)}; lay {dim.name!r} out on no mesh axis")
+
+
+def _refusing(dim_of, why: str, uneven_only: bool = False):
+    """A lowering that refuses, naming the op and the dimension, a layout that
+    splits ``dim_of(op)`` (only an uneven split, with ``uneven_only``), and
+    otherwise lowers as upstream. Upstream refuses the same layouts with terse
+    messages ("can't slice along split axis") or, for shifts, fails later."""
+    def lower(op, lowering, impl):
+        dim = dim_of(op)
+        axis = impl.tensor_dimension_to_mesh_axis(dim)
+        if axis is not None and not uneven_only:
+            _refuse(op, impl, dim, why)
+        if axis is not None and len(set(impl.dim_sizes(dim, axis))) > 1:
+            _refuse(op, impl, dim, why + " unevenly split", UnevenLayoutError)
+        return op.lower.meshpar_original(op, lowering)
+    return lower
+
+
+def _concat_dim(op):
+    return op.outputs[0].shape.get_dim_by_name(op._concat_dim_name)  # pylint: disable=protected-access
 
 
 # ------------------------------------------------------------------ reshape
@@ -190,14 +222,9 @@ def _lower_conv_transpose(op, lowering, impl):
     conv_input, conv_filter = op.inputs
     k = conv_filter.shape.ndims - 2  # spatial dimensions
     windows = conv_input.shape.dims[-k - 1:-1] + conv_filter.shape.dims[:k]
-    for dim in windows:
-        axis = impl.tensor_dimension_to_mesh_axis(dim)
-        if axis is not None:
-            raise ValueError(
-                f"mtf op {op.name!r} ({type(op).__name__}): a transposed convolution"
-                f" cannot split its spatial or filter-window dimension {dim.name!r}, laid"
-                f" out on mesh axis {impl.shape.dims[axis].name!r}; split batch or"
-                f" channels instead")
+    for dim in windows:  # as upstream: batch and channels may be split, windows not
+        if impl.tensor_dimension_to_mesh_axis(dim) is not None:
+            _refuse(op, impl, dim, "cannot split its spatial or filter-window")
     out_shape = op.outputs[0].shape
     backprop_input = tf.nn.conv2d_backprop_input if k == 2 else mtf_ops.conv3d_backprop_input_v2
 
@@ -312,6 +339,22 @@ _PATCHED = (
     (mtf_ops.Conv2or3dBackpropFilterOperation, "lower"), (mtf_ops.OneHotOperation, "lower"),
     (mtf_ops.Constant, "lower"), (mtf_ops.TopKOperation, "lower"),
     (mtf_ops.Conv2dTransposeOperation, "lower"), (mtf_ops.Conv3dTransposeOperation, "lower"),
+    (mtf_ops.SliceOperation, "lower"), (mtf_ops.PadOperation, "lower"),
+    (mtf_ops.ConcatOperation, "lower"), (mtf_ops.SplitOperation, "lower"),
+    (mtf_ops.StackOperation, "lower"), (mtf_ops.UnstackOperation, "lower"),
+    (mtf_ops.ShiftOperation, "lower"),
+)
+
+# Ops that cannot split one of their dimensions: (class, that dimension, what
+# the op does to it, refused only when split unevenly).
+_REFUSALS = (
+    (mtf_ops.SliceOperation, lambda op: op._slice_dim, "cannot slice along", False),  # pylint: disable=protected-access
+    (mtf_ops.PadOperation, lambda op: op._output_dim, "cannot pad along", False),  # pylint: disable=protected-access
+    (mtf_ops.ConcatOperation, _concat_dim, "cannot concatenate along", False),
+    (mtf_ops.SplitOperation, lambda op: op._split_dim, "cannot split along", False),  # pylint: disable=protected-access
+    (mtf_ops.StackOperation, lambda op: op._new_dim, "cannot stack along", False),  # pylint: disable=protected-access
+    (mtf_ops.UnstackOperation, lambda op: op._dim, "cannot unstack along", False),  # pylint: disable=protected-access
+    (mtf_ops.ShiftOperation, lambda op: op._dim, "cannot shift along", True),  # pylint: disable=protected-access
 )
 
 
@@ -336,6 +379,8 @@ def install() -> None:
     _wrap_lower(mtf_ops.TopKOperation, _lower_top_k)
     _wrap_lower(mtf_ops.Conv2dTransposeOperation, _lower_conv_transpose, even_too=True)
     _wrap_lower(mtf_ops.Conv3dTransposeOperation, _lower_conv_transpose, even_too=True)
+    for cls, dim_of, why, uneven_only in _REFUSALS:
+        _wrap_lower(cls, _refusing(dim_of, why, uneven_only), even_too=True)
     _INSTALLED = True
 
 
