@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "meshpar.cli.profile",
     "meshpar.cli.plan",
     "meshpar.cli.train",
+    "meshpar.cli.predict",
     "meshpar.cli.evaluate",
     "meshpar.cli.bench",
     "meshpar.cli.data",

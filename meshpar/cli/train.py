@@ -8,6 +8,13 @@ mesh ``model:N`` unless ``--mesh`` says otherwise), or neither (one device).
 Devices are emulated on this machine (``""`` device strings) unless
 ``--devices`` lists real ones.
 
+Subjects: ``--folds K --fold I`` (or ``--test-fraction F``) holds out a test
+set by person that is never trained on; ``--val-fraction`` of the rest
+validates. The recipe (loss, learning-rate schedule, weight decay, clipping)
+goes to the estimator's ``params`` (see :mod:`meshpar.training.recipe`).
+The model directory gets ``meshpar_run.json``, which ``meshpar predict``
+reads.
+
 Example::
 
     meshpar train --synthetic --model resattnet3d-small --speeds 0.9,0.3 --steps 50
@@ -16,13 +23,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 import tempfile
 import time
 
-from meshpar.cli.parsing import parse_speeds
+from meshpar.cli.train_options import (  # noqa: F401  (mesh_from_speeds: re-exported)
+    add_mesh_options, add_recipe_options, add_split_options, augmentations, check_mesh_args,
+    cluster_client, mesh_arguments, mesh_from_speeds, recipe_params, split_request)
 
 OPTIMIZER_DEFAULT_LR = {"adam": 1e-3, "momentum": 0.01, "sgd": 0.05}
 
@@ -31,6 +39,8 @@ EPILOG = """examples:
   meshpar train --synthetic --model resattnet3d-small --speeds 0.9,0.3 --steps 50
   meshpar train --data phantoms --plan plan.json --steps 500 --model-dir runs/ad
   meshpar train --synthetic --speeds 0.9,0.3,0.6,0.2 --mesh 'batch:2;model:2' --batch 8
+  meshpar train --data adni --folds 5 --fold 0 --keep-best --checkpoint-every 50 \\
+      --lr-schedule cosine --lr-warmup-steps 20 --weight-decay 1e-4 --augment --model-dir f0
 """
 
 
@@ -47,30 +57,16 @@ def register(subparsers) -> None:
     parser.add_argument("--model", default="resattnet3d-small",
                         help="resattnet3d-small, resattnet3d-tiny, resattnet3d-full, vgg-cifar, "
                              "vgg-cifar-small (default: %(default)s)")
-    where = parser.add_mutually_exclusive_group()
-    where.add_argument("--plan", help="plan JSON file from `meshpar plan`")
-    where.add_argument("--speeds", help="relative device speeds, e.g. 0.9,0.3: split weights "
-                                        "in proportion to them")
-    parser.add_argument("--mesh", help="mesh shape for --speeds, e.g. 'batch:1;model:2' "
-                                       "(default: model:<number of speeds>)")
-    parser.add_argument("--mesh-impl", choices=["meshpar", "mtf"], default="meshpar",
-                        help="mtf: lower with Mesh-TensorFlow's own PlacementMeshImpl (even "
-                             "splits only), the baseline (default: %(default)s)")
-    parser.add_argument("--devices", help="comma-separated device strings, pnum order "
-                                          "(default: emulated local devices)")
-    parser.add_argument("--cluster", help="train on TF gRPC workers (`meshpar worker`) listed in "
-                                          "this cluster JSON; 'TF_CONFIG' reads the environment")
-    parser.add_argument("--device-type", choices=["CPU", "GPU"],
-                        help="worker device holding each slice with --cluster (default: the "
-                             "device a --plan names, else CPU)")
-    parser.add_argument("--worker-timeout", type=float, default=300.0,
-                        help="with --cluster: seconds an operation may wait on a worker before "
-                             "the run is declared failed (default: %(default)s)")
+    add_mesh_options(parser)
     parser.add_argument("--skip-bad", action="store_true",
                         help="skip (and count) unreadable, NaN or mislabelled subjects instead "
                              "of stopping at the first one")
     parser.add_argument("--checkpoint-every", type=int, default=None,
                         help="checkpoint every N steps (default: at the end only)")
+    parser.add_argument("--keep-best", action="store_true",
+                        help="score every --checkpoint-every checkpoint on the validation set and "
+                             "keep the lowest-loss one in MODEL_DIR/best (the test set and "
+                             "`meshpar predict --checkpoint best` use it)")
     parser.add_argument("--steps", type=int, default=50,
                         help="train until this global step (default: 50); rerunning with the "
                              "same --model-dir resumes from its last checkpoint")
@@ -78,64 +74,44 @@ def register(subparsers) -> None:
     parser.add_argument("--model-dir", help="checkpoint directory (default: a new temporary one)")
     parser.add_argument("--optimizer", choices=sorted(OPTIMIZER_DEFAULT_LR), default="adam")
     parser.add_argument("--lr", type=float, default=None,
-                        help="learning rate (default: adam 1e-3, momentum 0.01, sgd 0.05)")
+                        help="learning rate (default: adam 1e-3, momentum 0.01, sgd 0.05); "
+                             "the peak of --lr-schedule")
+    add_recipe_options(parser)
     parser.add_argument("--labels", default="NC,AD",
                         help="class names in labels.csv, class 0 first (default: NC,AD)")
+    parser.add_argument("--channels", type=int, default=None,
+                        help="input channels; C > 1 reads 4-D NIfTI files holding C co-registered "
+                             "volumes, channels last (default: the model's, 1 for MRI)")
+    parser.add_argument("--augment", nargs="?", const="flip,affine", default=None,
+                        help="augment the training data, seeded by --seed: flip, affine or "
+                             "flip,affine (the value when the flag is given alone)")
     parser.add_argument("--n-synthetic", type=int, default=64,
                         help="subjects written by --synthetic (default: 64)")
     parser.add_argument("--val-fraction", type=float, default=0.25,
-                        help="share of subjects held out for evaluation (default: 0.25)")
+                        help="share of the non-test subjects held out for validation "
+                             "(default: 0.25)")
+    add_split_options(parser)
     parser.add_argument("--seed", type=int, default=0, help="data and graph seed (default: 0)")
     parser.add_argument("--threads", type=int, default=1,
                         help="TF intra/inter-op threads (default 1: deterministic)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--warmup-steps", type=int, default=None,
                         help="steps left out of the throughput (default: 10%% of the steps "
-                             "run, at least 3)")
+                             "run, at least 3); not the learning-rate warm-up")
     parser.add_argument("--trace-step", type=int, default=None,
                         help="trace this step (counted in this run, from 1) and show per worker "
                              "where its time went: compute, communication, idle")
     parser.add_argument("--trace-out", help="with --trace-step: write the traced step's timeline "
                                             "here (Chrome trace JSON, for Perfetto)")
+    parser.add_argument("--worker-times-every", type=int, default=0,
+                        help="trace every N-th step and write each worker's step time to "
+                             "TensorBoard (default 0: off)")
     parser.add_argument("--json", action="store_true",
                         help="also print the summary as one JSON object, the last line of stdout")
     parser.set_defaults(func=run)
 
 
-def mesh_from_speeds(speeds, mesh_shape=None):
-    """``(mesh_shape, split_weights)`` for devices of ``speeds`` in pnum order.
-
-    The planner's proportional rule
-    (:func:`meshpar.planning.planners.common.proportional_weights`): on a
-    one-axis mesh the weights are the speeds; on ``batch:R;model:M`` each
-    column's share follows its slowest device and each row's share the rate
-    at which the row finishes.
-    """
-    import numpy as np
-
-    from meshpar.planning.plan import parse_mesh_shape
-    from meshpar.planning.planners.common import proportional_weights
-
-    n = len(speeds)
-    mesh_shape = f"model:{n}" if mesh_shape is None else mesh_shape
-    axes = parse_mesh_shape(mesh_shape, "--mesh")
-    if math.prod(size for _, size in axes) != n:
-        raise ValueError(f"--mesh {mesh_shape} has {math.prod(s for _, s in axes)} processors "
-                         f"but --speeds lists {n} devices")
-    if len(axes) > 2:
-        raise ValueError("--mesh: use one or two axes (e.g. batch:2;model:2)")
-    if len(axes) == 1:  # the rule's weights are the speeds (up to scale)
-        return mesh_shape, {axes[0][0]: list(speeds)}
-    (_, rows), (_, cols) = axes
-    row_w, col_w = proportional_weights(np.asarray(speeds, float), np.arange(n), rows, cols)
-    return mesh_shape, {axes[0][0]: [float(w) for w in row_w],
-                        axes[1][0]: [float(w) for w in col_w]}
-
-
-def run(args) -> int:
-    """Train (and evaluate on the held-out share) as the arguments say; print a summary
-    of losses, timing and eval metrics. Returns the exit code.
-    """
+def _check_args(args) -> None:
     if args.steps < 1 or args.batch < 1:
         raise ValueError("--steps and --batch must be >= 1")
     if args.trace_step is not None and args.trace_step < 1:
@@ -146,35 +122,38 @@ def run(args) -> int:
         raise ValueError(f"--warmup-steps must be >= 0, got {args.warmup_steps}")
     if not 0.0 <= args.val_fraction < 1.0:
         raise ValueError("--val-fraction must be in [0, 1)")
-    if args.mesh is not None and args.speeds is None:
-        raise ValueError("--mesh goes with --speeds (a plan has its own mesh)")
-    from meshpar import models
-
-    spec = models.get(args.model)
-    lr = args.lr if args.lr is not None else OPTIMIZER_DEFAULT_LR[args.optimizer]
-    client = None
-    if args.cluster:
-        if args.devices:
-            raise ValueError("--devices and --cluster exclude each other")
-        from meshpar.runtime.client import ClusterClient
-        from meshpar.runtime.cluster_files import worker_addresses
-
-        client = ClusterClient(worker_addresses(args.cluster), args.device_type or "CPU",
-                               timeout_s=args.worker_timeout)
     if args.checkpoint_every is not None and args.checkpoint_every < 1:
         raise ValueError("--checkpoint-every must be >= 1")
-    mesh_kwargs = _mesh_arguments(args, spec, client)
-    mesh_kwargs["upstream"] = args.mesh_impl == "mtf"
+    if args.keep_best and args.checkpoint_every is None:
+        raise ValueError("--keep-best scores the checkpoints of --checkpoint-every N: give N")
+    if args.worker_times_every < 0:
+        raise ValueError("--worker-times-every must be >= 0")
+    check_mesh_args(args)
 
+
+def run(args) -> int:
+    """Train, evaluate on the validation share and score the held-out test set as the
+    arguments say; print a summary of losses, timing and metrics. Returns the exit code.
+    """
+    _check_args(args)
     os.environ.setdefault("TF_DETERMINISTIC_OPS", "1")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    from meshpar import models
+
+    overrides = {} if args.channels is None else {"in_channels": int(args.channels)}
+    spec = models.get(args.model, **overrides)
+    lr = args.lr if args.lr is not None else OPTIMIZER_DEFAULT_LR[args.optimizer]
+    client = cluster_client(args)
+    mesh_kwargs = mesh_arguments(args, spec, client)
     with tempfile.TemporaryDirectory(prefix="meshpar-train-") as scratch:
         model_dir = args.model_dir or os.path.join(scratch, "model")
-        train_fn, eval_fn, data_note = _input_fns(args, spec, scratch)
+        data = _prepare_data(args, spec, scratch, model_dir)
+        params = recipe_params(args, data.get("class_counts"))
         if client is not None:
-            train_fn, eval_fn = (_on_device(fn, client.client_device) for fn in (train_fn, eval_fn))
-        return _train(args, spec, lr, mesh_kwargs, model_dir, train_fn, eval_fn, data_note,
-                      client, scratch)
+            for key in ("train_fn", "eval_fn"):
+                data[key] = _on_device(data[key], client.client_device)
+        _save_run(args, spec, model_dir, data, params)
+        return _train(args, spec, lr, params, mesh_kwargs, model_dir, data, client, scratch)
 
 
 def _on_device(input_fn, device):
@@ -192,162 +171,126 @@ def _on_device(input_fn, device):
     return placed
 
 
-def _mesh_arguments(args, spec, client=None) -> dict:
-    devices = None
-    if args.devices:
-        devices = [d.strip() for d in args.devices.split(",")]
-    elif client is not None:
-        devices = list(client.devices)
-    if args.plan:
-        from meshpar.planning.plan import Plan
-
-        plan = Plan.load(args.plan)
-        try:
-            plan.check_compatible((spec.name, spec.config.name))
-        except ValueError as err:
-            raise ValueError(f"{args.plan}: {err}") from None
-        if client is not None:  # each slice on the worker the plan names
-            devices = client.place(plan.devices, keep_device_type=args.device_type is None)
-        elif devices is None:
-            devices = [""] * len(plan.devices)  # emulated: the plan may name other machines
-        return dict(plan=plan, devices=devices)
-    if args.speeds is not None:  # an empty --speeds is an error, not "one device"
-        mesh_shape, weights = mesh_from_speeds(parse_speeds(args.speeds), args.mesh)
-        return dict(mesh_shape=mesh_shape, split_weights=weights, devices=devices)
-    return dict(mesh_shape="all:1", devices=devices)
-
-
-def _input_fns(args, spec, scratch):
-    """``(train_input_fn, eval_input_fn or None, description)``."""
+def _prepare_data(args, spec, scratch, model_dir) -> dict:
+    """Input functions, the test set and what the run file records about the data."""
     from meshpar import models
+    from meshpar.training import inputs
 
     shape = models.input_shape(spec.config)
     if spec.module is models.vgg_cifar:
         if args.data:
             raise ValueError(f"{spec.name} trains on --synthetic images only")
-        return _synthetic_images(args, shape) + (f"{args.n_synthetic} synthetic images",)
-    from meshpar.data import make_tf_dataset, nifti, split_subjects, write_dataset
+        if args.folds is not None or args.test_fraction is not None or args.augment:
+            raise ValueError(f"{spec.name}'s synthetic images have no people to fold or "
+                             "volumes to augment: --folds/--test-fraction/--augment need NIfTI")
+        train_fn, eval_fn = inputs.synthetic_image_fns(
+            args.n_synthetic, shape, args.val_fraction, args.batch, args.seed, model_dir)
+        return dict(train_fn=train_fn, eval_fn=eval_fn, test=None, labels=["0", "1"],
+                    note=f"{args.n_synthetic} synthetic images")
+    return _nifti_data(args, spec, scratch, model_dir)
 
+
+def _nifti_data(args, spec, scratch, model_dir) -> dict:
+    from meshpar.data import default_transform, nifti, write_dataset
+    from meshpar.training import inputs
+
+    shape = spec.config.input_shape
     label_set = tuple(name.strip() for name in args.labels.split(",") if name.strip())
     if len(label_set) != spec.config.num_classes:
         raise ValueError(f"--labels names {len(label_set)} classes but {spec.name} has "
                          f"{spec.config.num_classes}")
     directory = args.data
     if args.synthetic:
+        if spec.config.in_channels != 1:
+            raise ValueError("--synthetic phantoms have one channel; --channels > 1 needs --data")
         directory = os.path.join(scratch, "phantoms")
-        write_dataset(directory, args.n_synthetic, shape=shape[:3], seed=args.seed,
+        write_dataset(directory, args.n_synthetic, shape=shape, seed=args.seed,
                       label_set=label_set)
     skipped = []  # with --skip-bad: subjects dropped before training starts
     subjects = nifti.read_labels(directory, label_set, skip_bad=args.skip_bad, skipped=skipped)
     if len(subjects) < 2:
         raise ValueError(f"{directory}: need at least 2 subjects, found {len(subjects)}")
-    train_subjects, val_subjects = split_subjects(subjects, args.val_fraction,
-                                                        seed=args.seed)
-    if len(train_subjects) < args.batch:
-        raise ValueError(f"--batch {args.batch} is larger than the {len(train_subjects)} "
+    parts = inputs.split_three_ways(subjects, args.val_fraction, args.seed, **split_request(args))
+    if len(parts[0]) < args.batch:
+        raise ValueError(f"--batch {args.batch} is larger than the {len(parts[0])} "
                          "training subjects")
-
-    # A resumed run continues the data stream where its checkpoint left it.
-    start = _checkpoint_step(args.model_dir) * args.batch
-
-    sources = [nifti.NiftiDataset(directory, shape[:3], label_set, skip_bad=args.skip_bad,
-                                  subjects=part) if part else None
-               for part in (train_subjects, val_subjects)]
+    augment = augmentations(args.augment)
+    transform = default_transform(shape, augment=augment or False)
+    sources = [nifti.NiftiDataset(directory, shape, label_set, skip_bad=args.skip_bad,
+                                  subjects=part, channels=spec.config.in_channels,
+                                  transform=transform)
+               if part else None for i, part in enumerate(parts)]
     args.skipped_report = lambda: skipped + [item for src in sources if src for item in src.skipped]
-
-    def train_fn():
-        return make_tf_dataset(sources[0], shape[:3], args.batch, label_set, shuffle=True,
-                               seed=args.seed, repeat=True, drop_remainder=True, start=start)
-
-    eval_fn = None
-    if len(val_subjects) >= args.batch:
-        def eval_fn():
-            return make_tf_dataset(sources[1], shape[:3], args.batch, label_set, shuffle=False,
-                                   drop_remainder=True)
-    note = (f"{len(train_subjects)} training / {len(val_subjects)} validation subjects "
+    train_fn = inputs.train_input_fn(sources[0], args.batch, args.seed, model_dir,
+                                     augment=bool(augment))
+    eval_fn = (inputs.eval_input_fn(sources[1], args.batch)
+               if len(parts[1]) >= args.batch else None)
+    counts = [sum(s.label == name for s in parts[0]) for name in label_set]
+    test_note = f" / {len(parts[2])} test" if parts[2] else ""
+    note = (f"{len(parts[0])} training / {len(parts[1])} validation{test_note} subjects "
             f"from {'synthetic phantoms' if args.synthetic else directory}")
-    return train_fn, eval_fn, note
+    return dict(train_fn=train_fn, eval_fn=eval_fn, test=sources[2], labels=list(label_set),
+                note=note, class_counts=counts, directory=directory, augment=list(augment))
 
 
-def _checkpoint_step(model_dir) -> int:
-    """Global step of the latest checkpoint in ``model_dir`` (0 if none)."""
-    if not model_dir or not os.path.isdir(model_dir):
-        return 0
+def _save_run(args, spec, model_dir, data, params) -> None:
+    from meshpar import models
+    from meshpar.training.run import save_run_info
+
+    save_run_info(model_dir, {
+        "model": spec.name,
+        "model_overrides": {} if args.channels is None else {"in_channels": args.channels},
+        "labels": data["labels"], "input_shape": list(models.input_shape(spec.config)),
+        "channels": int(models.input_shape(spec.config)[-1]), "spacing": None,
+        "batch": args.batch, "seed": args.seed, "val_fraction": args.val_fraction,
+        "split": split_request(args), "augment": data.get("augment", []),
+        "data": "synthetic" if args.synthetic else os.path.abspath(args.data),
+        "keep_best": bool(args.keep_best),
+        "recipe": {k: v for k, v in params.items() if isinstance(v, (int, float, str, list))},
+    })
+
+
+def _train(args, spec, lr, params, mesh_kwargs, model_dir, data, client=None,
+           scratch=None) -> int:
     import tensorflow.compat.v1 as tf
-
-    latest = tf.train.latest_checkpoint(model_dir)
-    return int(latest.rsplit("-", 1)[1]) if latest else 0
-
-
-def _synthetic_images(args, shape):
-    """Two-class random images: class 1 has a brighter centre."""
-    import numpy as np
-    import tensorflow.compat.v1 as tf
-
-    rng = np.random.RandomState(args.seed)
-    n = args.n_synthetic
-    x = rng.randn(n, *shape).astype(np.float32)
-    y = (np.arange(n) % 2).astype(np.int32)
-    h, w = shape[0], shape[1]
-    x[y == 1, h // 4:3 * h // 4, w // 4:3 * w // 4] += 1.0
-    n_val = int(round(n * args.val_fraction))
-    xt, yt, xv, yv = x[n_val:], y[n_val:], x[:n_val], y[:n_val]
-
-    def train_fn():
-        return tf.data.Dataset.from_tensor_slices((xt, yt)).shuffle(
-            len(xt), seed=args.seed).batch(args.batch, drop_remainder=True).repeat()
-
-    eval_fn = None
-    if n_val >= args.batch:
-        def eval_fn():
-            return tf.data.Dataset.from_tensor_slices((xv, yv)).batch(args.batch,
-                                                                       drop_remainder=True)
-    return train_fn, eval_fn
-
-
-def _train(args, spec, lr, mesh_kwargs, model_dir, train_fn, eval_fn, data_note,
-           client=None, scratch=None) -> int:
-    import tensorflow.compat.v1 as tf
-    from tqdm import tqdm
 
     from meshpar.training import estimator as E
+    from meshpar.training.run import train_keeping_best
     from meshpar.training.throughput import steady_state
 
     tf.logging.set_verbosity(tf.logging.ERROR)
     model_fn = E.build_model_fn(spec, optimizer=args.optimizer, learning_rate=lr,
                                 save_checkpoints_steps=args.checkpoint_every or max(args.steps, 1),
                                 **mesh_kwargs)
-    est = tf.estimator.Estimator(model_fn, model_dir=model_dir,
+    est = tf.estimator.Estimator(model_fn, model_dir=model_dir, params=params,
                                  config=E.run_config(model_dir, seed=args.seed,
                                                      threads=args.threads,
                                                      cluster_client=client))
     mesh = model_fn.mesh
-    print(f"model {spec.name}: {spec.describe().params:,} parameters; {data_note}")
+    print(f"model {spec.name}: {spec.describe().params:,} parameters; {data['note']}")
     print(f"mesh {mesh.mesh_shape} ({mesh.size} device(s)), "
           f"split weights {mesh.split_weights or 'even'}")
     print(f"optimizer {args.optimizer} lr {lr:g}, batch {args.batch}, checkpoints in {model_dir}")
-
-    # A bar on a terminal; piped output gets one plain line every `every` steps.
-    live = not args.no_progress and sys.stderr.isatty()
-    bar = tqdm(total=args.steps, desc="train", unit="step", disable=not live,
-               file=sys.stderr, dynamic_ncols=True)
-    every = max(1, args.steps // 10)
-
-    def progress(step, loss):
-        bar.update(1)
-        bar.set_postfix(loss=f"{loss:.4f}")
-        if not live and not args.no_progress and step % every == 0:
-            print(f"train: step {step} of this run, loss {loss:.4f}", file=sys.stderr,
-                  flush=True)
-
-    history = E.LossHistoryHook(progress)
+    history, bar = _progress(args)
     hooks = [history]
+    if args.worker_times_every:
+        from meshpar.training.summaries import WorkerStepTimeHook
+
+        hooks.append(WorkerStepTimeHook(model_dir, args.worker_times_every))
     if args.trace_step is not None:
         hooks.append(E.StepTraceHook(args.trace_step, args.trace_out))
+    guard = lambda run: _guard(client, run, _exit_now(scratch))  # noqa: E731
+    scores = []  # (step, validation loss) of each checkpoint with --keep-best
     started = time.perf_counter()
     try:
-        _guard(client, lambda: est.train(train_fn, max_steps=args.steps, hooks=hooks),
-               _exit_now(scratch))
+        if args.keep_best and data["eval_fn"] is not None:
+            scores = train_keeping_best(est, data["train_fn"], data["eval_fn"], args.steps,
+                                        args.checkpoint_every, hooks, guard)
+        else:
+            if args.keep_best:
+                print("keep-best: no validation batch (fewer validation subjects than --batch); "
+                      "keeping the last checkpoint", file=sys.stderr)
+            guard(lambda: est.train(data["train_fn"], max_steps=args.steps, hooks=hooks))
     finally:
         bar.close()
     seconds = time.perf_counter() - started
@@ -362,17 +305,12 @@ def _train(args, spec, lr, mesh_kwargs, model_dir, train_fn, eval_fn, data_note,
             ("last loss", f"{history.losses[-1]:.4f}" if history.losses else "-"),
             ("train time", f"{seconds:.1f} s (graph build included)"),
             ("samples/s", _format_speed(speed))]
-    if eval_fn is not None:
-        results = _guard(client, lambda: est.evaluate(eval_fn), _exit_now(scratch))
-        for key in ("loss", "accuracy", "auc", "sensitivity", "specificity"):
-            if key in results:
-                rows.append((f"eval {key}", f"{float(results[key]):.4f}"))
-                summary[f"eval_{key}"] = float(results[key])
-    else:
-        rows.append(("eval", "skipped (fewer validation samples than --batch)"))
+    if args.keep_best:
+        _report_best(model_dir, scores, rows, summary)
+    _evaluate(args, est, data, guard, rows, summary)
     report = getattr(args, "skipped_report", None)
+    bad = report() if report is not None else []
     if report is not None:
-        bad = report()
         rows.append(("skipped subjects", str(len(bad))))
         for item in bad:
             print(f"skipped {item.path}: {item.reason}", file=sys.stderr)
@@ -380,9 +318,72 @@ def _train(args, spec, lr, mesh_kwargs, model_dir, train_fn, eval_fn, data_note,
     if args.trace_step is not None:
         summary.update(_report_trace(hooks[-1]))
     if args.json:
-        summary["skipped_subjects"] = len(bad) if report is not None else 0
+        summary["skipped_subjects"] = len(bad)
         print(json.dumps(summary), flush=True)
     return 0
+
+
+def _progress(args):
+    """``(LossHistoryHook, bar)``: a bar on a terminal; piped output gets one plain line
+    every tenth of the run."""
+    from tqdm import tqdm
+
+    from meshpar.training.estimator import LossHistoryHook
+
+    live = not args.no_progress and sys.stderr.isatty()
+    bar = tqdm(total=args.steps, desc="train", unit="step", disable=not live,
+               file=sys.stderr, dynamic_ncols=True)
+    every = max(1, args.steps // 10)
+
+    def progress(step, loss):
+        bar.update(1)
+        bar.set_postfix(loss=f"{loss:.4f}")
+        if not live and not args.no_progress and step % every == 0:
+            print(f"train: step {step} of this run, loss {loss:.4f}", file=sys.stderr,
+                  flush=True)
+
+    return LossHistoryHook(progress), bar
+
+
+def _evaluate(args, est, data, guard, rows, summary) -> None:
+    """Validation metrics (the last checkpoint), then the test set's (the best one with
+    --keep-best), into the table rows and the JSON summary."""
+    from meshpar.training.metrics import METRIC_NAMES, classification_metrics
+    from meshpar.training.inputs import predict_probabilities
+    from meshpar.training.run import best_checkpoint
+
+    if data["eval_fn"] is not None:
+        results = guard(lambda: est.evaluate(data["eval_fn"]))
+        for key in ("loss", "accuracy", "auc", "sensitivity", "specificity"):
+            if key in results:
+                rows.append((f"eval {key}", f"{float(results[key]):.4f}"))
+                summary[f"eval_{key}"] = float(results[key])
+    else:
+        rows.append(("eval", "skipped (fewer validation samples than --batch)"))
+    test = data.get("test")
+    if test is None:
+        return
+    best = best_checkpoint(est.model_dir) if args.keep_best else None
+    subjects, probs = guard(lambda: predict_probabilities(est, test, args.batch, best))
+    labels = [test.label_index(s) for s in subjects]
+    scores = classification_metrics(labels, probs)
+    scores["checkpoint"] = os.path.basename(best or est.latest_checkpoint())
+    summary["test"] = scores
+    rows.append(("test subjects", f"{scores['n']} ({scores['checkpoint']})"))
+    for key in METRIC_NAMES:
+        if scores[key] is not None:
+            rows.append((f"test {key}", f"{scores[key]:.4f}"))
+
+
+def _report_best(model_dir, scores, rows, summary) -> None:
+    """The validation losses of this run's checkpoints and the kept best one."""
+    from meshpar.training.run import best_record
+
+    summary["val_losses"] = [[step, loss] for step, loss in scores]
+    best = best_record(model_dir)
+    if best is not None:
+        summary["best"] = best
+        rows.append(("best checkpoint", f"step {best['step']} (val loss {best['val_loss']:.4f})"))
 
 
 def _report_trace(hook) -> dict:
@@ -416,7 +417,8 @@ def _exit_now(scratch):
 
         print(f"meshpar train: failed: {failure}; rerun the same command (same --model-dir)"
               " to resume from the last checkpoint", file=sys.stderr, flush=True)
-        shutil.rmtree(scratch, ignore_errors=True)
+        if scratch:
+            shutil.rmtree(scratch, ignore_errors=True)
         os._exit(1)
 
     return stuck

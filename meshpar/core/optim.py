@@ -125,11 +125,16 @@ def after_all(x, dependencies: Iterable) -> "mtf.Tensor":
     return AfterAll(x, list(dependencies)).outputs[0]
 
 
+def _rate(learning_rate):
+    """A float, or a scalar mtf.Tensor (a schedule of the global step) kept as is."""
+    return learning_rate if isinstance(learning_rate, mtf.Tensor) else float(learning_rate)
+
+
 class Sgd(mtf.optimize.Optimizer):
     """Plain SGD: ``w -= lr * g``."""
 
     def __init__(self, learning_rate: float):
-        self.learning_rate = float(learning_rate)
+        self.learning_rate = _rate(learning_rate)
 
     def apply_grad(self, grad, var):
         """``var -= learning_rate * grad`` (no update for a None gradient)."""
@@ -146,7 +151,7 @@ class Momentum(mtf.optimize.Optimizer):
     """
 
     def __init__(self, learning_rate: float, momentum: float = 0.9):
-        self.learning_rate = float(learning_rate)
+        self.learning_rate = _rate(learning_rate)
         self.momentum = float(momentum)
 
     def apply_grad(self, grad, var):
@@ -171,7 +176,7 @@ class Adam(mtf.optimize.Optimizer):
 
     def __init__(self, learning_rate: float, beta1: float = 0.9, beta2: float = 0.999,
                  epsilon: float = 1e-8, name: str = "adam"):
-        self.learning_rate = float(learning_rate)
+        self.learning_rate = _rate(learning_rate)
         self.beta1 = float(beta1)
         self.beta2 = float(beta2)
         self.epsilon = float(epsilon)

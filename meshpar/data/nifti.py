@@ -29,6 +29,7 @@ TensorFlow is imported only by :func:`make_tf_dataset` / :meth:`NiftiDataset.to_
 """
 from __future__ import annotations
 
+import copy
 import csv
 import functools
 import logging
@@ -176,11 +177,22 @@ def _spatial_shape(shape: Sequence[int]) -> Optional[Tuple[int, int, int]]:
     return shape
 
 
-def check_header(path: PathLike):
+def _channel_shape(shape: Sequence[int], channels: int) -> Optional[Tuple[int, ...]]:
+    """The array shape of ``channels`` co-registered volumes, channels last
+    (``(X, Y, Z, C)``; a 5-D ``(X, Y, Z, 1, C)`` file too), or None."""
+    shape = tuple(int(s) for s in shape)
+    extra = [s for s in shape[3:] if s != 1]
+    if len(shape) < 4 or min(shape[:3]) < 2 or extra != [channels]:
+        return None
+    return shape[:3] + (channels,)
+
+
+def check_header(path: PathLike, channels: int = 1):
     """Open ``path`` with nibabel and check what the header alone can tell.
 
     Returns the nibabel image (data not read). Raises :class:`BadSubjectError`
-    for an unreadable file, a shape that is not one 3-D volume, a non-numeric
+    for an unreadable file, a shape that is not one 3-D volume (with
+    ``channels`` > 1: not ``channels`` volumes, channels last), a non-numeric
     data type, a singular affine, or an uncompressed file shorter than its
     header promises.
     """
@@ -196,7 +208,11 @@ def check_header(path: PathLike):
     except Exception as err:  # nibabel raises many types for corrupt files
         raise BadSubjectError(path, f"cannot be read as NIfTI ({type(err).__name__}: {err})") from err
     shape = img.shape
-    if _spatial_shape(shape) is None:
+    if channels != 1:
+        if _channel_shape(shape, channels) is None:
+            raise BadSubjectError(path, f"has shape {shape}, expected {channels} channels: "
+                                        f"(X, Y, Z, {channels}) with X, Y, Z >= 2")
+    elif _spatial_shape(shape) is None:
         if len(shape) >= 4:
             problem = f"has shape {shape}: {int(np.prod(shape[3:]))} volumes, expected one 3-D volume"
         else:
@@ -216,21 +232,23 @@ def check_header(path: PathLike):
     return img
 
 
-def load_volume(path: PathLike) -> Volume:
+def load_volume(path: PathLike, channels: int = 1) -> Volume:
     """Load one NIfTI file as a float32 :class:`Volume`, checking its voxels.
 
-    A truncated or corrupt compressed stream, NaN or infinite voxels raise
+    With ``channels`` > 1 the data are ``(X, Y, Z, channels)``. A truncated or
+    corrupt compressed stream, NaN or infinite voxels raise
     :class:`BadSubjectError` naming ``path``.
     """
     path = Path(path)
-    img = check_header(path)
+    img = check_header(path, channels)
     try:
         data = np.asarray(img.dataobj, dtype=np.float32)
     except MemoryError:
         raise
     except Exception as err:  # EOFError, zlib.error, OSError, ValueError for damaged files
         raise BadSubjectError(path, f"voxel data cannot be read ({type(err).__name__}: {err})") from err
-    data = data.reshape(_spatial_shape(data.shape))
+    data = data.reshape(_spatial_shape(data.shape) if channels == 1
+                        else _channel_shape(data.shape, channels))
     bad = ~np.isfinite(data)
     if bad.any():
         raise BadSubjectError(path, f"{int(bad.sum())} of {data.size} voxels are NaN or infinite")
@@ -259,7 +277,7 @@ class NiftiDataset:
     directory : path
         Holds ``labels.csv`` and the NIfTI files.
     shape : 3 ints
-        The model's input grid; every example is ``float32 [*shape, 1]``.
+        The model's input grid; every example is ``float32 [*shape, channels]``.
     label_set : names
         Class names; a label's index is its class id.
     spacing : float or 3 floats, optional
@@ -277,6 +295,11 @@ class NiftiDataset:
         512 MiB; 0 turns it off), so later epochs skip reading and
         pre-processing. Only deterministic loads are cached: augmented ones
         (``rng`` given) are always computed afresh.
+    channels : int
+        Volumes per subject: 1 (a 3-D file) or C co-registered modalities in
+        one 4-D file, channels last. Each channel goes through ``transform``
+        on its own (z-scored on its own) with the same random draws, so an
+        augmentation moves every channel alike.
 
     Example
     -------
@@ -297,8 +320,12 @@ class NiftiDataset:
         subjects: Optional[Sequence[Subject]] = None,
         check_headers: bool = True,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
+        channels: int = 1,
     ):
         self.directory = Path(directory)
+        if int(channels) < 1:
+            raise ValueError(f"channels must be >= 1, got {channels}")
+        self.channels = int(channels)
         if cache_bytes < 0:
             raise ValueError(f"cache_bytes must be >= 0, got {cache_bytes}")
         self.cache_bytes = int(cache_bytes)
@@ -342,7 +369,7 @@ class NiftiDataset:
 
     def _header_ok(self, subject: Subject) -> bool:
         try:
-            check_header(subject.path)
+            check_header(subject.path, self.channels)
         except BadSubjectError as err:
             if not self.skip_bad:
                 raise
@@ -388,7 +415,7 @@ class NiftiDataset:
         return self.label_set.index(subject.label)
 
     def load(self, index: int, rng: Optional[np.random.Generator] = None) -> Tuple[np.ndarray, int]:
-        """Pre-processed example ``index``: ``(float32 [*shape, 1], class id)``.
+        """Pre-processed example ``index``: ``(float32 [*shape, channels], class id)``.
 
         ``rng`` turns on the random (augmentation) steps. Raises
         :class:`BadSubjectError` for bad voxel content, whatever ``skip_bad``.
@@ -396,18 +423,28 @@ class NiftiDataset:
         if rng is None and index in self._cache:
             return self._cache[index]
         subject = self.subjects[index]
-        vol = load_volume(subject.path)
-        vol = self.transform(vol, rng) if getattr(self.transform, "random", False) else self.transform(vol)
-        data = np.asarray(vol.data, dtype=np.float32)
-        if data.shape != self.shape:
-            raise ValueError(f"{subject.path}: pre-processing gave shape {data.shape}, expected {self.shape}")
+        vol = load_volume(subject.path, self.channels)
+        if self.channels == 1:
+            data = self._preprocess(vol, rng)[..., None]
+        else:  # the same draws for every channel: copies of one generator state
+            data = np.stack([self._preprocess(vol.replace(data=vol.data[..., c]),
+                                              copy.deepcopy(rng))
+                             for c in range(self.channels)], axis=-1)
         if not np.all(np.isfinite(data)):
             raise BadSubjectError(subject.path, "pre-processing produced NaN or infinite values")
-        item = (data[..., None], self.label_index(subject))
+        item = (data, self.label_index(subject))
         if rng is None and (len(self._cache) + 1) * data.nbytes <= self.cache_bytes:
             with self._lock:
                 self._cache[index] = item
         return item
+
+    def _preprocess(self, vol: Volume, rng) -> np.ndarray:
+        """One channel through the transform chain, checked to be ``shape``."""
+        vol = self.transform(vol, rng) if getattr(self.transform, "random", False) else self.transform(vol)
+        data = np.asarray(vol.data, dtype=np.float32)
+        if data.shape != self.shape:
+            raise ValueError(f"{vol.path}: pre-processing gave shape {data.shape}, expected {self.shape}")
+        return data
 
     def __getitem__(self, index: int) -> Tuple[np.ndarray, int]:
         return self.load(index)
@@ -453,7 +490,7 @@ class NiftiDataset:
         prefetch: int = 2,
         start: int = 0,
     ):
-        """A ``tf.data.Dataset`` of ``(float32 [B, *shape, 1], int32 [B])`` batches.
+        """A ``tf.data.Dataset`` of ``(float32 [B, *shape, channels], int32 [B])`` batches.
 
         Files are read and pre-processed on demand in ``num_parallel_calls``
         threads (``tf.numpy_function``), in a deterministic order: epoch ``e``
@@ -483,6 +520,7 @@ class NiftiDataset:
                 raise ValueError(f"repeat must be True, False or a positive int, got {repeat}")
             steps = tf.data.Dataset.range(min(start, n * epochs), n * epochs)
         shape = self.shape
+        example_shape = shape + (self.channels,)
 
         @functools.lru_cache(maxsize=4)  # parallel calls straddle at most two epochs
         def order(epoch):
@@ -495,12 +533,12 @@ class NiftiDataset:
             rng = _subject_seed(seed, step) if augment else None
             item = self._load_or_skip(index, rng)
             if item is None:
-                return np.zeros(shape + (1,), np.float32), np.int32(-1), np.bool_(False)
+                return np.zeros(example_shape, np.float32), np.int32(-1), np.bool_(False)
             return item[0], np.int32(item[1]), np.bool_(True)
 
         def load_tf(step):
             x, y, ok = tf.numpy_function(load, [step], (tf.float32, tf.int32, tf.bool), stateful=True)
-            x.set_shape(shape + (1,))
+            x.set_shape(example_shape)
             y.set_shape(())
             ok.set_shape(())
             return x, y, ok

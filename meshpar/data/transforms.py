@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # types only
     from meshpar.data.types import Volume
 
 __all__ = [
+    "AUGMENTATIONS",
     "Compose",
     "CropOrPad",
     "RandomAffine",
@@ -306,13 +307,23 @@ class RandomAffine(Transform):
         return vol.replace(data=data.astype(np.float32, copy=False))
 
 
+#: Augmentation names (``meshpar train --augment``) -> the random step they add.
+AUGMENTATIONS = {
+    "flip": lambda: RandomFlip(axes=(0,)),
+    "affine": lambda: RandomAffine(),
+}
+
+
 def default_transform(
     shape: Sequence[int],
     spacing=None,
-    augment: bool = True,
+    augment: Union[bool, Sequence[str]] = True,
     mask: Union[str, float, Callable] = "otsu",
 ) -> Compose:
     """The standard chain: reorient to RAS, resample, [augment], z-score.
+
+    ``augment``: True for every step of :data:`AUGMENTATIONS` (left-right
+    flip, then a small affine), False for none, or a sequence of their names.
 
     With ``spacing`` (mm) the volume is resampled to that voxel size and then
     centre cropped/padded to ``shape`` (geometry kept); without, it is
@@ -326,7 +337,11 @@ def default_transform(
         steps.append(Resample(shape=shape))
     else:
         steps += [Resample(spacing=spacing), CropOrPad(shape)]
-    if augment:
-        steps += [RandomFlip(axes=(0,)), RandomAffine()]
+    names = list(AUGMENTATIONS) if augment is True else list(augment or ())
+    unknown = [n for n in names if n not in AUGMENTATIONS]
+    if unknown:
+        raise ValueError(f"unknown augmentation {', '.join(map(repr, unknown))}; "
+                         f"choose from {', '.join(AUGMENTATIONS)}")
+    steps += [AUGMENTATIONS[n]() for n in AUGMENTATIONS if n in names]
     steps.append(ZScore(mask))
     return Compose(steps)

@@ -3,8 +3,11 @@
 :func:`build_model_fn` returns a ``model_fn`` that, in TF1 graph mode,
 
 1. builds the model as a Mesh-TensorFlow graph on one mesh,
-2. adds softmax cross-entropy and, in training, the race-free optimizer step
-   (:mod:`meshpar.core.optim`) plus the batch-norm moving-average updates,
+2. adds the loss (softmax cross-entropy unless ``params`` choose another)
+   and, in training, the race-free optimizer step (:mod:`meshpar.core.optim`)
+   with the recipe's learning-rate schedule, weight decay and gradient
+   clipping (:mod:`meshpar.training.recipe`), plus the batch-norm
+   moving-average updates,
 3. lowers it with ``mtf.Lowering`` onto a :class:`~meshpar.HeterogeneousMeshImpl`
    made from a :class:`~meshpar.planning.plan.Plan` or from explicit mesh arguments,
 4. checkpoints through the *master* variables: slices are copied to the
@@ -14,14 +17,21 @@
    any other.
 
 Evaluation reports accuracy and, for two classes, AUC, sensitivity (recall of
-class 1) and specificity (recall of class 0), all ``tf.compat.v1.metrics``;
-training writes a ``loss`` summary.
+class 1) and specificity (recall of class 0), all ``tf.compat.v1.metrics``,
+plus any ``params["metrics"]``; training writes ``loss``, ``accuracy`` (of
+the batch) and ``learning_rate`` summaries for TensorBoard.
+
+The estimator's ``params`` (or ``build_model_fn(params=...)`` defaults) pick
+the recipe; see :class:`meshpar.training.recipe.Recipe` for the keys.
 
 Example
 -------
 >>> est = make_estimator("resattnet3d-small", "/tmp/run", mesh_shape="model:2",
 ...                      devices=["", ""], split_weights={"model": [3, 1]})  # doctest: +SKIP
 >>> est.train(input_fn, max_steps=100)                                       # doctest: +SKIP
+>>> est = make_estimator("resattnet3d-small", "/tmp/run2", params={           # doctest: +SKIP
+...     "loss": "focal", "lr_schedule": "cosine", "warmup_steps": 10, "total_steps": 100,
+...     "weight_decay": 1e-4, "clip_norm": 1.0})
 """
 from __future__ import annotations
 
@@ -36,6 +46,7 @@ import tensorflow.compat.v1 as tf
 from meshpar import models
 from meshpar.core import optim
 from meshpar.planning.plan import parse_mesh_shape
+from meshpar.training.recipe import Recipe
 
 tf_estimator = tf.estimator
 
@@ -163,6 +174,9 @@ def _as_spec(model) -> models.ModelSpec:
 def _make_optimizer(optimizer, learning_rate):
     if isinstance(optimizer, str):
         return optim.make_optimizer(optimizer, learning_rate)
+    if not isinstance(learning_rate, (int, float)):
+        raise ValueError("a learning-rate schedule needs the optimizer by name "
+                         "('adam', 'momentum', 'sgd'), not an optimizer object")
     if callable(optimizer) and not isinstance(optimizer, mtf.optimize.Optimizer):
         return optimizer()  # a factory: a fresh optimizer per graph
     return optimizer
@@ -177,7 +191,8 @@ def build_model_fn(model, plan=None, *, mesh: Optional[MeshSpec] = None,
                    optimizer: Union[str, Callable, object] = "adam",
                    learning_rate: float = 1e-3,
                    save_checkpoints_steps: int = 1000,
-                   keep_checkpoint_max: int = 5) -> Callable:
+                   keep_checkpoint_max: int = 5,
+                   params: Optional[Mapping] = None) -> Callable:
     """A ``model_fn`` for ``tf.estimator.Estimator`` running ``model`` on a mesh.
 
     Parameters
@@ -195,8 +210,13 @@ def build_model_fn(model, plan=None, *, mesh: Optional[MeshSpec] = None,
     optimizer : ``"adam"``, ``"momentum"``, ``"sgd"``, an optimizer or a factory
         The per-variable rule; the step is always race-free.
     learning_rate : float
+        The rate, or the peak of a schedule.
     save_checkpoints_steps, keep_checkpoint_max : int
         Checkpointing of the master variables during training (and at the end).
+    params : dict, optional
+        Default recipe (:class:`~meshpar.training.recipe.Recipe` keys: loss,
+        metrics, schedule, weight decay, clipping); the estimator's own
+        ``params`` override it key by key.
 
     The input ``features`` are a static-shape batch (``drop_remainder=True``)
     ``[B, *input_shape]`` or a dict with key ``"volume"`` or ``"image"``;
@@ -210,9 +230,11 @@ def build_model_fn(model, plan=None, *, mesh: Optional[MeshSpec] = None,
     elif mesh is None:
         mesh = MeshSpec(mesh_shape or "all:1", layout, devices, split_weights,
                         dim_split_weights, upstream=upstream)
+    defaults = dict(params or {})
+    Recipe.from_params(defaults)  # bad defaults fail here, not at the first step
 
     def model_fn(features, labels, mode, params=None, config=None):
-        del params
+        recipe = Recipe.from_params({**defaults, **(params or {})})
         features = _features_tensor(features)
         batch = features.shape.as_list()[0]
         if batch is None:
@@ -227,8 +249,10 @@ def build_model_fn(model, plan=None, *, mesh: Optional[MeshSpec] = None,
             raise ValueError(f"{mode} needs labels")
         if labels is not None:
             labels = tf.cast(tf.reshape(labels, [batch]), tf.int32)
+        global_step = tf.train.get_or_create_global_step()
+        rate = recipe.learning_rate(learning_rate, global_step) if is_training else learning_rate
         lowering, logits, loss, update_ops = lower_model(
-            spec, features, labels, mesh, is_training, optimizer, learning_rate)
+            spec, features, labels, mesh, is_training, optimizer, rate, recipe)
         class_dim = logits.shape.dims[-1]
         tf_logits = tf.identity(lowering.export_to_tf_tensor(logits), name="meshpar_logits")
         probabilities = tf.nn.softmax(tf_logits)
@@ -244,15 +268,22 @@ def build_model_fn(model, plan=None, *, mesh: Optional[MeshSpec] = None,
         tf_loss = tf.identity(tf.cast(lowering.export_to_tf_tensor(loss), tf.float32),
                               name=LOSS_TENSOR_NAME)
         if mode == tf_estimator.ModeKeys.EVAL:
+            metrics = _metrics(labels, classes, probabilities, class_dim.size)
+            extra = recipe.eval_metrics(labels, {"classes": classes, "logits": tf_logits,
+                                                 "probabilities": probabilities})
+            clash = sorted(set(extra) & set(metrics))
+            if clash:
+                raise ValueError(f"params['metrics'] redefines {', '.join(clash)}")
             return tf_estimator.EstimatorSpec(
                 mode, loss=tf_loss, evaluation_hooks=[restore_hook],
-                eval_metric_ops=_metrics(labels, classes, probabilities,
-                                         class_dim.size))
+                eval_metric_ops={**metrics, **extra})
 
-        global_step = tf.train.get_or_create_global_step()
         with tf.control_dependencies(update_ops):
             train_op = tf.assign_add(global_step, 1).op
         tf.summary.scalar("loss", tf_loss)
+        tf.summary.scalar("accuracy", tf.reduce_mean(tf.cast(tf.equal(classes, labels),
+                                                             tf.float32)))
+        tf.summary.scalar("learning_rate", tf.convert_to_tensor(rate, tf.float32))
         saver = tf.train.Saver(tf.global_variables(), sharded=True,
                                max_to_keep=keep_checkpoint_max, defer_build=False,
                                save_relative_paths=True)
@@ -272,11 +303,14 @@ def build_model_fn(model, plan=None, *, mesh: Optional[MeshSpec] = None,
 
 
 def lower_model(spec: models.ModelSpec, features, labels, mesh: MeshSpec, is_training: bool,
-                optimizer="adam", learning_rate: float = 1e-3):
+                optimizer="adam", learning_rate=1e-3, recipe: Optional[Recipe] = None):
     """Build ``spec`` on ``mesh`` and lower it: ``(lowering, mtf logits, mtf loss or None,
     lowered update ops)``; the updates (race-free optimizer step and batch-norm
     averages) only when ``is_training``. ``labels`` is an int32 ``[B]`` tensor or None.
+    ``learning_rate``: a float or a float32 TF scalar (a schedule's value);
+    ``recipe``: loss, weight decay, clipping (default: cross-entropy, neither).
     """
+    recipe = recipe or Recipe()
     graph = mtf.Graph()
     mtf_mesh = mtf.Mesh(graph, "mesh")
     logits, bn_updates = spec.build(features, mesh=mtf_mesh, is_training=is_training)
@@ -284,12 +318,12 @@ def lower_model(spec: models.ModelSpec, features, labels, mesh: MeshSpec, is_tra
     loss = None
     if labels is not None:
         mtf_labels = mtf.import_tf_tensor(mtf_mesh, labels, mtf.Shape([batch_dim]))
-        targets = mtf.one_hot(mtf_labels, class_dim, dtype=logits.dtype)
-        loss = mtf.reduce_mean(
-            mtf.layers.softmax_cross_entropy_with_logits(logits, targets, class_dim))
+        loss = recipe.loss_fn()(logits, mtf_labels, class_dim)
     update_ops = []
     if is_training:
-        rule = _make_optimizer(optimizer, learning_rate)
+        if isinstance(learning_rate, tf.Tensor):  # one scalar, on every processor
+            learning_rate = mtf.import_tf_tensor(mtf_mesh, learning_rate, mtf.Shape([]))
+        rule = recipe.wrap(_make_optimizer(optimizer, learning_rate), learning_rate)
         update_ops = optim.race_free_update_ops(graph, loss, rule, extra_dependencies=[logits])
         update_ops += list(bn_updates)
     lowering = mtf.Lowering(graph, {mtf_mesh: mesh.make_impl(spec)})
@@ -351,11 +385,13 @@ def run_config(model_dir: str, seed: int = 1, save_summary_steps: int = 100,
 
 def make_estimator(model, model_dir: str, plan=None, *, seed: int = 1, threads: int = 1,
                    save_summary_steps: int = 100, log_step_count_steps: int = 100,
+                   params: Optional[Mapping] = None,
                    **model_fn_kwargs) -> "tf_estimator.Estimator":
-    """``tf.estimator.Estimator`` for ``model`` on a mesh (see :func:`build_model_fn`)."""
+    """``tf.estimator.Estimator`` for ``model`` on a mesh (see :func:`build_model_fn`);
+    ``params``: the recipe (:class:`~meshpar.training.recipe.Recipe` keys)."""
     model_fn = build_model_fn(model, plan, **model_fn_kwargs)
     return tf_estimator.Estimator(
-        model_fn, model_dir=model_dir,
+        model_fn, model_dir=model_dir, params=dict(params or {}),
         config=run_config(model_dir, seed, save_summary_steps, log_step_count_steps, threads))
 
 

@@ -1,0 +1,140 @@
+"""``meshpar predict``: per-subject class probabilities from a trained model, as CSV.
+
+Reads ``meshpar_run.json`` from ``--model-dir`` (written by ``meshpar
+train``) to rebuild the model and read the data as training did, restores the
+latest checkpoint (``--checkpoint best``: the one ``--keep-best`` kept; or a
+checkpoint path) on any mesh (``--speeds``/``--mesh``/``--plan``/
+``--devices``/``--cluster`` as for ``train``) and writes one row per subject:
+``path, subject_id, label, group, p_<class>..., predicted``.
+
+``--folds K --fold I [--fold-seed S]`` or ``--test-fraction F`` predicts only
+that test split of ``--data`` (the subjects ``train`` held out with the same
+flags); without them, every subject.
+
+Example::
+
+    meshpar predict --model-dir f0 --data adni --folds 5 --fold 0 --out f0.csv
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from meshpar.cli.train_options import (add_mesh_options, add_split_options, check_mesh_args,
+                                       cluster_client, mesh_arguments, split_request)
+
+EPILOG = """examples:
+  meshpar predict --model-dir runs/ad --data adni --out preds.csv
+  meshpar predict --model-dir f0 --data adni --folds 5 --fold 0 --checkpoint best --out f0.csv
+  meshpar predict --model-dir runs/ad --data adni --speeds 0.9,0.3 --out preds.csv
+"""
+
+
+def register(subparsers) -> None:
+    """Add ``meshpar predict`` to ``subparsers``."""
+    parser = subparsers.add_parser(
+        "predict", help="per-subject probabilities of a trained model, to CSV",
+        description="Predict class probabilities per subject from a `meshpar train` model "
+                    "directory, on any mesh.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model-dir", required=True,
+                        help="model directory written by `meshpar train` (meshpar_run.json + "
+                             "checkpoints)")
+    parser.add_argument("--data", required=True, help="NIfTI dataset directory (with labels.csv)")
+    parser.add_argument("--out", required=True, help="CSV file to write")
+    parser.add_argument("--force", action="store_true", help="replace --out if it exists")
+    parser.add_argument("--checkpoint", default="latest",
+                        help="latest, best (kept by train --keep-best) or a checkpoint path "
+                             "(default: latest)")
+    parser.add_argument("--batch", type=int, default=None,
+                        help="prediction batch (default: the training batch)")
+    parser.add_argument("--skip-bad", action="store_true",
+                        help="leave out unreadable or NaN subjects instead of stopping")
+    parser.add_argument("--threads", type=int, default=1, help="TF threads (default: 1)")
+    add_mesh_options(parser)
+    add_split_options(parser)
+    parser.set_defaults(func=run)
+
+
+def run(args) -> int:
+    """Write the predictions CSV; print where and how many rows. Returns 0."""
+    from meshpar import models
+    from meshpar.training.run import load_run_info
+
+    check_mesh_args(args)
+    if os.path.exists(args.out) and not args.force:
+        raise FileExistsError(f"{args.out} exists; give --force to replace it")
+    os.environ.setdefault("TF_DETERMINISTIC_OPS", "1")
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    info = load_run_info(args.model_dir)
+    spec = models.get(info["model"], **info["model_overrides"])
+    if spec.module is not models.resattnet3d:
+        raise ValueError(f"{spec.name} was trained on synthetic images; predict reads NIfTI "
+                         "volumes (3-D models)")
+    batch = args.batch or int(info.get("batch", 1))
+    if batch < 1:
+        raise ValueError("--batch must be >= 1")
+    checkpoint = _checkpoint(args.model_dir, args.checkpoint)
+    client = cluster_client(args)
+    mesh_kwargs = mesh_arguments(args, spec, client)
+    subjects, probs, labels = _predict(args, spec, info, batch, checkpoint, mesh_kwargs, client)
+    from meshpar.training.run import write_predictions
+
+    write_predictions(args.out, subjects, probs, labels)
+    print(f"{len(subjects)} subjects -> {args.out} (checkpoint {os.path.basename(checkpoint)}, "
+          f"mesh {mesh_kwargs.get('mesh_shape') or 'of the plan'})")
+    return 0
+
+
+def _checkpoint(model_dir: str, which: str) -> str:
+    """The checkpoint path ``--checkpoint`` names (ValueError when there is none)."""
+    import tensorflow.compat.v1 as tf
+
+    from meshpar.training.run import best_checkpoint
+
+    if which == "latest":
+        path = tf.train.latest_checkpoint(model_dir)
+        if path is None:
+            raise ValueError(f"{model_dir}: no checkpoint to predict from")
+        return path
+    if which == "best":
+        path = best_checkpoint(model_dir)
+        if path is None:
+            raise ValueError(f"{model_dir}: no best checkpoint (train with --keep-best)")
+        return path
+    if not tf.io.gfile.exists(which + ".index"):
+        raise ValueError(f"--checkpoint {which}: no such checkpoint ({which}.index missing)")
+    return which
+
+
+def _predict(args, spec, info, batch, checkpoint, mesh_kwargs, client):
+    """``(subjects, probabilities, class names)`` on the flags' mesh."""
+    import tensorflow.compat.v1 as tf
+
+    from meshpar.data import default_transform, nifti
+    from meshpar.training import estimator as E
+    from meshpar.training.inputs import predict_probabilities, test_split
+
+    tf.logging.set_verbosity(tf.logging.ERROR)
+    labels = tuple(info["labels"])
+    subjects = nifti.read_labels(args.data, labels, skip_bad=args.skip_bad)
+    split = split_request(args)
+    asked = split["folds"] is not None or split["fold"] is not None or \
+        split["test_fraction"] is not None
+    chosen = test_split(subjects, **split)[1] if asked else subjects
+    shape = spec.config.input_shape
+    source = nifti.NiftiDataset(args.data, shape, labels, skip_bad=args.skip_bad,
+                                subjects=chosen, channels=spec.config.in_channels,
+                                transform=default_transform(shape, info.get("spacing"),
+                                                            augment=False))
+    model_fn = E.build_model_fn(spec, **mesh_kwargs)
+    est = tf.estimator.Estimator(model_fn, model_dir=args.model_dir,
+                                 config=E.run_config(args.model_dir, threads=args.threads,
+                                                     cluster_client=client))
+    from meshpar.cli.train import _guard
+
+    found, probs = _guard(client, lambda: predict_probabilities(est, source, batch, checkpoint))
+    for item in source.skipped:
+        print(f"skipped {item.path}: {item.reason}", file=sys.stderr)
+    return found, probs, labels

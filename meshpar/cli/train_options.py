@@ -1,0 +1,215 @@
+"""The flags ``meshpar train`` and ``meshpar predict`` share, and what they turn into:
+the mesh (plan, speeds or one device), the held-out test split, and the recipe
+(loss, learning-rate schedule, weight decay, clipping) as estimator ``params``.
+"""
+from __future__ import annotations
+
+import math
+
+from meshpar.cli.parsing import parse_speeds
+
+
+def add_mesh_options(parser) -> None:
+    """The mesh flags ``train`` and ``predict`` share: --plan/--speeds/--mesh, --mesh-impl,
+    --devices, --cluster and its options."""
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--plan", help="plan JSON file from `meshpar plan`")
+    where.add_argument("--speeds", help="relative device speeds, e.g. 0.9,0.3: split weights "
+                                        "in proportion to them")
+    parser.add_argument("--mesh", help="mesh shape for --speeds, e.g. 'batch:1;model:2' "
+                                       "(default: model:<number of speeds>)")
+    parser.add_argument("--mesh-impl", choices=["meshpar", "mtf"], default="meshpar",
+                        help="mtf: lower with Mesh-TensorFlow's own PlacementMeshImpl (even "
+                             "splits only), the baseline (default: %(default)s)")
+    parser.add_argument("--devices", help="comma-separated device strings, pnum order "
+                                          "(default: emulated local devices)")
+    parser.add_argument("--cluster", help="run on TF gRPC workers (`meshpar worker`) listed in "
+                                          "this cluster JSON; 'TF_CONFIG' reads the environment")
+    parser.add_argument("--device-type", choices=["CPU", "GPU"],
+                        help="worker device holding each slice with --cluster (default: the "
+                             "device a --plan names, else CPU)")
+    parser.add_argument("--worker-timeout", type=float, default=300.0,
+                        help="with --cluster: seconds an operation may wait on a worker before "
+                             "the run is declared failed (default: %(default)s)")
+
+
+def add_split_options(parser) -> None:
+    """The held-out test set flags ``train`` and ``predict`` share."""
+    parser.add_argument("--folds", type=int, default=None,
+                        help="k-fold by person: with --fold I, fold I of K is the test set, "
+                             "never trained on")
+    parser.add_argument("--fold", type=int, default=None, help="the test fold, 0 <= I < K")
+    parser.add_argument("--fold-seed", type=int, default=0,
+                        help="seed of the test split (--folds or --test-fraction), independent "
+                             "of --seed (default: 0)")
+    parser.add_argument("--test-fraction", type=float, default=None,
+                        help="hold out this share of the people as the test set instead of a "
+                             "fold")
+
+
+def add_recipe_options(parser) -> None:
+    """Loss, learning-rate schedule, weight decay and clipping flags."""
+    from meshpar.training.losses import LOSSES
+    from meshpar.training.schedules import SCHEDULES
+
+    parser.add_argument("--loss", choices=sorted(LOSSES), default="cross_entropy",
+                        help="training loss (default: %(default)s)")
+    parser.add_argument("--class-weights", default=None,
+                        help="with --loss weighted_cross_entropy: 'balanced' (inverse class "
+                             "frequency in the training set) or one weight per class, e.g. 1,2")
+    parser.add_argument("--focal-gamma", type=float, default=2.0,
+                        help="focusing exponent of --loss focal (default: %(default)s)")
+    parser.add_argument("--lr-schedule", choices=sorted(SCHEDULES), default="constant",
+                        help="learning rate over the steps: constant, cosine (to --lr-min at "
+                             "--steps) or step (times --lr-decay-rate every --lr-decay-steps); "
+                             "all after --lr-warmup-steps of linear warm-up")
+    parser.add_argument("--lr-warmup-steps", type=int, default=0,
+                        help="linear learning-rate warm-up over the first N steps (default: 0)")
+    parser.add_argument("--lr-decay-steps", type=int, default=None,
+                        help="step schedule: decay every N steps")
+    parser.add_argument("--lr-decay-rate", type=float, default=0.1,
+                        help="step schedule: factor per decay (default: %(default)s)")
+    parser.add_argument("--lr-min", type=float, default=0.0,
+                        help="cosine schedule: final learning rate (default: 0)")
+    parser.add_argument("--weight-decay", type=float, default=0.0,
+                        help="decoupled weight decay (AdamW-style) of kernels, not biases or "
+                             "batch-norm parameters (default: 0)")
+    parser.add_argument("--clip-norm", type=float, default=None,
+                        help="clip gradients to this global norm (default: no clipping)")
+
+
+def recipe_params(args, class_counts=None) -> dict:
+    """The estimator ``params`` of the recipe flags (see :mod:`meshpar.training.estimator`).
+
+    ``--class-weights balanced`` weighs class c by ``n / (classes * n_c)`` over
+    the training subjects' ``class_counts``.
+    """
+    params = {"loss": args.loss, "lr_schedule": args.lr_schedule,
+              "warmup_steps": args.lr_warmup_steps, "total_steps": args.steps,
+              "decay_rate": args.lr_decay_rate, "min_lr": args.lr_min,
+              "weight_decay": args.weight_decay, "clip_norm": args.clip_norm}
+    if args.lr_decay_steps is not None:
+        params["decay_steps"] = args.lr_decay_steps
+    if args.loss == "focal":
+        params["focal_gamma"] = args.focal_gamma
+    weights = args.class_weights
+    if weights is not None and args.loss != "weighted_cross_entropy":
+        raise ValueError("--class-weights goes with --loss weighted_cross_entropy")
+    if args.loss == "weighted_cross_entropy":
+        if weights is None or weights == "balanced":
+            if not class_counts or min(class_counts) < 1:
+                raise ValueError("--class-weights balanced needs every class in the training set")
+            n, k = sum(class_counts), len(class_counts)
+            params["class_weights"] = [n / (k * c) for c in class_counts]
+        else:
+            params["class_weights"] = _class_weights(weights, len(class_counts or [0, 0]))
+    return params
+
+
+def _class_weights(text: str, classes: int) -> list:
+    """``"1,2"`` -> ``[1.0, 2.0]``: one finite weight > 0 per class (ValueError)."""
+    try:
+        weights = [float(w) for w in text.split(",")]
+    except ValueError:
+        raise ValueError(f"--class-weights: expected 'balanced' or numbers, got {text!r}") from None
+    if len(weights) != classes or not all(math.isfinite(w) and w > 0 for w in weights):
+        raise ValueError(f"--class-weights: need {classes} finite weights > 0, got {text!r}")
+    return weights
+
+
+def mesh_from_speeds(speeds, mesh_shape=None):
+    """``(mesh_shape, split_weights)`` for devices of ``speeds`` in pnum order.
+
+    The planner's proportional rule
+    (:func:`meshpar.planning.planners.common.proportional_weights`): on a
+    one-axis mesh the weights are the speeds; on ``batch:R;model:M`` each
+    column's share follows its slowest device and each row's share the rate
+    at which the row finishes.
+    """
+    import numpy as np
+
+    from meshpar.planning.plan import parse_mesh_shape
+    from meshpar.planning.planners.common import proportional_weights
+
+    n = len(speeds)
+    mesh_shape = f"model:{n}" if mesh_shape is None else mesh_shape
+    axes = parse_mesh_shape(mesh_shape, "--mesh")
+    if math.prod(size for _, size in axes) != n:
+        raise ValueError(f"--mesh {mesh_shape} has {math.prod(s for _, s in axes)} processors "
+                         f"but --speeds lists {n} devices")
+    if len(axes) > 2:
+        raise ValueError("--mesh: use one or two axes (e.g. batch:2;model:2)")
+    if len(axes) == 1:  # the rule's weights are the speeds (up to scale)
+        return mesh_shape, {axes[0][0]: list(speeds)}
+    (_, rows), (_, cols) = axes
+    row_w, col_w = proportional_weights(np.asarray(speeds, float), np.arange(n), rows, cols)
+    return mesh_shape, {axes[0][0]: [float(w) for w in row_w],
+                        axes[1][0]: [float(w) for w in col_w]}
+
+
+def check_mesh_args(args) -> None:
+    """The mesh flags' own consistency (ValueError)."""
+    if args.mesh is not None and args.speeds is None:
+        raise ValueError("--mesh goes with --speeds (a plan has its own mesh)")
+    if args.cluster and args.devices:
+        raise ValueError("--devices and --cluster exclude each other")
+
+
+def cluster_client(args):
+    """The :class:`~meshpar.runtime.client.ClusterClient` of ``--cluster``, or None."""
+    if not args.cluster:
+        return None
+    from meshpar.runtime.client import ClusterClient
+    from meshpar.runtime.cluster_files import worker_addresses
+
+    return ClusterClient(worker_addresses(args.cluster), args.device_type or "CPU",
+                         timeout_s=args.worker_timeout)
+
+
+def mesh_arguments(args, spec, client=None) -> dict:
+    """Keyword arguments of :func:`meshpar.training.estimator.build_model_fn` for the mesh
+    the flags describe (plan, speeds or one device; devices; --mesh-impl)."""
+    devices = None
+    if args.devices:
+        devices = [d.strip() for d in args.devices.split(",")]
+    elif client is not None:
+        devices = list(client.devices)
+    upstream = args.mesh_impl == "mtf"
+    if args.plan:
+        from meshpar.planning.plan import Plan
+
+        plan = Plan.load(args.plan)
+        try:
+            plan.check_compatible((spec.name, spec.config.name))
+        except ValueError as err:
+            raise ValueError(f"{args.plan}: {err}") from None
+        if client is not None:  # each slice on the worker the plan names
+            devices = client.place(plan.devices, keep_device_type=args.device_type is None)
+        elif devices is None:
+            devices = [""] * len(plan.devices)  # emulated: the plan may name other machines
+        return dict(plan=plan, devices=devices, upstream=upstream)
+    if args.speeds is not None:  # an empty --speeds is an error, not "one device"
+        mesh_shape, weights = mesh_from_speeds(parse_speeds(args.speeds), args.mesh)
+        return dict(mesh_shape=mesh_shape, split_weights=weights, devices=devices,
+                    upstream=upstream)
+    return dict(mesh_shape="all:1", devices=devices, upstream=upstream)
+
+
+def split_request(args) -> dict:
+    """The test-split keyword arguments of :func:`meshpar.training.inputs.test_split`."""
+    return dict(folds=args.folds, fold=args.fold, fold_seed=args.fold_seed,
+                test_fraction=args.test_fraction)
+
+
+def augmentations(text) -> tuple:
+    """``--augment`` value -> the augmentation names (``()`` when off)."""
+    if text is None:
+        return ()
+    from meshpar.data.transforms import AUGMENTATIONS
+
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    unknown = [n for n in names if n not in AUGMENTATIONS]
+    if unknown or not names:
+        raise ValueError(f"--augment: unknown augmentation {', '.join(unknown) or repr(text)}; "
+                         f"choose from {', '.join(AUGMENTATIONS)}")
+    return names

@@ -1,0 +1,153 @@
+"""Which subjects train, validate and test, and the ``input_fn`` s that stream them.
+
+The held-out **test** set is chosen first and never trained on: fold ``fold``
+of :func:`meshpar.data.person_folds` ``(subjects, folds, seed=fold_seed)``, or
+a stratified ``test_fraction`` of the people (seeded by ``fold_seed`` too, so
+changing the training ``seed`` never moves a subject into or out of the test
+set). The validation split (``val_fraction``, seeded by ``seed``) is taken
+from the rest. Without a test split the train/validation split is exactly
+:func:`meshpar.data.split_subjects` of all subjects.
+
+``input_fn`` s for ``tf.estimator``: training (shuffled, repeated, resumes
+where its checkpoint left off), evaluation (whole batches) and prediction
+(every subject, the last batch padded; the padding is dropped again).
+"""
+from __future__ import annotations
+
+import os
+from typing import Optional, Sequence
+
+import numpy as np
+
+__all__ = ["test_split", "split_three_ways", "checkpoint_step", "train_input_fn",
+           "eval_input_fn", "predict_input_fn", "predict_probabilities", "synthetic_image_fns"]
+
+
+def test_split(subjects: Sequence, folds: Optional[int] = None, fold: Optional[int] = None,
+               fold_seed: int = 0, test_fraction: Optional[float] = None):
+    """``(rest, test)``: the held-out test subjects by person, or ``(subjects, [])``.
+
+    ``folds``/``fold``: fold ``fold`` of :func:`meshpar.data.person_folds`;
+    ``test_fraction``: a stratified share of the people. Both seeded by
+    ``fold_seed``. ValueError for an incomplete or contradictory request.
+    """
+    from meshpar.data import fold_split, split_subjects
+
+    if (folds is None) != (fold is None):
+        raise ValueError("--folds and --fold go together (fold I of K is the test set)")
+    if folds is not None and test_fraction is not None:
+        raise ValueError("give --folds/--fold or --test-fraction, not both")
+    if folds is not None:
+        if folds < 2:
+            raise ValueError(f"--folds must be >= 2, got {folds}")
+        if not 0 <= fold < folds:
+            raise ValueError(f"--fold must be in [0, {folds}), got {fold}")
+        return fold_split(list(subjects), folds, fold, seed=fold_seed)
+    if test_fraction is not None:
+        if not 0.0 < test_fraction < 1.0:
+            raise ValueError(f"--test-fraction must be in (0, 1), got {test_fraction}")
+        return split_subjects(list(subjects), test_fraction, seed=fold_seed)
+    return list(subjects), []
+
+
+def split_three_ways(subjects: Sequence, val_fraction: float, seed: int, **test):
+    """``(train, validation, test)`` subjects; ``test`` as for :func:`test_split`."""
+    from meshpar.data import split_subjects
+
+    rest, held_out = test_split(subjects, **test)
+    train, val = split_subjects(rest, val_fraction, seed=seed)
+    return train, val, held_out
+
+
+def checkpoint_step(model_dir) -> int:
+    """Global step of the latest checkpoint in ``model_dir`` (0 if none)."""
+    if not model_dir or not os.path.isdir(model_dir):
+        return 0
+    import tensorflow.compat.v1 as tf
+
+    latest = tf.train.latest_checkpoint(str(model_dir))
+    return int(latest.rsplit("-", 1)[1]) if latest else 0
+
+
+def train_input_fn(source, batch: int, seed: int, model_dir=None, augment: bool = False):
+    """Shuffled, repeated whole batches of a :class:`~meshpar.data.NiftiDataset`.
+
+    Called by each ``Estimator.train``, it starts where the latest checkpoint
+    in ``model_dir`` left the stream (``step * batch`` examples in), so a
+    resumed or chunked run sees the batches of an uninterrupted one.
+    ``augment``: the random steps of the dataset's transform draw from
+    ``(seed, example number)``.
+    """
+    def input_fn():
+        return source.to_tf(batch, shuffle=True, augment=augment, seed=seed, repeat=True,
+                            drop_remainder=True, start=checkpoint_step(model_dir) * batch)
+
+    return input_fn
+
+
+def eval_input_fn(source, batch: int):
+    """One pass in file order, whole batches only (static batch for the mesh)."""
+    def input_fn():
+        return source.to_tf(batch, shuffle=False, drop_remainder=True)
+
+    return input_fn
+
+
+def predict_input_fn(source, batch: int):
+    """One pass in file order over every subject; the last batch is padded with
+    zero volumes to ``batch`` (the mesh needs a static batch). Features only."""
+    import tensorflow.compat.v1 as tf
+
+    def pad(x, y):
+        del y
+        missing = batch - tf.shape(x)[0]
+        x = tf.pad(x, [[0, missing]] + [[0, 0]] * (len(x.shape) - 1))
+        x.set_shape([batch] + x.shape.as_list()[1:])
+        return x
+
+    def input_fn():
+        return source.to_tf(batch, shuffle=False, drop_remainder=False).map(pad)
+
+    return input_fn
+
+
+def predict_probabilities(estimator, source, batch: int,
+                          checkpoint_path: Optional[str] = None):
+    """``(subjects, probabilities [n, classes])`` for the subjects of ``source``, in its
+    order, from ``checkpoint_path`` (default: the latest checkpoint).
+
+    With ``skip_bad`` a subject whose voxels turn out bad is left out of both.
+    Batch norm runs on its moving averages in prediction, so an example's
+    probabilities do not depend on the padding in its batch.
+    """
+    rows = [p["probabilities"] for p in estimator.predict(
+        predict_input_fn(source, batch), checkpoint_path=checkpoint_path,
+        yield_single_examples=True)]
+    bad = {item.path for item in source.skipped}
+    subjects = [s for s in source.subjects if s.path not in bad]
+    return subjects, np.asarray(rows[:len(subjects)], dtype=np.float64)
+
+
+def synthetic_image_fns(n: int, shape: Sequence[int], val_fraction: float, batch: int,
+                        seed: int, model_dir=None):
+    """``(train_fn, eval_fn or None)`` of two-class random images: class 1 has a
+    brighter centre. The first ``round(n * val_fraction)`` images validate."""
+    import tensorflow.compat.v1 as tf
+
+    rng = np.random.RandomState(seed)
+    x = rng.randn(n, *shape).astype(np.float32)
+    y = (np.arange(n) % 2).astype(np.int32)
+    h, w = shape[0], shape[1]
+    x[y == 1, h // 4:3 * h // 4, w // 4:3 * w // 4] += 1.0
+    n_val = int(round(n * val_fraction))
+    xt, yt, xv, yv = x[n_val:], y[n_val:], x[:n_val], y[:n_val]
+
+    def train_fn():
+        stream = tf.data.Dataset.from_tensor_slices((xt, yt)).shuffle(
+            len(xt), seed=seed).batch(batch, drop_remainder=True).repeat()
+        return stream.skip(checkpoint_step(model_dir))
+
+    def eval_fn():
+        return tf.data.Dataset.from_tensor_slices((xv, yv)).batch(batch, drop_remainder=True)
+
+    return train_fn, (eval_fn if n_val >= batch else None)

@@ -1,0 +1,200 @@
+"""The training recipe an estimator's ``params`` select: loss, extra metrics,
+learning-rate schedule, decoupled weight decay and gradient clipping.
+
+==================  =========================================================
+``params`` key      meaning (default)
+==================  =========================================================
+``loss``            a name of :data:`meshpar.training.losses.LOSSES` or a
+                    callable ``(logits, labels, class_dim) -> scalar``
+                    (``"cross_entropy"``)
+``class_weights``   one weight per class, for ``weighted_cross_entropy``
+``focal_gamma``     focusing exponent of ``focal`` (2.0)
+``metrics``         ``{name: fn(labels, predictions) -> (value, update_op)}``
+                    added to evaluation; ``predictions`` has ``classes``,
+                    ``probabilities`` and ``logits`` (none)
+``lr_schedule``     ``"constant"``, ``"cosine"``, ``"step"``
+                    (:mod:`meshpar.training.schedules`) or a callable
+                    ``global_step -> float32 scalar`` (``"constant"``)
+``warmup_steps``    linear warm-up steps of the schedule (0)
+``total_steps``     where ``cosine`` reaches ``min_lr``
+``decay_steps``,    ``step``: multiply by ``decay_rate`` every
+``decay_rate``      ``decay_steps`` (0.1)
+``min_lr``          final rate of ``cosine`` (0.0)
+``weight_decay``    decoupled (AdamW-style) decay: after the optimizer's
+                    step, ``w -= lr_t * weight_decay * w`` for kernels
+                    (variables of rank >= 2), not biases or batch-norm
+                    parameters (0.0)
+``clip_norm``       scale all gradients by ``clip_norm / max(norm, clip_norm)``
+                    (``norm`` the global norm) before the optimizer (None)
+==================  =========================================================
+
+Everything runs inside the Mesh-TF graph behind the race-free step
+(:mod:`meshpar.core.optim`), so every mesh trains like one device.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Optional, Union
+
+import meshpar  # noqa: F401  (installs the mesh_tensorflow import shim)
+import mesh_tensorflow as mtf
+
+from meshpar.core.optim import after_all
+
+__all__ = ["Recipe", "DecayAndClip", "balanced_accuracy", "PARAM_KEYS"]
+
+PARAM_KEYS = ("loss", "class_weights", "focal_gamma", "metrics", "lr_schedule", "warmup_steps",
+              "total_steps", "decay_steps", "decay_rate", "min_lr", "weight_decay", "clip_norm")
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """The parsed ``params`` (see the module table); :meth:`from_params` validates them."""
+
+    loss: Union[str, Callable] = "cross_entropy"
+    class_weights: Optional[tuple] = None
+    focal_gamma: float = 2.0
+    metrics: Mapping = field(default_factory=dict)
+    lr_schedule: Union[str, Callable] = "constant"
+    warmup_steps: int = 0
+    total_steps: Optional[int] = None
+    decay_steps: Optional[int] = None
+    decay_rate: float = 0.1
+    min_lr: float = 0.0
+    weight_decay: float = 0.0
+    clip_norm: Optional[float] = None
+
+    @classmethod
+    def from_params(cls, params: Optional[Mapping]) -> "Recipe":
+        """A recipe from an estimator's ``params``; ValueError for an unknown key or a bad
+        value."""
+        params = dict(params or {})
+        unknown = sorted(set(params) - set(PARAM_KEYS))
+        if unknown:
+            raise ValueError(f"unknown params {', '.join(unknown)}; meshpar reads "
+                             f"{', '.join(PARAM_KEYS)}")
+        given = {k: v for k, v in params.items() if v is not None}
+        if "class_weights" in given:
+            given["class_weights"] = tuple(float(w) for w in given["class_weights"])
+        recipe = cls(**given)
+        recipe._check()
+        return recipe
+
+    def _check(self) -> None:
+        from meshpar.training.losses import make_loss
+        from meshpar.training.schedules import SCHEDULES
+
+        make_loss(self.loss)  # the name exists
+        if not isinstance(self.metrics, Mapping) or not all(
+                callable(f) for f in self.metrics.values()):
+            raise ValueError("params['metrics'] must map names to metric functions")
+        if not callable(self.lr_schedule) and self.lr_schedule not in SCHEDULES:
+            raise ValueError(f"unknown learning-rate schedule {self.lr_schedule!r}; choose one "
+                             f"of {', '.join(SCHEDULES)} or pass a callable")
+        if not (math.isfinite(self.weight_decay) and self.weight_decay >= 0):
+            raise ValueError(f"weight_decay must be finite and >= 0, got {self.weight_decay}")
+        if self.clip_norm is not None and not (math.isfinite(self.clip_norm)
+                                               and self.clip_norm > 0):
+            raise ValueError(f"clip_norm must be finite and > 0, got {self.clip_norm}")
+
+    @property
+    def scheduled(self) -> bool:
+        """True if the learning rate changes with the step (a tensor, not a float)."""
+        return callable(self.lr_schedule) or self.lr_schedule != "constant" or \
+            self.warmup_steps > 0
+
+    def learning_rate(self, lr: float, global_step):
+        """The step's rate: ``lr`` itself (a float) unless :attr:`scheduled`, else a
+        float32 TF scalar of ``global_step``."""
+        if not self.scheduled:
+            return float(lr)
+        if callable(self.lr_schedule):
+            import tensorflow.compat.v1 as tf
+
+            return tf.cast(self.lr_schedule(global_step), tf.float32)
+        from meshpar.training.schedules import learning_rate_tensor
+
+        return learning_rate_tensor(self.lr_schedule, float(lr), global_step,
+                                    self.warmup_steps, self.total_steps, self.decay_steps,
+                                    self.decay_rate, self.min_lr)
+
+    def loss_fn(self) -> Callable:
+        """``(logits, labels, class_dim) -> scalar mtf loss``."""
+        from meshpar.training.losses import make_loss
+
+        return make_loss(self.loss, {"class_weights": self.class_weights,
+                                     "focal_gamma": self.focal_gamma})
+
+    def wrap(self, rule, learning_rate):
+        """``rule`` with weight decay and clipping around it (``rule`` itself when both
+        are off). ``learning_rate``: the float or mtf scalar the rule uses."""
+        if not self.weight_decay and self.clip_norm is None:
+            return rule
+        return DecayAndClip(rule, learning_rate, self.weight_decay, self.clip_norm)
+
+    def eval_metrics(self, labels, predictions: dict) -> dict:
+        """The ``metrics`` functions applied to one evaluation batch."""
+        return {name: fn(labels, predictions) for name, fn in self.metrics.items()}
+
+
+def _decays(variable) -> bool:
+    """Kernels decay; biases, batch-norm scales and offsets (rank 1) do not."""
+    return variable.outputs[0].shape.ndims >= 2
+
+
+class DecayAndClip(mtf.optimize.Optimizer):
+    """An mtf optimizer around another: gradients clipped to a global norm, then the
+    inner step, plus decoupled weight decay ``w -= lr * weight_decay * w`` of the
+    kernels, all from the values of the step's start.
+
+    The gradients it gets are the race-free step's gated ones (they wait for
+    the whole backward pass). Each decayed variable's decay term also waits
+    for its gated gradient, and the inner rule's update waits for the decay
+    term, so every read of a variable precedes both writes to it.
+    """
+
+    def __init__(self, inner, learning_rate, weight_decay: float = 0.0,
+                 clip_norm: Optional[float] = None):
+        self.inner = inner
+        self.learning_rate = learning_rate
+        self.weight_decay = float(weight_decay)
+        self.clip_norm = None if clip_norm is None else float(clip_norm)
+
+    def apply_grads(self, grads, variables):
+        """Clip, decay and step; returns the assign operations."""
+        grads = list(grads)
+        if self.clip_norm is not None:
+            grads = self._clipped(grads)
+        ops = []
+        if self.weight_decay:
+            for i, (grad, var) in enumerate(zip(grads, variables)):
+                if grad is None or not _decays(var):
+                    continue
+                shrink = after_all(var.outputs[0] * (self.learning_rate * self.weight_decay),
+                                   [grad])
+                ops.append(mtf.assign_sub(var, shrink))
+                grads[i] = after_all(grad, [shrink])
+        return self.inner.apply_grads(grads, variables) + ops
+
+    def _clipped(self, grads):
+        present = [g for g in grads if g is not None]
+        if not present:
+            return grads
+        total = mtf.add_n([mtf.reduce_sum(mtf.square(g)) for g in present])
+        scale = self.clip_norm / mtf.maximum(mtf.sqrt(total), self.clip_norm)
+        return [None if g is None else g * scale for g in grads]
+
+    def apply_grad(self, grad, var):
+        """Not supported: the global norm needs every gradient, so use :meth:`apply_grads`."""
+        raise ValueError("DecayAndClip needs all gradients: call apply_grads")
+
+
+def balanced_accuracy(labels, predictions):
+    """A ``params['metrics']`` function: mean recall over the classes
+    (``tf.metrics.mean_per_class_accuracy``)."""
+    import tensorflow.compat.v1 as tf
+
+    classes = predictions["classes"]
+    num = predictions["probabilities"].shape.as_list()[-1]
+    return tf.metrics.mean_per_class_accuracy(labels, classes, num)

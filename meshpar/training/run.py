@@ -1,0 +1,155 @@
+"""What a training run leaves in its model directory besides checkpoints.
+
+* ``meshpar_run.json`` (:data:`RUN_FILE`): what prediction needs to rebuild
+  the model and read data the same way (model name and config overrides,
+  class names, input shape and channels, pre-processing, the data split).
+* ``best/`` (:data:`BEST_DIR`): with ``keep_best``, a copy of the checkpoint
+  with the lowest validation loss so far and ``best/best.json``
+  (``{"step", "val_loss"}``); :func:`train_keeping_best` trains in chunks
+  of ``every`` steps and scores each checkpoint on the validation set.
+* :func:`write_predictions` writes per-subject probabilities as CSV.
+"""
+from __future__ import annotations
+
+import csv
+import glob
+import json
+import os
+import shutil
+from typing import Optional, Sequence
+
+__all__ = ["RUN_FILE", "BEST_DIR", "save_run_info", "load_run_info", "best_checkpoint", "best_record",
+           "keep_if_best", "train_keeping_best", "write_predictions"]
+
+RUN_FILE = "meshpar_run.json"
+BEST_DIR = "best"
+_FORMAT = 1
+# Fields that must match when a run resumes in a model directory.
+_IDENTITY = ("model", "model_overrides", "labels", "input_shape", "channels")
+
+
+def save_run_info(model_dir: str, info: dict) -> str:
+    """Write ``info`` to ``model_dir/meshpar_run.json``; returns the path.
+
+    A directory that already holds a run of another model (name, overrides,
+    labels, input shape or channels differ) is refused with a ValueError, so
+    resuming never mixes two models' checkpoints.
+    """
+    os.makedirs(model_dir, exist_ok=True)
+    path = os.path.join(model_dir, RUN_FILE)
+    info = {"format": _FORMAT, **info}
+    if os.path.exists(path):
+        old = load_run_info(model_dir)
+        differ = [k for k in _IDENTITY if json.loads(json.dumps(old.get(k)))
+                  != json.loads(json.dumps(info.get(k)))]
+        if differ:
+            raise ValueError(f"{model_dir} holds a run with another {', '.join(differ)} "
+                             f"({', '.join(f'{k}={old.get(k)!r}' for k in differ)}); use a new "
+                             "--model-dir")
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(info, f, indent=1, sort_keys=True)
+    os.replace(tmp, path)
+    return path
+
+
+def load_run_info(model_dir: str) -> dict:
+    """The run description of ``model_dir``; ValueError naming the file when it is
+    missing or unreadable."""
+    path = os.path.join(model_dir, RUN_FILE)
+    if not os.path.isfile(path):
+        raise ValueError(f"{path} not found: not a model directory written by `meshpar train`")
+    try:
+        with open(path, encoding="utf-8") as f:
+            info = json.load(f)
+    except (OSError, json.JSONDecodeError) as err:
+        raise ValueError(f"{path}: cannot be read ({err})") from None
+    missing = [k for k in _IDENTITY if k not in info]
+    if not isinstance(info, dict) or missing:
+        raise ValueError(f"{path}: missing {', '.join(missing)}")
+    return info
+
+
+def best_checkpoint(model_dir: str) -> Optional[str]:
+    """Path prefix of the kept best checkpoint (``best/model.ckpt-N``), or None."""
+    record = best_record(model_dir)
+    if record is None:
+        return None
+    prefix = os.path.join(model_dir, BEST_DIR, f"model.ckpt-{record['step']}")
+    return prefix if glob.glob(prefix + ".index") else None
+
+
+def best_record(model_dir: str) -> Optional[dict]:
+    """``{"step", "val_loss"}`` of the kept best checkpoint, or None."""
+    path = os.path.join(model_dir, BEST_DIR, "best.json")
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def keep_if_best(model_dir: str, step: int, val_loss: float) -> bool:
+    """Copy checkpoint ``step`` to ``best/`` if ``val_loss`` is below the kept one's.
+
+    The previous best copy is removed only after the new one is complete.
+    Returns True if this checkpoint is now the best.
+    """
+    record = best_record(model_dir)
+    if record is not None and not val_loss < record["val_loss"]:
+        return False
+    best = os.path.join(model_dir, BEST_DIR)
+    os.makedirs(best, exist_ok=True)
+    files = glob.glob(os.path.join(model_dir, f"model.ckpt-{step}.*"))
+    if not files:
+        raise ValueError(f"{model_dir}: no checkpoint of step {step} to keep")
+    for f in files:
+        shutil.copy2(f, best)
+    with open(os.path.join(best, "best.json.tmp"), "w", encoding="utf-8") as f:
+        json.dump({"step": int(step), "val_loss": float(val_loss)}, f)
+    os.replace(os.path.join(best, "best.json.tmp"), os.path.join(best, "best.json"))
+    if record is not None and record["step"] != step:
+        for old in glob.glob(os.path.join(best, f"model.ckpt-{record['step']}.*")):
+            os.remove(old)
+    return True
+
+
+def train_keeping_best(estimator, train_fn, eval_fn, max_steps: int, every: int,
+                       hooks: Sequence = (), guard=lambda run: run()) -> list:
+    """Train to ``max_steps`` in chunks of ``every`` steps, scoring each checkpoint on
+    ``eval_fn`` and keeping the best (lowest loss) in ``best/``.
+
+    ``guard(run)`` wraps each call into TensorFlow (the CLI's cluster and bad
+    data handling). Returns ``[(step, validation loss), ...]`` of this run.
+    """
+    from meshpar.training.inputs import checkpoint_step
+
+    if every < 1:
+        raise ValueError(f"keep-best evaluates every N steps: N must be >= 1, got {every}")
+    model_dir = estimator.model_dir
+    scores = []
+    step = checkpoint_step(model_dir)
+    while step < max_steps:
+        target = min((step // every + 1) * every, max_steps)
+        guard(lambda: estimator.train(train_fn, max_steps=target, hooks=list(hooks)))
+        step = checkpoint_step(model_dir)
+        loss = float(guard(lambda: estimator.evaluate(eval_fn))["loss"])
+        keep_if_best(model_dir, step, loss)
+        scores.append((step, loss))
+    return scores
+
+
+def write_predictions(path: str, subjects: Sequence, probabilities, label_set: Sequence[str]):
+    """CSV of one row per subject: ``path, subject_id, label, group, p_<class>...,
+    predicted`` (class names; probabilities to 6 decimals)."""
+    label_set = list(label_set)
+    if len(probabilities) != len(subjects):
+        raise ValueError(f"{len(probabilities)} predictions for {len(subjects)} subjects")
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        out = csv.writer(f)
+        out.writerow(["path", "subject_id", "label", "group"]
+                     + [f"p_{name}" for name in label_set] + ["predicted"])
+        for s, p in zip(subjects, probabilities):
+            best = max(range(len(label_set)), key=lambda c: p[c])
+            out.writerow([str(s.path), s.subject_id, s.label, s.group or ""]
+                         + [f"{float(v):.6f}" for v in p] + [label_set[best]])

@@ -1,0 +1,118 @@
+"""``meshpar train`` with a k-fold test split and --keep-best, then ``meshpar predict``:
+the test fold is never trained on, the test metrics match the CSV, prediction on an
+uneven mesh equals one device, TensorBoard gets the training summaries."""
+import csv
+import json
+
+import numpy as np
+import pytest
+
+from meshpar.cli import main
+from meshpar.data import person_folds, read_labels, write_dataset
+from meshpar.training.metrics import classification_metrics
+
+TRAIN = ["--model", "resattnet3d-tiny", "--steps", "4", "--batch", "4", "--no-progress",
+         "--val-fraction", "0.3", "--folds", "4", "--fold", "1", "--keep-best",
+         "--checkpoint-every", "2", "--worker-times-every", "2", "--json"]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    root = tmp_path_factory.mktemp("predict")
+    data = root / "ds"
+    write_dataset(data, 20, shape=(16, 16, 16), seed=3)
+    model_dir = root / "model"
+    import io
+    from contextlib import redirect_stdout
+
+    out = io.StringIO()
+    with redirect_stdout(out):
+        rc = main(["train", "--data", str(data), "--model-dir", str(model_dir)] + TRAIN)
+    text = out.getvalue()
+    assert rc == 0, text
+    return data, model_dir, json.loads(text.strip().splitlines()[-1]), text
+
+
+def _read(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_test_fold_is_held_out_and_scored(trained):
+    data, model_dir, summary, text = trained
+    fold = person_folds(read_labels(data, ("NC", "AD")), 4, seed=0)[1]
+    assert summary["test"]["n"] == len(fold)
+    assert f"/ {len(fold)} test subjects" in text and "test balanced_accuracy" in text
+    run = json.loads((model_dir / "meshpar_run.json").read_text())
+    assert run["split"] == {"folds": 4, "fold": 1, "fold_seed": 0, "test_fraction": None}
+    assert run["model"] == "resattnet3d-tiny" and run["labels"] == ["NC", "AD"]
+
+
+def test_keep_best_keeps_the_lowest_validation_loss(trained):
+    _, model_dir, summary, _ = trained
+    steps, losses = zip(*summary["val_losses"])
+    assert list(steps) == [2, 4]
+    assert summary["best"]["step"] == steps[int(np.argmin(losses))]
+    assert summary["test"]["checkpoint"] == f"model.ckpt-{summary['best']['step']}"
+    assert list((model_dir / "best").glob(f"model.ckpt-{summary['best']['step']}.index"))
+
+
+def test_predict_matches_the_test_metrics_and_an_uneven_mesh_matches_one_device(trained,
+                                                                               tmp_path):
+    data, model_dir, summary, _ = trained
+    common = ["predict", "--model-dir", str(model_dir), "--data", str(data), "--folds", "4",
+              "--fold", "1", "--checkpoint", "best"]
+    assert main(common + ["--out", str(tmp_path / "one.csv")]) == 0
+    assert main(common + ["--out", str(tmp_path / "uneven.csv"), "--speeds", "0.9,0.3,0.6,0.2",
+                          "--mesh", "batch:2;model:2", "--batch", "2"]) == 0
+    one, uneven = _read(tmp_path / "one.csv"), _read(tmp_path / "uneven.csv")
+    assert list(one[0]) == ["path", "subject_id", "label", "group", "p_NC", "p_AD", "predicted"]
+    assert [r["path"] for r in one] == [r["path"] for r in uneven]
+    p_one = np.array([[float(r["p_NC"]), float(r["p_AD"])] for r in one])
+    p_uneven = np.array([[float(r["p_NC"]), float(r["p_AD"])] for r in uneven])
+    np.testing.assert_allclose(p_uneven, p_one, atol=2e-6)
+    labels = [["NC", "AD"].index(r["label"]) for r in one]
+    again = classification_metrics(labels, p_one)
+    for key in ("accuracy", "balanced_accuracy", "auc", "loss"):
+        assert again[key] == pytest.approx(summary["test"][key], abs=1e-5), key
+
+
+def test_training_writes_loss_accuracy_learning_rate_and_worker_step_times(trained):
+    from meshpar.training.summaries import read_scalars
+
+    _, model_dir, _, _ = trained
+    tags = read_scalars(str(model_dir))
+    for tag in ("loss", "accuracy", "learning_rate", "step_time"):
+        assert tag in tags, sorted(tags)
+    assert tags["learning_rate"][0][1] == pytest.approx(1e-3)
+    workers = [t for t in tags if t.startswith("worker_step_time/")]  # one task: this process
+    assert len(workers) == 1, sorted(tags)
+    assert all(0 < v <= wall for (_, v), (_, wall) in zip(tags[workers[0]], tags["step_time"]))
+
+
+def test_predict_needs_a_run_file_and_keeps_an_existing_csv(trained, tmp_path, capsys):
+    data, model_dir, _, _ = trained
+    rc = main(["predict", "--model-dir", str(tmp_path), "--data", str(data),
+               "--out", str(tmp_path / "p.csv")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "meshpar_run.json not found" in err and len(err.strip().splitlines()) == 1
+    saved = tmp_path / "mine.csv"
+    saved.write_text("keep me\n")
+    rc = main(["predict", "--model-dir", str(model_dir), "--data", str(data), "--out", str(saved)])
+    assert rc == 2 and "--force" in capsys.readouterr().err
+    assert saved.read_text() == "keep me\n"
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--folds", "4"], "--folds and --fold go together"),
+    (["--folds", "4", "--fold", "4"], "--fold must be in [0, 4)"),
+    (["--folds", "4", "--fold", "0", "--test-fraction", "0.2"], "not both"),
+    (["--test-fraction", "1.5"], "--test-fraction must be in (0, 1)"),
+    (["--keep-best"], "--checkpoint-every"),
+    (["--augment", "rotate"], "unknown augmentation rotate"),
+])
+def test_bad_split_and_best_flags_are_usage_errors(extra, message, capsys):
+    rc = main(["train", "--synthetic", "--model", "resattnet3d-tiny", "--n-synthetic", "12",
+               "--steps", "1", "--no-progress"] + extra)
+    assert rc == 2
+    assert message in capsys.readouterr().err
