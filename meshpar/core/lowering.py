@@ -29,13 +29,13 @@ from __future__ import annotations
 
 import contextlib
 
+import numpy as np
+
 from meshpar import _compat
 
 mtf = _compat.import_mesh_tensorflow()
 from mesh_tensorflow import ops as mtf_ops  # noqa: E402
 import tensorflow.compat.v1 as tf  # noqa: E402
-
-from meshpar.core.collectives import UnevenLayoutError  # noqa: E402
 
 _INSTALLED = False
 
@@ -74,27 +74,24 @@ def _wrap_lower(cls, uneven_lower, even_too=False):
 
 
 # ------------------------------------------------------- refused layouts
-def _refuse(op, impl, dim, why: str, error=ValueError):
-    """Raise ``error`` naming the op, the dimension and how the layout splits it."""
+def _refuse(op, impl, dim, why: str):
+    """Raise a ValueError naming the op, the dimension and how the layout splits it."""
     mesh_axis = impl.tensor_dimension_to_mesh_axis(dim)
-    raise error(
+    raise ValueError(
         f"mtf op {op.name!r} ({type(op).__name__}) {why} tensor dimension {dim.name!r},"
         f" which the layout splits over mesh axis {impl.shape.dims[mesh_axis].name!r}"
         f" as {impl.dim_sizes(dim, mesh_axis)}; lay {dim.name!r} out on no mesh axis")
 
 
-def _refusing(dim_of, why: str, uneven_only: bool = False):
+def _refusing(dim_of, why: str):
     """A lowering that refuses, naming the op and the dimension, a layout that
-    splits ``dim_of(op)`` (only an uneven split, with ``uneven_only``), and
-    otherwise lowers as upstream. Upstream refuses the same layouts with terse
-    messages ("can't slice along split axis") or, for shifts, fails later."""
+    splits ``dim_of(op)``, and otherwise lowers as upstream, which refuses the
+    same layouts (evenly split too) with terse messages ("can't slice along
+    split axis")."""
     def lower(op, lowering, impl):
         dim = dim_of(op)
-        axis = impl.tensor_dimension_to_mesh_axis(dim)
-        if axis is not None and not uneven_only:
+        if impl.tensor_dimension_to_mesh_axis(dim) is not None:
             _refuse(op, impl, dim, why)
-        if axis is not None and len(set(impl.dim_sizes(dim, axis))) > 1:
-            _refuse(op, impl, dim, why + " unevenly split", UnevenLayoutError)
         return op.lower.meshpar_original(op, lowering)
     return lower
 
@@ -260,13 +257,48 @@ def _lower_one_hot(op, lowering, impl):
 
 
 def _lower_constant(op, lowering, impl):
+    # Upstream fills every slice with the whole value, which works for a scalar
+    # only; an array value (mtf.constant of a numpy array) is cut per processor.
     out = op.outputs[0]
+    value = op._value  # pylint: disable=protected-access
+    if np.ndim(value) > 0:
+        value = np.reshape(np.asarray(value), out.shape.to_integer_list)
 
     def per_processor(pnum):
-        return tf.constant(value=op._value, dtype=out.dtype,  # pylint: disable=protected-access
-                           shape=impl.slice_shape(out.shape, pnum))
+        shape = impl.slice_shape(out.shape, pnum)
+        if np.ndim(value) == 0:
+            return tf.constant(value=value, dtype=out.dtype, shape=shape)
+        begin = impl.slice_begin(out.shape, pnum)
+        piece = value[tuple(slice(b, b + n) for b, n in zip(begin, shape))]
+        return tf.constant(piece, dtype=out.dtype)
 
     lowering.set_tensor_lowering(out, impl.slicewise(per_processor, impl.laid_out_pnum()))
+
+
+# ------------------------------------------------------------------- shift
+def _lower_shift(op, lowering, impl):
+    """A shift along an unevenly split dimension: gather the dimension, shift it
+    whole, cut it again by its own sizes (upstream moves equal blocks between
+    neighbours, which needs equal slices)."""
+    dim, axis = op._dim, op._axis  # pylint: disable=protected-access
+    mesh_axis = impl.tensor_dimension_to_mesh_axis(dim)
+    if mesh_axis is None or len(set(impl.dim_sizes(dim, mesh_axis))) == 1:
+        return op.lower.meshpar_original(op, lowering)
+    offset, size = op._offset, dim.size  # pylint: disable=protected-access
+
+    def shift_whole(t):
+        if op._wrap:  # pylint: disable=protected-access
+            return tf.roll(t, offset % size, axis)
+        keep = max(0, size - abs(offset))  # elements that stay in the tensor
+        begin, sizes = [0] * t.shape.ndims, [-1] * t.shape.ndims
+        begin[axis], sizes[axis] = (0 if offset > 0 else size - keep), keep
+        padding = [[0, 0]] * t.shape.ndims
+        padding[axis] = [size - keep, 0] if offset > 0 else [0, size - keep]
+        return tf.pad(tf.slice(t, begin, sizes), padding)
+
+    whole = impl.allconcat(lowering.tensors[op.inputs[0]], mesh_axis, axis)
+    shifted = impl.slicewise(shift_whole, whole)
+    lowering.set_tensor_lowering(op.outputs[0], impl.allsplit(shifted, mesh_axis, axis, sizes=dim))
 
 
 # ------------------------------------------------------------------- top_k
@@ -345,16 +377,15 @@ _PATCHED = (
     (mtf_ops.ShiftOperation, "lower"),
 )
 
-# Ops that cannot split one of their dimensions: (class, that dimension, what
-# the op does to it, refused only when split unevenly).
+# Ops that cannot split one of their dimensions, evenly or not: (class, that
+# dimension, what the op does to it).
 _REFUSALS = (
-    (mtf_ops.SliceOperation, lambda op: op._slice_dim, "cannot slice along", False),  # pylint: disable=protected-access
-    (mtf_ops.PadOperation, lambda op: op._output_dim, "cannot pad along", False),  # pylint: disable=protected-access
-    (mtf_ops.ConcatOperation, _concat_dim, "cannot concatenate along", False),
-    (mtf_ops.SplitOperation, lambda op: op._split_dim, "cannot split along", False),  # pylint: disable=protected-access
-    (mtf_ops.StackOperation, lambda op: op._new_dim, "cannot stack along", False),  # pylint: disable=protected-access
-    (mtf_ops.UnstackOperation, lambda op: op._dim, "cannot unstack along", False),  # pylint: disable=protected-access
-    (mtf_ops.ShiftOperation, lambda op: op._dim, "cannot shift along", True),  # pylint: disable=protected-access
+    (mtf_ops.SliceOperation, lambda op: op._slice_dim, "cannot slice along"),  # pylint: disable=protected-access
+    (mtf_ops.PadOperation, lambda op: op._output_dim, "cannot pad along"),  # pylint: disable=protected-access
+    (mtf_ops.ConcatOperation, _concat_dim, "cannot concatenate along"),
+    (mtf_ops.SplitOperation, lambda op: op._split_dim, "cannot split along"),  # pylint: disable=protected-access
+    (mtf_ops.StackOperation, lambda op: op._new_dim, "cannot stack along"),  # pylint: disable=protected-access
+    (mtf_ops.UnstackOperation, lambda op: op._dim, "cannot unstack along"),  # pylint: disable=protected-access
 )
 
 
@@ -375,12 +406,13 @@ def install() -> None:
     _wrap_lower(mtf_ops.Conv2or3dBackpropInputOperation, _lower_conv_backprop_input)
     _wrap_lower(mtf_ops.Conv2or3dBackpropFilterOperation, _lower_conv_backprop_filter)
     _wrap_lower(mtf_ops.OneHotOperation, _lower_one_hot)
-    _wrap_lower(mtf_ops.Constant, _lower_constant)
+    _wrap_lower(mtf_ops.Constant, _lower_constant, even_too=True)
+    _wrap_lower(mtf_ops.ShiftOperation, _lower_shift)
     _wrap_lower(mtf_ops.TopKOperation, _lower_top_k)
     _wrap_lower(mtf_ops.Conv2dTransposeOperation, _lower_conv_transpose, even_too=True)
     _wrap_lower(mtf_ops.Conv3dTransposeOperation, _lower_conv_transpose, even_too=True)
-    for cls, dim_of, why, uneven_only in _REFUSALS:
-        _wrap_lower(cls, _refusing(dim_of, why, uneven_only), even_too=True)
+    for cls, dim_of, why in _REFUSALS:
+        _wrap_lower(cls, _refusing(dim_of, why), even_too=True)
     _INSTALLED = True
 
 
