@@ -13,7 +13,10 @@ from meshpar.training.metrics import classification_metrics
 
 TRAIN = ["--model", "resattnet3d-tiny", "--steps", "4", "--batch", "4", "--no-progress",
          "--val-fraction", "0.3", "--folds", "4", "--fold", "1", "--keep-best",
-         "--checkpoint-every", "2", "--worker-times-every", "2", "--json"]
+         "--checkpoint-every", "2", "--worker-times-every", "2", "--json",
+         # the recipe flags reach the estimator (their effect: tests/test_recipe.py)
+         "--lr-schedule", "cosine", "--lr-warmup-steps", "2", "--weight-decay", "1e-4",
+         "--clip-norm", "5", "--loss", "weighted_cross_entropy", "--augment"]
 
 
 @pytest.fixture(scope="module")
@@ -46,6 +49,11 @@ def test_test_fold_is_held_out_and_scored(trained):
     run = json.loads((model_dir / "meshpar_run.json").read_text())
     assert run["split"] == {"folds": 4, "fold": 1, "fold_seed": 0, "test_fraction": None}
     assert run["model"] == "resattnet3d-tiny" and run["labels"] == ["NC", "AD"]
+    assert run["augment"] == ["flip", "affine"]
+    assert run["recipe"]["lr_schedule"] == "cosine" and run["recipe"]["weight_decay"] == 1e-4
+    counts = [sum(s.label == c for s in read_labels(data, ("NC", "AD")) if s not in fold)
+              for c in ("NC", "AD")]
+    assert len(run["recipe"]["class_weights"]) == 2 and all(c > 0 for c in counts)
 
 
 def test_keep_best_keeps_the_lowest_validation_loss(trained):
@@ -78,13 +86,20 @@ def test_predict_matches_the_test_metrics_and_an_uneven_mesh_matches_one_device(
 
 
 def test_training_writes_loss_accuracy_learning_rate_and_worker_step_times(trained):
+    from meshpar.training.schedules import learning_rate
     from meshpar.training.summaries import read_scalars
 
     _, model_dir, _, _ = trained
     tags = read_scalars(str(model_dir))
     for tag in ("loss", "accuracy", "learning_rate", "step_time"):
         assert tag in tags, sorted(tags)
-    assert tags["learning_rate"][0][1] == pytest.approx(1e-3)
+    # cosine with 2 warm-up steps over 4: 0.5e-3, 1e-3, 1e-3, 0.5e-3; a summary's step is
+    # read in the same session run as its increment, so it names step t or t + 1
+    for step, value in tags["learning_rate"]:
+        rates = [learning_rate("cosine", 1e-3, t, warmup_steps=2, total_steps=4)
+                 for t in (step - 1, step) if 0 <= t < 4]
+        assert any(value == pytest.approx(r, rel=1e-6) for r in rates), (step, value)
+    assert tags["learning_rate"][0][1] == pytest.approx(0.5e-3)
     workers = [t for t in tags if t.startswith("worker_step_time/")]  # one task: this process
     assert len(workers) == 1, sorted(tags)
     assert all(0 < v <= wall for (_, v), (_, wall) in zip(tags[workers[0]], tags["step_time"]))

@@ -31,6 +31,10 @@ Momentum   ``v = mu * v + g;  w -= lr * v``  (tf.train.MomentumOptimizer)
 Adam       ``m, v`` moments, bias-corrected step (tf.train.AdamOptimizer)
 =========  ==========================================================
 
+``learning_rate`` may be a scalar mtf.Tensor (a schedule); ``weight_decay``
+adds decoupled decay ``lr * weight_decay * w`` (AdamW) of the kernels to the
+same write.
+
 Any ``mtf.optimize.Optimizer`` (e.g. ``AdafactorOptimizer``) can be passed to
 :func:`race_free_update_ops` instead; its per-variable rule is used behind the
 same barrier.
@@ -130,17 +134,28 @@ def _rate(learning_rate):
     return learning_rate if isinstance(learning_rate, mtf.Tensor) else float(learning_rate)
 
 
-class Sgd(mtf.optimize.Optimizer):
-    """Plain SGD: ``w -= lr * g``."""
+def _decayed(step, var, learning_rate, weight_decay: float):
+    """``step + learning_rate * weight_decay * var`` for a kernel (rank >= 2; biases and
+    batch-norm parameters do not decay): decoupled weight decay, as AdamW, in the
+    variable's one write (two read-modify-write assigns of one variable would race)."""
+    if not weight_decay or var.outputs[0].shape.ndims < 2:
+        return step
+    return step + var.outputs[0] * (learning_rate * weight_decay)
 
-    def __init__(self, learning_rate: float):
+
+class Sgd(mtf.optimize.Optimizer):
+    """Plain SGD: ``w -= lr * g`` (``+ lr * weight_decay * w`` for kernels)."""
+
+    def __init__(self, learning_rate: float, weight_decay: float = 0.0):
         self.learning_rate = _rate(learning_rate)
+        self.weight_decay = float(weight_decay)
 
     def apply_grad(self, grad, var):
         """``var -= learning_rate * grad`` (no update for a None gradient)."""
         if grad is None:
             return []
-        return [mtf.assign_sub(var, grad * self.learning_rate)]
+        return [mtf.assign_sub(var, _decayed(grad * self.learning_rate, var, self.learning_rate,
+                                             self.weight_decay))]
 
 
 class Momentum(mtf.optimize.Optimizer):
@@ -150,9 +165,10 @@ class Momentum(mtf.optimize.Optimizer):
     own ``MomentumOptimizer`` subtracts the old one, which lags a step).
     """
 
-    def __init__(self, learning_rate: float, momentum: float = 0.9):
+    def __init__(self, learning_rate: float, momentum: float = 0.9, weight_decay: float = 0.0):
         self.learning_rate = _rate(learning_rate)
         self.momentum = float(momentum)
+        self.weight_decay = float(weight_decay)
 
     def apply_grad(self, grad, var):
         """Update the momentum slot and the variable (no update for a None gradient)."""
@@ -163,7 +179,8 @@ class Momentum(mtf.optimize.Optimizer):
             initializer=tf.zeros_initializer(), trainable=False)
         new_slot = slot * self.momentum + grad
         return [mtf.assign(slot, new_slot),
-                mtf.assign_sub(var, new_slot * self.learning_rate)]
+                mtf.assign_sub(var, _decayed(new_slot * self.learning_rate, var,
+                                             self.learning_rate, self.weight_decay))]
 
 
 class Adam(mtf.optimize.Optimizer):
@@ -175,8 +192,9 @@ class Adam(mtf.optimize.Optimizer):
     """
 
     def __init__(self, learning_rate: float, beta1: float = 0.9, beta2: float = 0.999,
-                 epsilon: float = 1e-8, name: str = "adam"):
+                 epsilon: float = 1e-8, name: str = "adam", weight_decay: float = 0.0):
         self.learning_rate = _rate(learning_rate)
+        self.weight_decay = float(weight_decay)
         self.beta1 = float(beta1)
         self.beta2 = float(beta2)
         self.epsilon = float(epsilon)
@@ -213,7 +231,8 @@ class Adam(mtf.optimize.Optimizer):
                              initializer=tf.zeros_initializer(), trainable=False)
         new_m = m * self.beta1 + grad * (1.0 - self.beta1)
         new_v = v * self.beta2 + mtf.square(grad) * (1.0 - self.beta2)
-        step = new_m / (mtf.sqrt(new_v) + self.epsilon) * lr_t
+        step = _decayed(new_m / (mtf.sqrt(new_v) + self.epsilon) * lr_t, var,
+                        self.learning_rate, self.weight_decay)
         return [mtf.assign(m, new_m), mtf.assign(v, new_v), mtf.assign_sub(var, step)]
 
     def apply_grad(self, grad, var):  # pragma: no cover - apply_grads is the entry point

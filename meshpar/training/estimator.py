@@ -171,17 +171,6 @@ def _as_spec(model) -> models.ModelSpec:
     raise ValueError(f"model must be a name, ModelSpec or config, got {model!r}")
 
 
-def _make_optimizer(optimizer, learning_rate):
-    if isinstance(optimizer, str):
-        return optim.make_optimizer(optimizer, learning_rate)
-    if not isinstance(learning_rate, (int, float)):
-        raise ValueError("a learning-rate schedule needs the optimizer by name "
-                         "('adam', 'momentum', 'sgd'), not an optimizer object")
-    if callable(optimizer) and not isinstance(optimizer, mtf.optimize.Optimizer):
-        return optimizer()  # a factory: a fresh optimizer per graph
-    return optimizer
-
-
 def build_model_fn(model, plan=None, *, mesh: Optional[MeshSpec] = None,
                    mesh_shape: Optional[str] = None, layout: Optional[str] = None,
                    devices: Optional[Sequence[str]] = None,
@@ -323,7 +312,7 @@ def lower_model(spec: models.ModelSpec, features, labels, mesh: MeshSpec, is_tra
     if is_training:
         if isinstance(learning_rate, tf.Tensor):  # one scalar, on every processor
             learning_rate = mtf.import_tf_tensor(mtf_mesh, learning_rate, mtf.Shape([]))
-        rule = recipe.wrap(_make_optimizer(optimizer, learning_rate), learning_rate)
+        rule = recipe.optimizer(optimizer, learning_rate)
         update_ops = optim.race_free_update_ops(graph, loss, rule, extra_dependencies=[logits])
         update_ops += list(bn_updates)
     lowering = mtf.Lowering(graph, {mtf_mesh: mesh.make_impl(spec)})

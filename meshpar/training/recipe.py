@@ -20,10 +20,10 @@ learning-rate schedule, decoupled weight decay and gradient clipping.
 ``decay_steps``,    ``step``: multiply by ``decay_rate`` every
 ``decay_rate``      ``decay_steps`` (0.1)
 ``min_lr``          final rate of ``cosine`` (0.0)
-``weight_decay``    decoupled (AdamW-style) decay: after the optimizer's
-                    step, ``w -= lr_t * weight_decay * w`` for kernels
+``weight_decay``    decoupled (AdamW-style) decay: ``w -= lr_t *
+                    weight_decay * w`` with the optimizer's step, for kernels
                     (variables of rank >= 2), not biases or batch-norm
-                    parameters (0.0)
+                    parameters (0.0; :mod:`meshpar.core.optim`)
 ``clip_norm``       scale all gradients by ``clip_norm / max(norm, clip_norm)``
                     (``norm`` the global norm) before the optimizer (None)
 ==================  =========================================================
@@ -40,9 +40,9 @@ from typing import Callable, Mapping, Optional, Union
 import meshpar  # noqa: F401  (installs the mesh_tensorflow import shim)
 import mesh_tensorflow as mtf
 
-from meshpar.core.optim import after_all
+from meshpar.core.optim import make_optimizer
 
-__all__ = ["Recipe", "DecayAndClip", "balanced_accuracy", "PARAM_KEYS"]
+__all__ = ["Recipe", "ClipByGlobalNorm", "balanced_accuracy", "PARAM_KEYS"]
 
 PARAM_KEYS = ("loss", "class_weights", "focal_gamma", "metrics", "lr_schedule", "warmup_steps",
               "total_steps", "decay_steps", "decay_rate", "min_lr", "weight_decay", "clip_norm")
@@ -126,68 +126,50 @@ class Recipe:
         return make_loss(self.loss, {"class_weights": self.class_weights,
                                      "focal_gamma": self.focal_gamma})
 
-    def wrap(self, rule, learning_rate):
-        """``rule`` with weight decay and clipping around it (``rule`` itself when both
-        are off). ``learning_rate``: the float or mtf scalar the rule uses."""
-        if not self.weight_decay and self.clip_norm is None:
-            return rule
-        return DecayAndClip(rule, learning_rate, self.weight_decay, self.clip_norm)
+    def optimizer(self, rule, learning_rate):
+        """The optimizer of the step: ``rule`` (a name of :func:`meshpar.core.optim.make_optimizer`,
+        an mtf optimizer or a factory of one) at ``learning_rate`` (a float or a scalar
+        mtf tensor) with the recipe's weight decay, clipped when ``clip_norm`` is set."""
+        if isinstance(rule, str):
+            rule = make_optimizer(rule, learning_rate, weight_decay=self.weight_decay)
+        else:
+            if self.scheduled or self.weight_decay:
+                raise ValueError("a learning-rate schedule or weight decay needs the optimizer "
+                                 "by name ('adam', 'momentum', 'sgd'), not an optimizer object")
+            if callable(rule) and not isinstance(rule, mtf.optimize.Optimizer):
+                rule = rule()  # a factory: a fresh optimizer per graph
+        return rule if self.clip_norm is None else ClipByGlobalNorm(rule, self.clip_norm)
 
     def eval_metrics(self, labels, predictions: dict) -> dict:
         """The ``metrics`` functions applied to one evaluation batch."""
         return {name: fn(labels, predictions) for name, fn in self.metrics.items()}
 
 
-def _decays(variable) -> bool:
-    """Kernels decay; biases, batch-norm scales and offsets (rank 1) do not."""
-    return variable.outputs[0].shape.ndims >= 2
+class ClipByGlobalNorm(mtf.optimize.Optimizer):
+    """An mtf optimizer around another whose gradients are first scaled by
+    ``clip_norm / max(norm, clip_norm)``, ``norm`` the global norm of all of them
+    (a sum of per-gradient all-reduced squares, the same on every mesh).
 
-
-class DecayAndClip(mtf.optimize.Optimizer):
-    """An mtf optimizer around another: gradients clipped to a global norm, then the
-    inner step, plus decoupled weight decay ``w -= lr * weight_decay * w`` of the
-    kernels, all from the values of the step's start.
-
-    The gradients it gets are the race-free step's gated ones (they wait for
-    the whole backward pass). Each decayed variable's decay term also waits
-    for its gated gradient, and the inner rule's update waits for the decay
-    term, so every read of a variable precedes both writes to it.
+    It gets the race-free step's gated gradients, so the norm waits for the whole
+    backward pass like the inner rule does.
     """
 
-    def __init__(self, inner, learning_rate, weight_decay: float = 0.0,
-                 clip_norm: Optional[float] = None):
+    def __init__(self, inner, clip_norm: float):
         self.inner = inner
-        self.learning_rate = learning_rate
-        self.weight_decay = float(weight_decay)
-        self.clip_norm = None if clip_norm is None else float(clip_norm)
+        self.clip_norm = float(clip_norm)
 
     def apply_grads(self, grads, variables):
-        """Clip, decay and step; returns the assign operations."""
-        grads = list(grads)
-        if self.clip_norm is not None:
-            grads = self._clipped(grads)
-        ops = []
-        if self.weight_decay:
-            for i, (grad, var) in enumerate(zip(grads, variables)):
-                if grad is None or not _decays(var):
-                    continue
-                shrink = after_all(var.outputs[0] * (self.learning_rate * self.weight_decay),
-                                   [grad])
-                ops.append(mtf.assign_sub(var, shrink))
-                grads[i] = after_all(grad, [shrink])
-        return self.inner.apply_grads(grads, variables) + ops
-
-    def _clipped(self, grads):
+        """Clip, then the inner rule's update; returns its assign operations."""
         present = [g for g in grads if g is not None]
-        if not present:
-            return grads
-        total = mtf.add_n([mtf.reduce_sum(mtf.square(g)) for g in present])
-        scale = self.clip_norm / mtf.maximum(mtf.sqrt(total), self.clip_norm)
-        return [None if g is None else g * scale for g in grads]
+        if present:
+            total = mtf.add_n([mtf.reduce_sum(mtf.square(g)) for g in present])
+            scale = mtf.minimum(mtf.rsqrt(total) * self.clip_norm, 1.0)
+            grads = [None if g is None else g * scale for g in grads]
+        return self.inner.apply_grads(grads, variables)
 
     def apply_grad(self, grad, var):
         """Not supported: the global norm needs every gradient, so use :meth:`apply_grads`."""
-        raise ValueError("DecayAndClip needs all gradients: call apply_grads")
+        raise ValueError("ClipByGlobalNorm needs all gradients: call apply_grads")
 
 
 def balanced_accuracy(labels, predictions):

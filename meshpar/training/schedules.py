@@ -76,7 +76,7 @@ def learning_rate_tensor(name: str, lr: float, global_step, warmup_steps: int = 
     check_schedule(name, lr, warmup_steps, total_steps, decay_steps, decay_rate, min_lr)
     t = tf.cast(global_step, tf.float64)
     if name == "cosine":
-        u = tf.minimum(1.0, (t - warmup_steps) / float(total_steps - warmup_steps))
+        u = tf.minimum((t - warmup_steps) / float(total_steps - warmup_steps), 1.0)
         rate = min_lr + (lr - min_lr) * 0.5 * (1.0 + tf.cos(math.pi * u))
     elif name == "step":
         rate = lr * tf.pow(tf.constant(decay_rate, tf.float64),
@@ -85,4 +85,4 @@ def learning_rate_tensor(name: str, lr: float, global_step, warmup_steps: int = 
         rate = tf.constant(lr, tf.float64)
     if warmup_steps:
         rate = tf.where(t < warmup_steps, lr * (t + 1.0) / warmup_steps, rate)
-    return tf.cast(rate, tf.float32, name="learning_rate")
+    return tf.cast(rate, tf.float32, name="scheduled_learning_rate")
