@@ -30,6 +30,8 @@ setup(
     ],
     extras_require={
         "gpu": ["tensorflow[and-cuda]==2.15.1"],
+        # phantoms built on the MNI152 template nilearn ships (meshpar.data.template_phantoms)
+        "template": ["nilearn>=0.10"],
         "test": TEST,
     },
     entry_points={"console_scripts": ["meshpar=meshpar.cli:main"]},

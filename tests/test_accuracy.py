@@ -1,22 +1,42 @@
-"""resattnet3d-small learns the synthetic AD-vs-NC phantoms (held-out accuracy >= 90%).
+"""The phantom tasks are learnable at the default settings: what their ground truth allows.
 
-Trained through ``meshpar train`` (tf.estimator) on an uneven 2-device mesh,
-96 phantoms at 32^3 (72 train, 24 held out), 150 Adam steps of batch 8.
-Deterministic ops and seeds: the same machine gives the same number.
+No network is trained here (accuracy of the model is measured by the
+protocol, ``meshpar evaluate``, over seeds and folds; see docs/accuracy.md).
+These checks guard the data: a classifier given the generator's
+image-visible anatomy of 400 subjects per class (fitted on half, scored on the
+other half) separates NC from AD almost perfectly and sMCI from pMCI well but
+not perfectly, while the disease stage itself bounds both.
 """
-import re
+import numpy as np
 
-from meshpar.cli import main
+from meshpar.data.phantoms import anatomy_measures, sample_params
+from meshpar.evaluation.ceiling import ceiling_metrics
 
 
-def test_resattnet3d_small_reaches_90_percent_held_out_accuracy(capsys, tmp_path):
-    status = main(["train", "--synthetic", "--model", "resattnet3d-small",
-                   "--speeds", "0.9,0.3", "--steps", "150", "--batch", "8",
-                   "--n-synthetic", "96", "--lr", "3e-3", "--threads", "2", "--seed", "0",
-                   "--no-progress", "--model-dir", str(tmp_path / "model")])
-    out = capsys.readouterr().out
-    assert status == 0, out
-    accuracy = float(re.search(r"eval accuracy\s+([0-9.]+)", out).group(1))
-    auc = float(re.search(r"eval auc\s+([0-9.]+)", out).group(1))
-    assert accuracy >= 0.90, out
-    assert auc >= 0.90, out
+def _truth(labels, n_per_class=400, seed=7):
+    rng = np.random.default_rng(seed)
+    truth = {}
+    for label in labels:
+        for i in range(n_per_class):
+            p = sample_params(rng, label, labels)
+            truth[f"{label}-{i}"] = {"label": label, "atrophy": p.atrophy,
+                                     "measures": anatomy_measures(p)}
+    return truth
+
+
+def _ceilings(labels):
+    truth = _truth(labels)
+    keys = sorted(truth)
+    return ceiling_metrics(truth, keys[::2], keys[1::2], labels[1])
+
+
+def test_ad_vs_nc_is_separable_from_anatomy():
+    c = _ceilings(("NC", "AD"))
+    assert c["anatomy"]["accuracy"] >= 0.97
+    assert c["anatomy"]["auc"] >= 0.99
+
+
+def test_smci_vs_pmci_is_learnable_but_harder():
+    c = _ceilings(("sMCI", "pMCI"))
+    assert 0.88 <= c["anatomy"]["accuracy"] < 0.99
+    assert c["anatomy"]["accuracy"] <= c["disease_stage"]["accuracy"] + 0.02

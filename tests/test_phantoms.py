@@ -136,3 +136,35 @@ def test_cli_synth_rejects_a_bad_shape(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["data", "synth", "--out", str(tmp_path / "x"), "--shape", "32,32"])
     assert "three positive sizes" in capsys.readouterr().err
+
+
+def test_phantoms_json_records_image_visible_measures(tmp_path):
+    write_dataset(tmp_path / "m", 4, shape=(8, 8, 8), seed=1)
+    meta = json.loads((tmp_path / "m" / "phantoms.json").read_text())
+    assert meta["anatomy"] == "geometric"
+    measures = meta["subjects"][0]["measures"]
+    assert set(measures) == {"ventricle_fraction", "hippocampus_scale", "temporal_horn_scale",
+                             "cortex_thickness", "sulcal_width", "age"}
+
+
+def test_template_phantoms_atrophy_is_a_local_deformation(tmp_path):
+    pytest.importorskip("nilearn")
+    from meshpar.data import template_phantoms as tp
+
+    # The deformation moves points near a ventricle, leaves far points alone.
+    centre = np.array([tp.STRUCTURES["left lateral ventricle"][0]])
+    far = np.array([[60.0, 60.0, 60.0]])
+    scales = {"ventricle": 1.5, "hippocampus": 0.7, "temporal_horn": 1.3}
+    near = centre + [[3.0, 0.0, 0.0]]
+    moved = tp.deformation(near, scales) - centre
+    assert 0 < moved[0, 0] < 3.0  # drawn from closer to the centre: the ventricle grows
+    np.testing.assert_allclose(tp.deformation(far, scales), far, atol=1e-6)
+    write = tp.write_dataset(tmp_path / "t", 4, shape=(16, 16, 16), seed=2)
+    meta = json.loads((tmp_path / "t" / "phantoms.json").read_text())
+    assert meta["anatomy"] == "template" and write.name == "labels.csv"
+    img = nib.load(str(tmp_path / "t" / meta["subjects"][0]["subject"]))
+    assert img.shape == (16, 16, 16) and float(np.asarray(img.dataobj).max()) > 0
+    ad = [s for s in meta["subjects"] if s["label"] == "AD"]
+    nc = [s for s in meta["subjects"] if s["label"] == "NC"]
+    assert min(s["measures"]["ventricle_scale"] for s in ad) > \
+        min(s["measures"]["ventricle_scale"] for s in nc)

@@ -151,11 +151,15 @@ def train_command(run: Run, model: str, train_args: Sequence[str] = (),
                "--json"] + list(train_args) + list(run.config.train_args))
 
 
-def predict_command(run: Run, batch: Optional[int] = None) -> List[str]:
-    """``meshpar predict`` argv writing ``run``'s held-out predictions."""
-    cmd = [sys.executable, "-m", "meshpar", "predict", "--model-dir", str(run.model_dir),
-           "--data", str(run.data_dir)] + _split_args(run) + ["--out", str(run.predictions)]
-    return cmd + (["--batch", str(batch)] if batch else [])
+def predict_command(run: Run, threads: int = 1) -> List[str]:
+    """``meshpar predict`` argv writing ``run``'s held-out predictions, on the run's
+    own mesh, from the checkpoint training kept as best (``--keep-best``) if any,
+    else the latest."""
+    best = (run.model_dir / "best" / "best.json").is_file()
+    return ([sys.executable, "-m", "meshpar", "predict", "--model-dir", str(run.model_dir),
+             "--data", str(run.data_dir)] + _split_args(run)
+            + ["--out", str(run.predictions), "--force", "--threads", str(threads),
+               "--checkpoint", "best" if best else "latest"] + list(run.config.train_args))
 
 
 def _call(cmd: List[str], log: Path) -> str:
@@ -187,7 +191,7 @@ def execute(run: Run, model: str, train_args: Sequence[str] = (), threads: int =
     if not lines:
         raise RuntimeError(f"meshpar train printed no JSON summary; see {log}")
     summary = json.loads(lines[-1])
-    _call(predict_command(run), log)
+    _call(predict_command(run, threads), log)
     summary["seconds"] = time.perf_counter() - start
     tmp = run.summary.with_suffix(".tmp")
     tmp.write_text(json.dumps(summary, indent=1), encoding="utf-8")

@@ -80,8 +80,8 @@ def score_run(run: Run, summary: dict) -> dict:
     p = [preds[k]["p"] for k in keys]
     scored = {"key": run.key, "seed": run.seed, "fold": run.fold, "config": run.config.name,
               "metrics": binary_metrics(y, p), "p": {k: preds[k]["p"] for k in keys},
-              "train": {k: summary.get(k) for k in ("steps", "last_loss", "best_step",
-                                                    "seconds", "train_seconds") if k in summary}}
+              "train": {k: summary.get(k) for k in ("steps", "last_loss", "best", "seconds",
+                                                    "train_seconds", "test") if k in summary}}
     if (run.data_dir / "phantoms.json").is_file():
         scored["ceilings"] = ceiling_metrics(load_truth(run.data_dir), rest, keys, run.labels[1])
     return scored

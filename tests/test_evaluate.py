@@ -1,0 +1,183 @@
+"""The accuracy protocol: metric formulas by hand, ceilings, fold checks, and one tiny run."""
+import csv
+import json
+import math
+
+import numpy as np
+import pytest
+
+from meshpar.cli import main
+from meshpar.data import fold_split, person_id, read_labels
+from meshpar.evaluation import ceiling, metrics, protocol, report
+
+
+def test_binary_metrics_match_hand_counts():
+    # 3 positives (p 0.9, 0.4, 0.7), 4 negatives (p 0.2, 0.6, 0.1, 0.5)
+    y = [1, 1, 1, 0, 0, 0, 0]
+    p = [0.9, 0.4, 0.7, 0.2, 0.6, 0.1, 0.5]
+    m = metrics.binary_metrics(y, p)
+    # predicted 1: 0.9, 0.7, 0.6 (0.5 is not > 0.5): TP 2, FN 1, FP 1, TN 3
+    assert m["accuracy"] == pytest.approx(5 / 7)
+    assert m["sensitivity"] == pytest.approx(2 / 3)
+    assert m["specificity"] == pytest.approx(3 / 4)
+    assert m["balanced_accuracy"] == pytest.approx((2 / 3 + 3 / 4) / 2)
+    # positive > negative pairs: 0.9 beats 4, 0.4 beats 2 (0.2, 0.1), 0.7 beats 4 -> 10 of 12
+    assert m["auc"] == pytest.approx(10 / 12)
+    assert m["n"] == 7
+
+
+def test_auc_counts_ties_half_and_is_nan_without_both_classes():
+    assert metrics.auc([1, 0], [0.5, 0.5]) == 0.5
+    assert math.isnan(metrics.auc([1, 1], [0.2, 0.8]))
+    m = metrics.binary_metrics([1, 1], [0.2, 0.8])
+    assert math.isnan(m["specificity"]) and m["sensitivity"] == 0.5
+
+
+def test_metrics_refuse_bad_input():
+    with pytest.raises(ValueError, match="0 or 1"):
+        metrics.binary_metrics([2, 0], [0.1, 0.2])
+    with pytest.raises(ValueError, match="same length"):
+        metrics.binary_metrics([1, 0], [0.1])
+    with pytest.raises(ValueError, match="no predictions"):
+        metrics.binary_metrics([], [])
+
+
+def test_paired_comparison_by_hand():
+    a, b = [0.80, 0.90, 0.70, 0.85], [0.82, 0.90, 0.74, 0.84]
+    c = metrics.paired_comparison(a, b)
+    d = np.array(b) - np.array(a)  # 0.02, 0, 0.04, -0.01
+    assert c["mean_difference"] == pytest.approx(0.0125)
+    assert c["std_difference"] == pytest.approx(float(np.std(d, ddof=1)))
+    assert (c["wins"], c["ties"], c["losses"]) == (2, 1, 1)
+    half = 3.182446 * c["std_difference"] / 2  # t(0.975, 3 dof) * s / sqrt(4)
+    assert c["ci95"] == pytest.approx([0.0125 - half, 0.0125 + half], abs=1e-6)
+    # s = sqrt(1.475e-3 / 3) = 0.022174, t = 0.0125 / (s / 2) = 1.1275; two-sided, 3 dof
+    assert c["std_difference"] == pytest.approx(0.022174, abs=1e-6)
+    assert c["p_value"] == pytest.approx(0.3416, abs=1e-3)
+    same = metrics.paired_comparison([0.5, 0.6], [0.5, 0.6])
+    assert same["mean_difference"] == 0 and math.isnan(same["p_value"])
+
+
+def test_prediction_agreement_on_common_subjects():
+    a = {"s1": 0.9, "s2": 0.45, "s3": 0.2}
+    b = {"s1": 0.88, "s2": 0.55, "s4": 0.1}
+    g = metrics.prediction_agreement(a, b)
+    assert g["subjects"] == 2
+    assert g["max_abs_p_difference"] == pytest.approx(0.10)
+    assert g["label_agreement"] == 0.5
+
+
+def test_logistic_ceiling_separates_a_separable_feature_and_not_noise():
+    rng = np.random.default_rng(0)
+    y = np.repeat([0, 1], 50)
+    x = (y + rng.normal(0, 0.1, size=100))[:, None]
+    model = ceiling.fit_logistic(x[::2], y[::2])
+    assert ((ceiling.predict_logistic(model, x[1::2]) > 0.5) == y[1::2]).mean() == 1.0
+    noise = rng.normal(size=(100, 1))
+    model = ceiling.fit_logistic(noise[::2], y[::2])
+    acc = ((ceiling.predict_logistic(model, noise[1::2]) > 0.5) == y[1::2]).mean()
+    assert acc < 0.75
+
+
+def _dataset_with_repeat_scans(tmp_path):
+    """12 people, two scans each (same subject_id), written as phantoms."""
+    from meshpar.data.phantoms import write_dataset
+
+    root = tmp_path / "ds"
+    write_dataset(root, 24, shape=(8, 8, 8), seed=3)
+    rows = list(csv.DictReader(open(root / "labels.csv")))
+    rows.sort(key=lambda r: r["label"])
+    with open(root / "labels.csv", "w", newline="") as f:
+        out = csv.writer(f)
+        out.writerow(["subject", "label", "subject_id"])
+        for i, r in enumerate(rows):
+            out.writerow([r["subject"], r["label"], f"person{i // 2}"])
+    return root
+
+
+def test_fold_check_accepts_the_fold_and_refuses_anything_else(tmp_path):
+    root = _dataset_with_repeat_scans(tmp_path)
+    run = protocol.Run("ad-nc", ("NC", "AD"), 5, 4, 1, protocol.Config("one-device"), root,
+                       tmp_path / "run")
+    subjects = read_labels(root, ("NC", "AD"))
+    rest, held = fold_split(subjects, 4, 1, seed=5)
+    assert not {person_id(s) for s in rest} & {person_id(s) for s in held}
+    key = lambda s: str(s.path.relative_to(root))  # noqa: E731
+    train_keys = report.check_fold(run, [key(s) for s in held])
+    assert sorted(train_keys) == sorted(key(s) for s in rest)
+    with pytest.raises(ValueError, match="differ from fold 1"):
+        report.check_fold(run, [key(s) for s in held[1:]])  # a scan missing
+    with pytest.raises(ValueError, match="differ from fold 1"):
+        report.check_fold(run, [key(s) for s in held] + [key(rest[0])])
+
+
+def test_ceiling_on_phantom_ground_truth(tmp_path):
+    from meshpar.data.phantoms import write_dataset
+
+    write_dataset(tmp_path / "p", 24, shape=(8, 8, 8), seed=2)
+    truth = ceiling.load_truth(tmp_path / "p")
+    keys = sorted(truth)
+    out = ceiling.ceiling_metrics(truth, keys[::2], keys[1::2], "AD")
+    assert set(out) == set(ceiling.CEILINGS)
+    assert out["disease_stage"]["accuracy"] >= 0.9  # NC (0) vs AD (1): far apart
+    assert len(ceiling.ceiling_features(truth[keys[0]], "anatomy")) == 6
+    with pytest.raises(ValueError, match="phantoms.json"):
+        ceiling.load_truth(tmp_path)
+
+
+def test_protocol_runs_a_tiny_configuration_and_never_mixes_a_person(tmp_path, capsys):
+    """resattnet3d-tiny (16^3), 2 training steps, one device, seed 3, fold 0 of 3;
+    every run's predictions are exactly its test fold and no person is on both sides."""
+    out = tmp_path / "acc"
+    args = ["evaluate", "--out", str(out), "--tasks", "smci-pmci", "--seeds", "3", "--n", "12",
+            "--folds", "3", "--model", "resattnet3d-tiny", "--only", "one-device",
+            "--train-args", "--steps 2 --batch 4 --val-fraction 0.2"]
+    assert main(args) == 0
+    result = json.loads((out / "accuracy.json").read_text())
+    task = result["tasks"]["smci-pmci"]
+    runs = task["configs"]["one-device"]["runs"]
+    assert [r["seed"] for r in runs] == [3]
+    assert task["configs"]["one-device"]["summary"]["accuracy"]["n"] == 1
+    assert set(task["ceilings"]) == set(ceiling.CEILINGS)
+    assert (out / "accuracy.png").stat().st_size > 0
+    for seed in (3,):
+        data = out / "data" / f"smci-pmci-seed{seed}"
+        preds = list(csv.DictReader(open(out / "runs" / f"smci-pmci-seed{seed}-fold0"
+                                         / "one-device" / "predictions.csv")))
+        subjects = read_labels(data, ("sMCI", "pMCI"))
+        rest, held = fold_split(subjects, 3, 0, seed=seed)
+        assert sorted(r["subject_id"] for r in preds) == sorted(s.subject_id for s in held)
+        assert not {s.subject_id for s in rest} & {r["subject_id"] for r in preds}
+    # a second call resumes: nothing is trained again, same numbers
+    capsys.readouterr()
+    assert main(args) == 0
+    assert json.loads((out / "accuracy.json").read_text())["tasks"]["smci-pmci"]["configs"] == \
+        task["configs"]
+
+
+def test_summarize_pairs_configurations_by_seed_and_fold():
+    def row(key, config, acc_p, p):
+        y = [1, 0, 1, 0]
+        return {"key": key, "seed": int(key[-7]), "fold": 0, "config": config,
+                "metrics": metrics.binary_metrics(y, acc_p), "train": {}, "p": p}
+
+    scored = [row("ad-nc-seed0-fold0", "one-device", [0.9, 0.1, 0.8, 0.3], {"a": 0.9}),
+              row("ad-nc-seed0-fold0", "uneven-mesh", [0.9, 0.1, 0.8, 0.3], {"a": 0.9}),
+              row("ad-nc-seed1-fold0", "one-device", [0.9, 0.6, 0.8, 0.3], {"a": 0.6}),
+              row("ad-nc-seed1-fold0", "uneven-mesh", [0.9, 0.1, 0.8, 0.3], {"a": 0.4})]
+    s = report.summarize(scored, {"ad-nc": ("NC", "AD")}, ["one-device", "uneven-mesh"])
+    paired = s["ad-nc"]["paired"]["uneven-mesh"]
+    assert paired["accuracy"]["mean_difference"] == pytest.approx(0.125)  # (0 + 0.25) / 2
+    assert paired["predictions"]["max_abs_p_difference"] == pytest.approx(0.2)
+    assert paired["predictions"]["label_agreement"] == 0.5
+    assert s["ad-nc"]["configs"]["one-device"]["summary"]["accuracy"]["mean"] == \
+        pytest.approx(0.875)
+    assert "uneven-mesh" in report.format_table(s)
+
+
+def test_evaluate_refuses_bad_options(capsys):
+    assert main(["evaluate", "--out", "x", "--tasks", "ad-nc,bogus"]) == 2
+    assert "unknown task" in capsys.readouterr().err
+    assert main(["evaluate", "--out", "x", "--data", "nowhere", "--labels", "A,B"]) == 2
+    assert main(["evaluate", "--out", "x", "--labels", "A,B"]) == 2
+    assert main(["evaluate", "--out", "x", "--n", "6", "--folds", "5"]) == 2
