@@ -3,8 +3,9 @@ against the one-processor result: the forward values and the gradients with
 respect to every float input.
 
 The loss is ``sum(output * r)`` with a fixed random ``r`` per output, so every
-element of every gradient matters. An op that cannot work on an uneven split
-must fail with an error naming the op and the dimension (``REFUSED``).
+element of every gradient matters. A layout an op cannot lower under (upstream
+refuses it even when split evenly) must fail with an error naming the op and
+the dimension (``REFUSED``).
 """
 import numpy as np
 import pytest
