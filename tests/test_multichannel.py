@@ -83,3 +83,16 @@ def test_two_channel_network_on_an_uneven_hybrid_mesh_trains_like_one_device():
         assert loss_b == pytest.approx(loss_a, abs=1e-5)
         np.testing.assert_allclose(logits_b, logits_a, atol=1e-5)
     assert one[1][0] != pytest.approx(one[0][0], abs=1e-6)  # the step changed the weights
+
+
+def test_augmented_loads_reuse_the_fixed_steps_and_give_the_same_examples(two_channel_dir):
+    def dataset(cache_bytes):
+        return NiftiDataset(two_channel_dir, (10, 10, 10), channels=2, cache_bytes=cache_bytes,
+                            transform=default_transform((10, 10, 10), augment=True))
+
+    cached, fresh = dataset(2**20), dataset(0)
+    for draw in range(2):  # the second draw starts from the kept re-oriented, resampled volumes
+        a, _ = cached.load(0, np.random.default_rng(draw))
+        b, _ = fresh.load(0, np.random.default_rng(draw))
+        np.testing.assert_array_equal(a, b)
+    assert list(cached._fixed_cache) == [0] and not fresh._fixed_cache

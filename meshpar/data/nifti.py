@@ -39,7 +39,7 @@ from typing import Callable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from meshpar.data.transforms import default_transform
+from meshpar.data.transforms import Compose, default_transform
 from meshpar.data.types import (BadDataError, BadLabelsError, BadSubjectError, PathLike, Skipped,
                                 Subject, Volume)
 
@@ -293,8 +293,9 @@ class NiftiDataset:
     cache_bytes : int
         Keep pre-processed examples in memory, up to this many bytes (default
         512 MiB; 0 turns it off), so later epochs skip reading and
-        pre-processing. Only deterministic loads are cached: augmented ones
-        (``rng`` given) are always computed afresh.
+        pre-processing. Augmented loads (``rng`` given) keep only the output
+        of the steps before the first random one (re-orient, resample) and
+        compute the rest afresh.
     channels : int
         Volumes per subject: 1 (a 3-D file) or C co-registered modalities in
         one 4-D file, channels last. Each channel goes through ``transform``
@@ -330,6 +331,7 @@ class NiftiDataset:
             raise ValueError(f"cache_bytes must be >= 0, got {cache_bytes}")
         self.cache_bytes = int(cache_bytes)
         self._cache: dict = {}  # index -> (example, class id), deterministic loads only
+        self._fixed_cache: dict = {}  # index -> channel volumes after the non-random steps
         self.shape = tuple(int(s) for s in shape)
         if len(self.shape) != 3 or min(self.shape) < 1:
             raise ValueError(f"shape must be three positive sizes, got {tuple(shape)}")
@@ -423,13 +425,14 @@ class NiftiDataset:
         if rng is None and index in self._cache:
             return self._cache[index]
         subject = self.subjects[index]
-        vol = load_volume(subject.path, self.channels)
-        if self.channels == 1:
-            data = self._preprocess(vol, rng)[..., None]
-        else:  # the same draws for every channel: copies of one generator state
-            data = np.stack([self._preprocess(vol.replace(data=vol.data[..., c]),
-                                              copy.deepcopy(rng))
-                             for c in range(self.channels)], axis=-1)
+        fixed, rest = self._split_transform()
+        if rng is not None and fixed is not None:  # augmenting: reuse the fixed steps' output
+            volumes = self._fixed_volumes(index, fixed)
+        else:
+            volumes, rest = self._channel_volumes(load_volume(subject.path, self.channels)), \
+                self.transform
+        # the same draws for every channel: copies of one generator state
+        data = np.stack([self._preprocess(rest, v, copy.deepcopy(rng)) for v in volumes], axis=-1)
         if not np.all(np.isfinite(data)):
             raise BadSubjectError(subject.path, "pre-processing produced NaN or infinite values")
         item = (data, self.label_index(subject))
@@ -438,9 +441,38 @@ class NiftiDataset:
                 self._cache[index] = item
         return item
 
-    def _preprocess(self, vol: Volume, rng) -> np.ndarray:
-        """One channel through the transform chain, checked to be ``shape``."""
-        vol = self.transform(vol, rng) if getattr(self.transform, "random", False) else self.transform(vol)
+    def _channel_volumes(self, vol: Volume) -> List[Volume]:
+        """One 3-D volume per channel."""
+        if self.channels == 1:
+            return [vol]
+        return [vol.replace(data=vol.data[..., c]) for c in range(self.channels)]
+
+    def _split_transform(self):
+        """``(fixed, rest)``: the steps of a :class:`Compose` before its first random one,
+        and the others; ``(None, transform)`` when there is no such prefix."""
+        steps = list(getattr(self.transform, "transforms", []))
+        if not isinstance(self.transform, Compose) or not steps:
+            return None, self.transform
+        k = next((i for i, t in enumerate(steps) if getattr(t, "random", False)), len(steps))
+        return (Compose(steps[:k]), Compose(steps[k:])) if k else (None, self.transform)
+
+    def _fixed_volumes(self, index: int, fixed) -> List[Volume]:
+        """The channel volumes of ``index`` after the deterministic steps (re-orient,
+        resample), kept in memory within ``cache_bytes`` so augmented epochs skip
+        reading and resampling."""
+        if index in self._fixed_cache:
+            return self._fixed_cache[index]
+        vol = load_volume(self.subjects[index].path, self.channels)
+        volumes = [fixed(v) for v in self._channel_volumes(vol)]
+        size = sum(v.data.nbytes for v in volumes)
+        if (len(self._fixed_cache) + 1) * size <= self.cache_bytes:
+            with self._lock:
+                self._fixed_cache[index] = volumes
+        return volumes
+
+    def _preprocess(self, transform, vol: Volume, rng) -> np.ndarray:
+        """One channel through ``transform``, checked to be ``shape``."""
+        vol = transform(vol, rng) if getattr(transform, "random", False) else transform(vol)
         data = np.asarray(vol.data, dtype=np.float32)
         if data.shape != self.shape:
             raise ValueError(f"{vol.path}: pre-processing gave shape {data.shape}, expected {self.shape}")
