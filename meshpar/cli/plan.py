@@ -20,6 +20,7 @@ EPILOG = """examples:
   meshpar plan --speeds 1.0,0.5,0.3,0.2 --model resattnet3d-small --batch 8 --method ga
   meshpar plan --profile profile.json --batch 8 --out plan.json --plot plan.png
   meshpar plan --speeds 1.0,0.25 --model vgg-cifar-small --batch 4 --method exact --json
+  meshpar plan --speeds 1.0,0.5,0.3,0.2 --model vgg-cifar --batch 32 --method exact --time-limit 60
 """
 
 
@@ -43,7 +44,8 @@ def register(subparsers) -> None:
     parser.add_argument("--generations", type=int, default=None, help="GA generations")
     parser.add_argument("--population", type=int, default=None, help="GA population size")
     parser.add_argument("--time-limit", type=float, default=None,
-                        help="stop the GA after this many seconds")
+                        help="ga: stop after this many seconds; exact: give up (exit 2) "
+                             "unless the optimum is proven within this many seconds")
     parser.add_argument("--progress", action="store_true",
                         help="show the GA progress bar even when stderr is not a terminal")
     parser.add_argument("--all-devices", action="store_true",
@@ -85,6 +87,10 @@ def run(args) -> int:
                     raise ValueError(f"--{name.replace('_', '-')} must be > 0, got {value}")
                 options[name] = value
         options["progress"] = bool(args.progress or sys.stderr.isatty())
+    elif args.method == "exact" and args.time_limit is not None:
+        if not args.time_limit > 0:
+            raise ValueError(f"--time-limit must be > 0, got {args.time_limit}")
+        options["time_limit"] = args.time_limit
     result = plan(model, cluster, args.batch, method=args.method, seed=args.seed,
                   subsets=not args.all_devices, **options)
     if not result.feasible:
@@ -147,6 +153,10 @@ def format_plan(result, cluster=None, max_rows: int = 16) -> str:
         f"(ratio {result.predicted_step_seconds / result.lower_bound_seconds:.3f})",
         f"planning time     {result.planning_seconds:.3f} s",
     ]
+    if result.extra.get("gap") is not None and "lower_bound_seconds" in result.extra:
+        lines.append(f"proven optimum    gap {100 * result.extra['gap']:.4g}% to the bound "
+                     f"{result.extra['lower_bound_seconds']:.6g} s "
+                     f"({result.extra.get('solver', 'exact')})")
     if len(result.history) > 1:
         lines.append(f"GA history        {result.history[0]:.6g} -> {result.history[-1]:.6g} s "
                      f"over {len(result.history)} generations")

@@ -25,13 +25,19 @@ from meshpar.planning.cluster import ClusterSpec
 from meshpar.planning.cost_model import CostModel
 from meshpar.planning.description import ModelDescription
 from meshpar.planning.plan import Plan
-from meshpar.planning.planners.common import allowed_shapes, build_plan, better
+from meshpar.planning.cost_model import split_sizes_batch
+from meshpar.planning.planners.common import (allowed_shapes, better, build_plan,
+                                              proportional_weights)
+from meshpar.planning.planners.milp import (allreduce_bound, constant_speeds, formulate,
+                                            identical_neighbours, row_time_bounds)
 
 #: Largest number of candidate plans the exhaustive search will evaluate.
 MAX_CANDIDATES = 3_000_000
 #: Largest device count (placements are enumerated from n! permutations).
 MAX_DEVICES = 8
 CHUNK = 16384
+#: Most programs (batch splits x placements) the MILP search will set up.
+MAX_PROGRAMS = 200_000
 
 
 def compositions(total: int, parts: int) -> np.ndarray:
@@ -95,25 +101,209 @@ def count_candidates(cost: CostModel, shapes: Optional[Sequence[tuple]] = None) 
     return total
 
 
+class ExactTimeLimit(ValueError):
+    """The exact planner did not prove its plan optimal within ``time_limit``.
+
+    ``plan`` is the best plan found (None if none), ``gap`` the proven relative
+    gap of its step time to the best lower bound.
+    """
+
+    def __init__(self, message: str, plan: Optional[Plan], gap: float):
+        super().__init__(message)
+        self.plan = plan
+        self.gap = gap
+
+
 def plan_exact(model: ModelDescription, cluster: ClusterSpec, batch: int,
                shapes: Optional[Sequence[tuple]] = None, cost: Optional[CostModel] = None,
+               time_limit: Optional[float] = None, mip_rel_gap: float = 1e-6,
                max_candidates: int = MAX_CANDIDATES) -> Plan:
-    """Exhaustive optimum of the cost model; ValueError if the space is too large."""
+    """Optimum of the cost model: a MILP per mesh shape and placement (devices of
+    constant speed), else exhaustive search of small spaces.
+
+    ``time_limit`` (seconds, whole search) makes an unproven result an
+    :class:`ExactTimeLimit` (a ValueError naming the limit and the gap reached).
+    The plan's ``extra`` holds ``solver``, ``gap`` (proven relative gap),
+    ``lower_bound_seconds`` (proven) and ``programs`` (MILPs solved, pruned).
+    """
     t0 = time.perf_counter()
     cost = cost or CostModel(model, cluster, batch)
+    if time_limit is not None and not time_limit > 0:
+        raise ValueError(f"time_limit must be > 0 seconds, got {time_limit!r}")
+    if not 0 <= mip_rel_gap < 1:
+        raise ValueError(f"mip_rel_gap must be in [0, 1), got {mip_rel_gap!r}")
+    speeds = constant_speeds(cost)
+    if speeds is None:
+        return _plan_enumerated(cost, shapes, max_candidates, t0)
+    if cost.n > MAX_DEVICES:
+        raise ValueError(f"exact planner handles at most {MAX_DEVICES} devices "
+                         f"(placements are enumerated), got {cost.n}; use --method ga")
+    search = _MilpSearch(cost, speeds, shapes, time_limit, mip_rel_gap, t0)
+    return search.run()
+
+
+class _MilpSearch:
+    """Branch over (shape, placement): each a MILP, pruned by the incumbent."""
+
+    def __init__(self, cost, speeds, shapes, time_limit, gap, t0):
+        self.cost, self.speeds, self.t0 = cost, speeds, t0
+        self.time_limit, self.gap = time_limit, gap
+        self.jobs = [(r, c, perm) for r, c in allowed_shapes(cost, shapes)
+                     for perm in placements(cost.device_type, r, c)]
+
+    def _heuristic(self):
+        """Proportional split of every job: its step time (1e300 x its memory
+        overflow if it does not fit); the sizes go to ``self._sizes``."""
+        dev_speed = self.speeds[self.cost.device_type]
+        times = []
+        for rows, cols, perm in self.jobs:
+            b, m = proportional_weights(dev_speed, perm, rows, cols)
+            bsz = split_sizes_batch(self.cost.batch, b[None, :])
+            csz = np.stack([split_sizes_batch(int(s), m[None, :]) if on
+                            else np.ones((1, cols), np.int64)
+                            for s, on in zip(self.cost.dim_sizes,
+                                             self.cost.active_dims(cols))], axis=1) \
+                if self.cost.dim_sizes.size else np.ones((1, 0, cols))
+            ev = self.cost.evaluate(rows, cols, perm, bsz, csz)
+            # Feasible plans by time; if none fits, the least memory overflow.
+            times.append(float(ev.seconds[0]) if ev.feasible[0] else 1e300 * ev.overflow[0])
+            self._sizes.append((bsz[0], csz[0]))
+        return np.array(times)
+
+    def _plan(self, job: int, batch_sizes, dims: dict) -> Plan:
+        rows, cols, perm = self.jobs[job]
+        return build_plan("exact", self.cost, rows, cols, perm,
+                          [float(x) for x in batch_sizes], [1.0] * cols,
+                          {k: [float(x) for x in v] for k, v in dims.items()})
+
+    def _items(self, cutoff: float) -> list:
+        """(lower bound, job, batch sizes or None) of every program worth solving:
+        one per job with one row or one column, else one per batch split whose
+        bound (each row at its least per-sample time) is below ``cutoff``."""
+        cost, items = self.cost, []
+        for j, (rows, cols, perm) in enumerate(self.jobs):
+            if rows == 1 or cols == 1:
+                items.append((cost.lower_bound(), j, None))
+                continue
+            per_sample, latency = row_time_bounds(cost, self.speeds, cols, perm)
+            const = latency + allreduce_bound(cost, rows, cols)
+            grid = self.speeds[cost.device_type[perm]].reshape(rows, cols)
+            same = identical_neighbours(grid, cost.memory_capacity[perm].reshape(rows, cols))
+            for b in batch_splits(cost.batch, per_sample, cutoff - const, same):
+                items.append((float(np.max(b * per_sample)) + const, j, b))
+                if len(items) > MAX_PROGRAMS:
+                    raise ValueError(f"exact planner: more than {MAX_PROGRAMS:,} batch "
+                                     f"splits cannot be ruled out; use --method ga")
+        items.sort(key=lambda item: item[0])
+        return items
+
+    def run(self) -> Plan:
+        self._sizes = []
+        times = self._heuristic()
+        j = int(np.argmin(times))
+        bsz, csz = self._sizes[j]
+        start = self._plan(j, bsz, {n: csz[d] for d, n in enumerate(self.cost.dim_names)
+                                    if self.cost.active_dims(self.jobs[j][1])[d]})
+        best, best_sec = (start, start.predicted_step_seconds) if start.feasible \
+            else (None, np.inf)
+        self._fallback = start  # the least memory overflow when nothing fits
+        items = self._items(best_sec)
+        lower, solved, pruned, objective = np.inf, 0, 0, None
+        for bound, j, batch_sizes in items:
+            left = None if self.time_limit is None else \
+                self.time_limit - (time.perf_counter() - self.t0)
+            if bound >= best_sec * (1.0 - self.gap) or (left is not None and left <= 0):
+                lower = min(lower, bound)  # items are sorted: no later one is lower
+                break
+            rows, cols, perm = self.jobs[j]
+            form = formulate(self.cost, self.speeds, rows, cols, perm, batch_sizes)
+            res = form.solve(best_sec if np.isfinite(best_sec) else None, left, self.gap)
+            if res.x is None:
+                if res.status == 2:  # nothing below the incumbent
+                    pruned += 1
+                    if not np.isfinite(best_sec):
+                        continue  # nothing fits in memory
+                lower = min(lower, best_sec if res.status == 2 else bound)
+                continue
+            solved += 1
+            candidate = self._plan(j, *form.decode(res.x, self.cost))
+            lower = min(lower, form.seconds(res.mip_dual_bound)
+                        if res.mip_dual_bound is not None else bound)
+            if best is None or not better(best, candidate):  # ties: keep the MILP's
+                best, best_sec = candidate, candidate.predicted_step_seconds
+                objective = form.seconds(res.fun)
+        return self._finish(best, best_sec, lower, len(items), solved, pruned, objective)
+
+    def _finish(self, best, best_sec, lower, programs, solved, pruned, objective) -> Plan:
+        if best is None:  # no plan fits: the proportional one that overflows least
+            return dataclasses.replace(
+                self._fallback, planning_seconds=time.perf_counter() - self.t0,
+                extra={"solver": "milp (scipy.optimize.milp, HiGHS)", "gap": None,
+                       "placements": len(self.jobs), "programs": programs})
+        lower = min(lower, best_sec)
+        gap = max(0.0, (best_sec - lower) / best_sec)
+        elapsed = time.perf_counter() - self.t0
+        extra = {"solver": "milp (scipy.optimize.milp, HiGHS)", "gap": gap,
+                 "lower_bound_seconds": lower, "placements": len(self.jobs),
+                 "programs": programs, "programs_solved": solved,
+                 "programs_pruned": pruned, "milp_objective_seconds": objective}
+        best = dataclasses.replace(best, planning_seconds=elapsed, extra=extra)
+        # Proven: within HiGHS's relative gap (twice: per program and the bound
+        # cut) plus its absolute gap of 1e-6 objective units (about 1e-6 relative).
+        if gap > 2 * self.gap + 2e-6 and self.time_limit is not None:
+            raise ExactTimeLimit(
+                f"exact planner: not proven optimal within the time limit of "
+                f"{self.time_limit:g} s (best {best_sec:.6g} s/step, proven gap "
+                f"{100 * gap:.2f}%); raise --time-limit or use --method ga", best, gap)
+        return best
+
+
+def batch_splits(total: int, per_sample: np.ndarray, budget: float, same: Sequence[int]):
+    """Batch splits ``b`` (sum ``total``, parts >= 1) with ``b_r * per_sample_r <
+    budget`` for every row, non-increasing over identical neighbour rows ``same``."""
+    rows = len(per_sample)
+    cap = np.full(rows, total - rows + 1, dtype=np.int64)
+    if np.isfinite(budget):
+        with np.errstate(divide="ignore"):
+            limit = np.floor(budget / np.maximum(per_sample, 1e-300) * (1 + 1e-9))
+        cap = np.minimum(cap, np.maximum(limit, 0).astype(np.int64))
+    tail = np.concatenate([np.cumsum(cap[::-1])[::-1][1:], [0]])  # most the rest can take
+    same = set(same)
+    out, b = [], np.zeros(rows, dtype=np.int64)
+
+    def fill(r: int, left: int):
+        if r == rows:
+            if left == 0:
+                out.append(b.copy())
+            return
+        top = min(cap[r], left - (rows - r - 1))
+        if r - 1 in same:
+            top = min(top, b[r - 1])
+        for v in range(max(1, left - tail[r]), top + 1):
+            b[r] = v
+            fill(r + 1, left - v)
+
+    fill(0, total)
+    return out
+
+
+def _plan_enumerated(cost: CostModel, shapes, max_candidates: int, t0: float) -> Plan:
+    """Exhaustive search (profiles whose speed depends on the work size)."""
     n_candidates = count_candidates(cost, shapes)
     if n_candidates > max_candidates:
-        raise ValueError(f"exact planner: {n_candidates:,} candidate plans exceed the limit "
-                         f"of {max_candidates:,}; use --method ga")
+        raise ValueError(f"exact planner: speeds depend on work size (not covered by the "
+                         f"MILP) and {n_candidates:,} candidate plans exceed the "
+                         f"enumeration limit of {max_candidates:,}; use --method ga")
     best, evaluated = None, 0
     for rows, cols in allowed_shapes(cost, shapes):
         found, count = _best_for_shape(cost, rows, cols)
         evaluated += count
         if found is not None and (best is None or better(found, best)):
             best = found
-    best = dataclasses.replace(best, planning_seconds=time.perf_counter() - t0,
-                               extra={"candidates": evaluated})
-    return best
+    return dataclasses.replace(best, planning_seconds=time.perf_counter() - t0,
+                               extra={"solver": "enumeration", "candidates": evaluated,
+                                      "gap": 0.0,
+                                      "lower_bound_seconds": best.predicted_step_seconds})
 
 
 def _best_for_shape(cost: CostModel, rows: int, cols: int):

@@ -18,9 +18,12 @@ positive) and Gaussian mutation for the weights; a unit move (one filter or
 sample from one coordinate to another, on the integer lattice); a rebalancing mutation that
 scales each weight by (mean time / its coordinate's time) from the parent's
 evaluation (a memetic step toward equal finish times); a shape mutation that
-re-seeds from the proportional chromosome of another mesh shape; elitism.
-The population starts from the proportional plan of every mesh shape, so with
-elitism the result is never worse than proportional. The whole population is
+re-seeds from the proportional chromosome of another mesh shape; elitism;
+a local search (every ``polish_every`` generations and at the end, the best
+individual takes the best single-unit move of any split while one helps).
+The population starts from the proportional plan of every mesh shape (so with
+elitism the result is never worse than proportional), or from random
+chromosomes (``init="random"``: the search alone). The whole population is
 evaluated by the vectorised cost model, one call per mesh shape present.
 Reproducible: all randomness comes from ``numpy.random.default_rng(seed)``
 (a ``time_limit`` that cuts the run short is the one source of variation).
@@ -38,9 +41,8 @@ from meshpar.planning.cluster import ClusterSpec
 from meshpar.planning.cost_model import CostModel, penalised, split_sizes_batch
 from meshpar.planning.description import ModelDescription
 from meshpar.planning.plan import Plan
-from meshpar.planning.planners.common import (allowed_shapes, better, build_plan, proportional_weights,
-                                    representative_speeds, sorted_placement)
-from meshpar.planning.planners.proportional import plan_proportional
+from meshpar.planning.planners.common import (allowed_shapes, build_plan, proportional_weights,
+                                              representative_speeds, sorted_placement)
 
 
 @dataclasses.dataclass
@@ -99,6 +101,42 @@ class _Problem:
                            np.stack([self.seed_perm[i] for i in idx]),
                            np.stack([self.seed_bw[i] for i in idx]),
                            np.stack([self.seed_mw[i] for i in idx]))
+
+    def random(self, count: int, rng) -> _Population:
+        """``count`` random chromosomes: any shape, any placement, log weights N(0, 1)."""
+        return _Population(rng.integers(0, len(self.shapes), size=count),
+                           np.stack([rng.permutation(self.n) for _ in range(count)]),
+                           rng.normal(0.0, 1.0, size=(count, self.n)),
+                           rng.normal(0.0, 1.0, size=(count, self.K, self.n)))
+
+    def polish(self, pop: _Population, c: int, max_steps: int = 200):
+        """Hill-climb individual ``c`` on the integer lattice: evaluate every
+        single-unit move of the batch split and of each dimension's split at
+        once, take the best while it improves. Returns (fitness, seconds)."""
+        rows, cols = self.shapes[pop.shape[c]]
+        idx = np.array([c])
+        bsz, csz = self.sizes(pop, idx, rows, cols)
+        bsz, csz = bsz[0], csz[0]
+        perm = pop.perm[c]
+        active = np.nonzero(self.cost.active_dims(cols))[0] if self.per_layer else []
+        ev = self.cost.evaluate(rows, cols, perm[None, :], bsz[None, :], csz[None, :])
+        best_fit, best_sec = float(penalised(ev)[0]), float(ev.seconds[0])
+        for _ in range(max_steps):
+            cand_b, cand_c = _unit_moves(bsz, csz, active)
+            if not len(cand_b):
+                break
+            ev = self.cost.evaluate(rows, cols, np.repeat(perm[None, :], len(cand_b), 0),
+                                    cand_b, cand_c)
+            fit = penalised(ev)
+            k = int(np.argmin(fit))
+            if not fit[k] < best_fit * (1 - 1e-12):
+                break
+            bsz, csz = cand_b[k], cand_c[k]
+            best_fit, best_sec = float(fit[k]), float(ev.seconds[k])
+        pop.bw[c, :rows] = np.log(bsz)
+        for d in active:
+            pop.mw[c, d, :cols] = np.log(csz[d])
+        return best_fit, best_sec
 
     def rebalance_placement(self, pop: _Population, which) -> None:
         """Reset the weights of individuals ``which`` to proportional for their placement."""
@@ -170,6 +208,41 @@ class _Problem:
         return fitness, seconds, new_bw, new_mw
 
 
+def _pairs(k: int, limit: int = 24) -> np.ndarray:
+    """Ordered pairs (from, to) of k coordinates; above ``limit`` only from the
+    ends of the order (the caller sorts: largest and smallest first)."""
+    ids = np.arange(k) if k <= limit else np.concatenate([np.arange(3), np.arange(k - 3, k)])
+    return np.array([(i, j) for i in ids for j in range(k) if i != j], dtype=np.int64)
+
+
+def _unit_moves(bsz: np.ndarray, csz: np.ndarray, active) -> tuple:
+    """Every plan one unit away: one sample from a row to another, or one slice of
+    a laid-out dimension from a column to another (parts stay >= 1)."""
+    out_b, out_c = [], []
+    if bsz.size > 1:
+        order = np.argsort(-bsz, kind="stable")
+        for i, j in order[_pairs(bsz.size)]:
+            if bsz[i] > 1:
+                b = bsz.copy()
+                b[i] -= 1
+                b[j] += 1
+                out_b.append(b)
+                out_c.append(csz)
+    for d in active:
+        sizes = csz[d]
+        order = np.argsort(-sizes, kind="stable")
+        for i, j in order[_pairs(sizes.size)]:
+            if sizes[i] > 1:
+                c = csz.copy()
+                c[d, i] -= 1
+                c[d, j] += 1
+                out_b.append(bsz)
+                out_c.append(c)
+    if not out_b:
+        return np.zeros((0, bsz.size)), np.zeros((0,) + csz.shape)
+    return np.stack(out_b), np.stack(out_c)
+
+
 def order_crossover(a: np.ndarray, b: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """OX: keep a random slice of ``a``, fill the rest in ``b``'s order from the cut."""
     n = a.size
@@ -191,10 +264,10 @@ def plan_ga(model: ModelDescription, cluster: ClusterSpec, batch: int, seed: int
             tournament: int = 3, elite: int = 2, crossover_rate: float = 0.8,
             blend_alpha: float = 0.3, weight_sigma: float = 0.05, weight_rate: float = 0.3,
             swap_rate: float = 0.3, balance_rate: float = 0.2, unit_rate: float = 0.4,
-            shape_rate: float = 0.05,
+            shape_rate: float = 0.05, init: str = "proportional", polish_every: int = 25,
             time_limit: Optional[float] = None, shapes: Optional[Sequence[tuple]] = None,
             cost: Optional[CostModel] = None, progress: bool = False) -> Plan:
-    """Run GABRA; return the best plan found (never worse than proportional).
+    """Run GABRA; return the best plan found.
 
     Parameters
     ----------
@@ -206,6 +279,14 @@ def plan_ga(model: ModelDescription, cluster: ClusterSpec, batch: int, seed: int
     per_layer : bool
         One weight vector per split dimension (per-layer ratios) instead of
         one per mesh axis.
+    init : str
+        ``proportional``: the population starts from the proportional plan of
+        every mesh shape (so, with elitism, the result is never worse);
+        ``random``: from random placements and weights (the search alone).
+    polish_every : int
+        Every this many generations, and at the end, the best individual
+        climbs the integer lattice: the best single-unit move of a batch or
+        dimension split, repeated while it helps (0: never).
     time_limit : float, optional
         Stop after this many seconds (the result then depends on timing).
     progress : bool
@@ -224,12 +305,17 @@ def plan_ga(model: ModelDescription, cluster: ClusterSpec, batch: int, seed: int
     P = max(int(population), n_seeds + S + 2)
     elite = min(max(int(elite), 1), P - S - 1)
 
-    # Initial population: the seed chromosomes of every shape, then mutants of them.
-    pop = problem.seeds(np.arange(n_seeds))
-    extra = problem.seeds(rng.integers(0, n_seeds, size=P - n_seeds))
-    _mutate_weights(extra, rng, weight_sigma * 3, 1.0)
-    _swap(extra, rng, np.ones(P - n_seeds, dtype=bool))
-    pop = _Population.concat([pop, extra])
+    if init == "proportional":
+        # The seed chromosomes of every shape, then mutants of them.
+        pop = problem.seeds(np.arange(n_seeds))
+        extra = problem.seeds(rng.integers(0, n_seeds, size=P - n_seeds))
+        _mutate_weights(extra, rng, weight_sigma * 3, 1.0)
+        _swap(extra, rng, np.ones(P - n_seeds, dtype=bool))
+        pop = _Population.concat([pop, extra])
+    elif init == "random":
+        pop = problem.random(P, rng)
+    else:
+        raise ValueError(f"init must be 'proportional' or 'random', got {init!r}")
 
     history = []
     bar = None
@@ -247,6 +333,8 @@ def plan_ga(model: ModelDescription, cluster: ClusterSpec, batch: int, seed: int
             bar.set_postfix(best=f"{seconds[order[0]]:.4g}s")
         if time_limit is not None and time.perf_counter() - t0 > time_limit:
             break
+        if polish_every and generation and generation % int(polish_every) == 0:
+            fitness[order[0]], seconds[order[0]] = problem.polish(pop, int(order[0]))
         # Elites: the best `elite` overall plus the best of every shape (niches,
         # so a shape that needs several coordinated changes is not lost early).
         keep = list(order[:elite])
@@ -295,6 +383,9 @@ def plan_ga(model: ModelDescription, cluster: ClusterSpec, batch: int, seed: int
         bar.close()
 
     best = int(np.argsort(fitness, kind="stable")[0])
+    if polish_every:
+        fitness[best], seconds[best] = problem.polish(pop, best)
+        history[-1] = min(history[-1], float(seconds[best]))
     rows, cols = shape_list[pop.shape[best]]
     bw = np.exp(pop.bw[best, :rows])
     mw = np.exp(pop.mw[best, :, :cols])
@@ -305,12 +396,8 @@ def plan_ga(model: ModelDescription, cluster: ClusterSpec, batch: int, seed: int
     axis_w = list(mw[int(np.argmax(active))]) if (per_layer and active.any()) else list(mw[0])
     elapsed = time.perf_counter() - t0
     result = build_plan("ga", cost, rows, cols, pop.perm[best], bw, axis_w, dim_weights,
-                        history=history,
-                        extra={"generations": len(history), "population": P, "seed": seed})
-    baseline = plan_proportional(model, cluster, batch, shapes=shape_list, cost=cost)
-    if better(baseline, result):  # only on float ties of the integer rounding
-        result = dataclasses.replace(baseline, method="ga", history=tuple(history),
-                                     extra=result.extra)
+                        history=history, extra={"generations": len(history), "population": P,
+                                                "seed": seed, "init": init})
     return dataclasses.replace(result, planning_seconds=elapsed)
 
 

@@ -1,0 +1,122 @@
+"""The exact planner's MILP: its objective is the cost model's step time, its
+optimum is the exhaustive search's, it honours memory, and it says when it ran
+out of time."""
+import time
+
+import numpy as np
+import pytest
+
+from meshpar.cli import main
+from meshpar.models import describe_model
+from meshpar.planning.cluster import ClusterSpec
+from meshpar.planning.cost_model import CostModel
+from meshpar.planning.description import Layer, ModelDescription
+from meshpar.planning.planners import ExactTimeLimit, plan
+from meshpar.planning.planners.exact import _plan_enumerated, placements
+from meshpar.planning.planners.milp import constant_speeds, formulate
+
+
+def tiny_model():
+    """Two filter-split convolutions (one ends in an all-concat), one unsplit layer."""
+    return ModelDescription("tiny", (
+        Layer("c1", "conv3d", 2e8, 2000, 4000, 12 * 4000, "c1_filters", 12, "allconcat"),
+        Layer("c2", "conv3d", 3e8, 3000, 12 * 4000, 10 * 2000, "c2_filters", 10, None),
+        Layer("fc", "dense", 1e6, 500, 10 * 2000, 10, "fc_units", 10, "allreduce")),
+        input_elems=4000)
+
+
+def random_cluster(rng, n):
+    return ClusterSpec.from_speeds(list(rng.choice([1.0, 0.6, 0.3, 0.2], size=n)),
+                                   memory_bytes=float(rng.choice([16 * 2**30, 2.5e6])),
+                                   bandwidth=float(rng.choice([1e8, 1e10])),
+                                   latency=float(rng.choice([0.0, 1e-3])))
+
+
+def test_the_programs_optimum_is_the_cost_models_time_of_its_plan():
+    rng = np.random.default_rng(1)
+    model = tiny_model()
+    checked = 0
+    for _ in range(4):
+        cluster, batch = random_cluster(rng, 4), int(rng.integers(4, 9))
+        cost = CostModel(model, cluster, batch)
+        speeds = constant_speeds(cost)
+        for rows, cols in cost.shapes():
+            for perm in placements(cost.device_type, rows, cols)[:3]:
+                fixed = None if rows == 1 or cols == 1 else \
+                    [batch - rows + 1] + [1] * (rows - 1)
+                form = formulate(cost, speeds, rows, cols, perm, fixed)
+                res = form.solve(None, None, 0.0)
+                if res.x is None:
+                    assert res.status == 2  # nothing fits in memory
+                    continue
+                batch_sizes, dims = form.decode(res.x, cost)
+                ev = cost.evaluate_sizes(rows, cols, perm, batch_sizes, dims)
+                assert ev.feasible[0]
+                assert form.seconds(res.fun) == pytest.approx(ev.seconds[0], rel=1e-7)
+                checked += 1
+    assert checked >= 20
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_exact_equals_the_exhaustive_search(seed):
+    rng = np.random.default_rng(seed)
+    model = tiny_model()
+    for _ in range(3):
+        n = int(rng.integers(2, 5))
+        cluster, batch = random_cluster(rng, n), int(rng.integers(n, 7))
+        cost = CostModel(model, cluster, batch)
+        milp = plan(model, cluster, batch, method="exact")
+        enumerated = _plan_enumerated(cost, None, 10**7, time.perf_counter())
+        assert milp.feasible == enumerated.feasible
+        assert milp.predicted_step_seconds == pytest.approx(
+            enumerated.predicted_step_seconds, rel=1e-6)
+        assert milp.extra["gap"] is None or milp.extra["gap"] <= 1e-5
+
+
+def test_a_fast_device_with_little_memory_gets_what_fits():
+    model = tiny_model()
+    free = ClusterSpec.from_speeds([1.0, 0.5, 0.3])
+    unconstrained = plan(model, free, 6, method="exact")
+    need = max(unconstrained.memory_per_device)
+    fast = free.devices[0]
+    small = ClusterSpec((type(fast)(fast.name, fast.device, fast.profile, int(0.6 * need)),)
+                        + free.devices[1:])
+    result = plan(model, small, 6, method="exact")
+    cost = CostModel(model, small, 6)
+    ev = cost.evaluate_plan(result)
+    assert result.feasible and ev.feasible[0]
+    assert result.predicted_step_seconds > unconstrained.predicted_step_seconds
+    assert ev.seconds[0] == pytest.approx(result.predicted_step_seconds, rel=1e-12)
+    enumerated = _plan_enumerated(cost, None, 10**7, time.perf_counter())
+    assert result.predicted_step_seconds == pytest.approx(enumerated.predicted_step_seconds,
+                                                          rel=1e-6)
+
+
+def test_issue_instance_is_solved_with_a_proven_gap():
+    model = describe_model("vgg-cifar")
+    cluster = ClusterSpec.from_speeds([1.0, 0.5, 0.3, 0.2])
+    result = plan(model, cluster, 32, method="exact")
+    assert result.extra["gap"] <= 1e-5
+    assert result.extra["lower_bound_seconds"] <= result.predicted_step_seconds
+    cost = CostModel(model, cluster, 32)
+    assert cost.evaluate_plan(result).seconds[0] == result.predicted_step_seconds
+    ga = plan(model, cluster, 32, method="ga", seed=0)
+    assert result.predicted_step_seconds <= ga.predicted_step_seconds * (1 + 1e-9)
+
+
+def test_an_unproven_result_names_the_time_limit():
+    model = describe_model("vgg-cifar")
+    cluster = ClusterSpec.from_speeds([1.0, 0.7, 0.4, 0.2, 1.0, 0.7])
+    with pytest.raises(ExactTimeLimit, match=r"time limit of 0.001 s") as info:
+        plan(model, cluster, 32, method="exact", time_limit=0.001)
+    assert info.value.plan is not None and info.value.gap > 0
+
+
+def test_cli_exact_reports_the_gap_and_exits_2_past_its_limit(capsys):
+    argv = ["plan", "--speeds", "1.0,0.5,0.3,0.2", "--model", "vgg-cifar", "--batch", "32",
+            "--method", "exact", "--all-devices"]
+    assert main(argv + ["--time-limit", "120"]) == 0
+    assert "proven optimum    gap" in capsys.readouterr().out
+    assert main(argv + ["--speeds", "1,0.7,0.4,0.2,1,0.7", "--time-limit", "0.001"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "time limit of 0.001 s" in err
