@@ -43,7 +43,8 @@ def test_plan_from_cluster_file(capsys, tmp_path):
     (["--model", "vgg-cifar"], "exactly one of --speeds or --profile"),
     (["--speeds", "1", "--profile", "c.json"], "exactly one of --speeds or --profile"),
     (["--profile", "/nonexistent/c.json", "--model", "vgg-cifar"], "does not exist"),
-    (["--speeds", "1,1", "--model", "vgg-cifar", "--method", "exact"], "exceed the limit"),
+    (["--speeds", "1,1", "--model", "vgg-cifar", "--method", "exact", "--time-limit", "0"],
+     "--time-limit must be > 0"),
 ])
 def test_bad_plan_input_exits_2_with_one_line(capsys, argv, message):
     rc = main(["plan"] + argv)

@@ -338,8 +338,9 @@ class CostModel:
         return self.evaluate_sizes(rows, cols, perm, batch_sizes, plan.split_sizes)
 
 
-def penalised(evaluation: Evaluation, weight: float = 10.0) -> np.ndarray:
-    """Fitness for search: seconds, times a penalty growing with memory overflow."""
+def penalised(evaluation: Evaluation) -> np.ndarray:
+    """Fitness for search: seconds when the plan fits; otherwise a value above any
+    feasible plan's that grows with the memory overflow alone, so a search
+    among plans that do not fit moves toward fitting, not toward speed."""
     excess = np.maximum(evaluation.overflow - 1.0, 0.0)
-    return evaluation.seconds * (1.0 + weight * excess) + np.where(excess > 0, 1e3, 0.0) \
-        * evaluation.seconds
+    return np.where(excess > 0, 1e100 * (1.0 + excess), evaluation.seconds)

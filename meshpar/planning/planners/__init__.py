@@ -5,7 +5,7 @@
 >>> model = describe_model("vgg-cifar")
 >>> cluster = ClusterSpec.from_speeds([1.0, 0.5, 0.3, 0.2])
 >>> plans = {m: plan(model, cluster, 32, method=m) for m in METHODS}
->>> plans["exact"].extra["gap"] < 1e-4   # proven by HiGHS
+>>> plans["exact"].extra["gap"] <= 2e-4   # proven by HiGHS
 True
 >>> plans["ga"].predicted_step_seconds <= 1.01 * plans["exact"].predicted_step_seconds
 True

@@ -116,7 +116,7 @@ class ExactTimeLimit(ValueError):
 
 def plan_exact(model: ModelDescription, cluster: ClusterSpec, batch: int,
                shapes: Optional[Sequence[tuple]] = None, cost: Optional[CostModel] = None,
-               time_limit: Optional[float] = None, mip_rel_gap: float = 1e-6,
+               time_limit: Optional[float] = None, mip_rel_gap: float = 1e-4,
                max_candidates: int = MAX_CANDIDATES) -> Plan:
     """Optimum of the cost model: a MILP per mesh shape and placement (devices of
     constant speed), else exhaustive search of small spaces.

@@ -121,18 +121,37 @@ class _Problem:
         active = np.nonzero(self.cost.active_dims(cols))[0] if self.per_layer else []
         ev = self.cost.evaluate(rows, cols, perm[None, :], bsz[None, :], csz[None, :])
         best_fit, best_sec = float(penalised(ev)[0]), float(ev.seconds[0])
-        for _ in range(max_steps):
-            cand_b, cand_c = _unit_moves(bsz, csz, active)
+        def step(b, c):
+            cand_b, cand_c = _unit_moves(b, c, active)
             if not len(cand_b):
-                break
+                return cand_b, cand_c, np.zeros(0), None
             ev = self.cost.evaluate(rows, cols, np.repeat(perm[None, :], len(cand_b), 0),
                                     cand_b, cand_c)
-            fit = penalised(ev)
-            k = int(np.argmin(fit))
-            if not fit[k] < best_fit * (1 - 1e-12):
+            return cand_b, cand_c, penalised(ev), ev
+
+        for _ in range(max_steps):
+            cand_b, cand_c, fit, ev = step(bsz, csz)
+            if not fit.size:
                 break
-            bsz, csz = cand_b[k], cand_c[k]
-            best_fit, best_sec = float(fit[k]), float(ev.seconds[k])
+            k = int(np.argmin(fit))
+            if fit[k] < best_fit * (1 - 1e-12):
+                bsz, csz = cand_b[k], cand_c[k]
+                best_fit, best_sec = float(fit[k]), float(ev.seconds[k])
+                continue
+            # Stuck: two moves at once, the first one among those that free the
+            # most memory or cost the least time (a split that makes room for another).
+            found = None
+            firsts = np.unique(np.concatenate([np.argsort(fit)[:4],
+                                               np.argsort(ev.overflow)[:4]]))
+            for k in firsts:
+                b2, c2, fit2, ev2 = step(cand_b[k], cand_c[k])
+                if fit2.size and fit2.min() < best_fit * (1 - 1e-12):
+                    i = int(np.argmin(fit2))
+                    best_fit, best_sec = float(fit2[i]), float(ev2.seconds[i])
+                    found = (b2[i], c2[i])
+            if found is None:
+                break
+            bsz, csz = found
         pop.bw[c, :rows] = np.log(bsz)
         for d in active:
             pop.mw[c, d, :cols] = np.log(csz[d])
@@ -208,36 +227,40 @@ class _Problem:
         return fitness, seconds, new_bw, new_mw
 
 
-def _pairs(k: int, limit: int = 24) -> np.ndarray:
-    """Ordered pairs (from, to) of k coordinates; above ``limit`` only from the
-    ends of the order (the caller sorts: largest and smallest first)."""
+def _pairs(k: int, limit: int = 12) -> np.ndarray:
+    """Ordered pairs (from, to) of k coordinates; above ``limit`` only among the
+    three first and three last (the caller sorts: largest first)."""
     ids = np.arange(k) if k <= limit else np.concatenate([np.arange(3), np.arange(k - 3, k)])
-    return np.array([(i, j) for i in ids for j in range(k) if i != j], dtype=np.int64)
+    return np.array([(i, j) for i in ids for j in ids if i != j], dtype=np.int64)
+
+
+def _moves(sizes: np.ndarray) -> list:
+    """(from, to, units) moves of a split: 1, 2, 4, ... units between coordinates,
+    and all but one (a coordinate's share cut to the minimum)."""
+    order = np.argsort(-sizes, kind="stable")
+    steps = 2 ** np.arange(max(1, int(np.log2(max(sizes.max(), 2)))))
+    return [(i, j, int(u)) for i, j in order[_pairs(sizes.size)]
+            for u in sorted(set(steps[steps < sizes[i]]) | {sizes[i] - 1}) if u >= 1]
 
 
 def _unit_moves(bsz: np.ndarray, csz: np.ndarray, active) -> tuple:
-    """Every plan one unit away: one sample from a row to another, or one slice of
-    a laid-out dimension from a column to another (parts stay >= 1)."""
+    """Every plan a few units away: 1, 2, 4, ... samples from a row to another, or
+    slices of a laid-out dimension from a column to another (parts stay >= 1)."""
     out_b, out_c = [], []
     if bsz.size > 1:
-        order = np.argsort(-bsz, kind="stable")
-        for i, j in order[_pairs(bsz.size)]:
-            if bsz[i] > 1:
-                b = bsz.copy()
-                b[i] -= 1
-                b[j] += 1
-                out_b.append(b)
-                out_c.append(csz)
+        for i, j, u in _moves(bsz):
+            b = bsz.copy()
+            b[i] -= u
+            b[j] += u
+            out_b.append(b)
+            out_c.append(csz)
     for d in active:
-        sizes = csz[d]
-        order = np.argsort(-sizes, kind="stable")
-        for i, j in order[_pairs(sizes.size)]:
-            if sizes[i] > 1:
-                c = csz.copy()
-                c[d, i] -= 1
-                c[d, j] += 1
-                out_b.append(bsz)
-                out_c.append(c)
+        for i, j, u in _moves(csz[d]):
+            c = csz.copy()
+            c[d, i] -= u
+            c[d, j] += u
+            out_b.append(bsz)
+            out_c.append(c)
     if not out_b:
         return np.zeros((0, bsz.size)), np.zeros((0,) + csz.shape)
     return np.stack(out_b), np.stack(out_c)
@@ -334,7 +357,7 @@ def plan_ga(model: ModelDescription, cluster: ClusterSpec, batch: int, seed: int
         if time_limit is not None and time.perf_counter() - t0 > time_limit:
             break
         if polish_every and generation and generation % int(polish_every) == 0:
-            fitness[order[0]], seconds[order[0]] = problem.polish(pop, int(order[0]))
+            _polish_niches(problem, pop, fitness, seconds, order)
         # Elites: the best `elite` overall plus the best of every shape (niches,
         # so a shape that needs several coordinated changes is not lost early).
         keep = list(order[:elite])
@@ -382,10 +405,10 @@ def plan_ga(model: ModelDescription, cluster: ClusterSpec, batch: int, seed: int
     if bar is not None:
         bar.close()
 
-    best = int(np.argsort(fitness, kind="stable")[0])
     if polish_every:
-        fitness[best], seconds[best] = problem.polish(pop, best)
-        history[-1] = min(history[-1], float(seconds[best]))
+        _polish_niches(problem, pop, fitness, seconds, np.argsort(fitness, kind="stable"))
+    best = int(np.argsort(fitness, kind="stable")[0])
+    history[-1] = float(seconds[best])
     rows, cols = shape_list[pop.shape[best]]
     bw = np.exp(pop.bw[best, :rows])
     mw = np.exp(pop.mw[best, :, :cols])
@@ -399,6 +422,13 @@ def plan_ga(model: ModelDescription, cluster: ClusterSpec, batch: int, seed: int
                         history=history, extra={"generations": len(history), "population": P,
                                                 "seed": seed, "init": init})
     return dataclasses.replace(result, planning_seconds=elapsed)
+
+
+def _polish_niches(problem: _Problem, pop: _Population, fitness, seconds, order) -> None:
+    """Local search on the best individual of every mesh shape (in place)."""
+    for s in np.unique(pop.shape):
+        c = int(order[pop.shape[order] == s][0])
+        fitness[c], seconds[c] = problem.polish(pop, c)
 
 
 def _tournament(fitness: np.ndarray, count: int, size: int, rng) -> np.ndarray:
