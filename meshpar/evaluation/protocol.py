@@ -163,16 +163,22 @@ def predict_command(run: Run, threads: int = 1) -> List[str]:
 
 
 def _call(cmd: List[str], log: Path) -> str:
-    """Run ``cmd``, appending its output to ``log``; its stdout, or RuntimeError naming the log."""
+    """Run ``cmd``, its output going to ``log`` as it comes (appended); returns
+    that output, or raises RuntimeError naming the log."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONHASHSEED="0")
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     with open(log, "a", encoding="utf-8") as f:
-        f.write("$ " + " ".join(cmd) + "\n" + proc.stdout + proc.stderr)
+        f.write("$ " + " ".join(cmd) + "\n")
+        f.flush()
+        start = f.tell()
+        proc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, text=True, env=env)
+    with open(log, encoding="utf-8") as f:
+        f.seek(start)
+        output = f.read()
     if proc.returncode != 0:
-        last = (proc.stderr.strip() or proc.stdout.strip() or "no output").splitlines()[-1]
+        last = (output.strip() or "no output").splitlines()[-1]
         raise RuntimeError(f"{' '.join(cmd[2:4])} failed (exit {proc.returncode}): {last}; "
                            f"see {log}")
-    return proc.stdout
+    return output
 
 
 def execute(run: Run, model: str, train_args: Sequence[str] = (), threads: int = 1) -> dict:
