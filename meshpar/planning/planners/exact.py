@@ -29,7 +29,7 @@ from meshpar.planning.cost_model import split_sizes_batch
 from meshpar.planning.planners.common import (allowed_shapes, better, build_plan,
                                               proportional_weights)
 from meshpar.planning.planners.milp import (allreduce_bound, constant_speeds, formulate,
-                                            identical_neighbours, row_time_bounds)
+                                            identical_neighbours, row_optimum)
 
 #: Largest number of candidate plans the exhaustive search will evaluate.
 MAX_CANDIDATES = 3_000_000
@@ -86,6 +86,14 @@ def _placements(device_type: Sequence[int], rows: int, cols: int) -> np.ndarray:
     return np.array(out, dtype=np.int64)
 
 
+def device_kinds(cost: CostModel) -> np.ndarray:
+    """Index of each device's kind: interchangeable devices (same profile, same
+    memory) share one."""
+    _, kinds = np.unique(np.stack([cost.device_type, cost.memory_capacity], axis=1),
+                         axis=0, return_inverse=True)
+    return kinds.ravel()
+
+
 def count_candidates(cost: CostModel, shapes: Optional[Sequence[tuple]] = None) -> int:
     """Number of candidate plans the exhaustive search would evaluate."""
     if cost.n > MAX_DEVICES:
@@ -97,7 +105,7 @@ def count_candidates(cost: CostModel, shapes: Optional[Sequence[tuple]] = None) 
         for size, on in zip(cost.dim_sizes, cost.active_dims(cols)):
             if on:
                 count *= math.comb(int(size) - 1, cols - 1)
-        total += count * len(placements(cost.device_type, rows, cols))
+        total += count * len(placements(device_kinds(cost), rows, cols))
     return total
 
 
@@ -148,8 +156,23 @@ class _MilpSearch:
     def __init__(self, cost, speeds, shapes, time_limit, gap, t0):
         self.cost, self.speeds, self.t0 = cost, speeds, t0
         self.time_limit, self.gap = time_limit, gap
+        kinds = device_kinds(cost)
         self.jobs = [(r, c, perm) for r, c in allowed_shapes(cost, shapes)
-                     for perm in placements(cost.device_type, r, c)]
+                     for perm in placements(kinds, r, c)]
+        self._rows = {}
+
+    def _row(self, line: np.ndarray):
+        """:func:`row_optimum` of a row, cached by its devices' speeds (the columns
+        of a row are interchangeable), its split returned in ``line``'s order."""
+        types = self.cost.device_type[line]
+        order = np.argsort(types, kind="stable")
+        key = tuple(types[order])
+        if key not in self._rows:
+            self._rows[key] = row_optimum(self.cost, self.speeds, line[order])
+        opt = self._rows[key]
+        back = np.argsort(order)
+        return dataclasses.replace(opt, dims={d: list(np.asarray(v)[back])
+                                              for d, v in opt.dims.items()})
 
     def _heuristic(self):
         """Proportional split of every job: its step time (1e300 x its memory
@@ -177,25 +200,38 @@ class _MilpSearch:
                           {k: [float(x) for x in v] for k, v in dims.items()})
 
     def _items(self, cutoff: float) -> list:
-        """(lower bound, job, batch sizes or None) of every program worth solving:
-        one per job with one row or one column, else one per batch split whose
-        bound (each row at its least per-sample time) is below ``cutoff``."""
+        """(lower bound, job, batch sizes, row optima) of every program worth
+        solving: one per job with one row or one column, else one per batch
+        split whose bound (each row at its least per-sample time) is below
+        ``cutoff``."""
         cost, items = self.cost, []
         for j, (rows, cols, perm) in enumerate(self.jobs):
-            if rows == 1 or cols == 1:
-                items.append((cost.lower_bound(), j, None))
+            if cols == 1:
+                items.append((cost.lower_bound(), j, None, None))
                 continue
-            per_sample, latency = row_time_bounds(cost, self.speeds, cols, perm)
-            const = latency + allreduce_bound(cost, rows, cols)
+            opts = [self._row(line) for line in perm.reshape(rows, cols)]
+            per_sample = np.array([o.lower for o in opts])
+            const = opts[0].latency + allreduce_bound(cost, rows, cols)
+            if rows == 1:
+                items.append((cost.batch * per_sample[0] + const, j, [cost.batch], opts))
+                continue
             grid = self.speeds[cost.device_type[perm]].reshape(rows, cols)
             same = identical_neighbours(grid, cost.memory_capacity[perm].reshape(rows, cols))
             for b in batch_splits(cost.batch, per_sample, cutoff - const, same):
-                items.append((float(np.max(b * per_sample)) + const, j, b))
+                items.append((float(np.max(b * per_sample)) + const, j, b, opts))
                 if len(items) > MAX_PROGRAMS:
                     raise ValueError(f"exact planner: more than {MAX_PROGRAMS:,} batch "
                                      f"splits cannot be ruled out; use --method ga")
         items.sort(key=lambda item: item[0])
         return items
+
+    def _assembled(self, j: int, batch_sizes, opts) -> Plan:
+        """The split of the row that bounds the program (the most samples times
+        per-sample time), for every row: optimal when that row is the slowest
+        and the plan fits, and a good incumbent otherwise."""
+        worst = int(np.argmax(np.asarray(batch_sizes) * [o.lower for o in opts]))
+        dims = {self.cost.dim_names[d]: v for d, v in opts[worst].dims.items()}
+        return self._plan(j, batch_sizes, dims)
 
     def run(self) -> Plan:
         self._sizes = []
@@ -209,14 +245,25 @@ class _MilpSearch:
         self._fallback = start  # the least memory overflow when nothing fits
         items = self._items(best_sec)
         lower, solved, pruned, objective = np.inf, 0, 0, None
-        for bound, j, batch_sizes in items:
+        for bound, j, batch_sizes, opts in items:
             left = None if self.time_limit is None else \
                 self.time_limit - (time.perf_counter() - self.t0)
             if bound >= best_sec * (1.0 - self.gap) or (left is not None and left <= 0):
                 lower = min(lower, bound)  # items are sorted: no later one is lower
                 break
+            if opts is not None:
+                candidate = self._assembled(j, batch_sizes, opts)
+                if candidate.feasible and candidate.predicted_step_seconds < best_sec:
+                    best, best_sec, objective = candidate, candidate.predicted_step_seconds, None
+                if bound >= best_sec * (1.0 - self.gap):  # proven by the row optima
+                    solved += 1
+                    lower = min(lower, bound)
+                    continue
             rows, cols, perm = self.jobs[j]
             form = formulate(self.cost, self.speeds, rows, cols, perm, batch_sizes)
+            if opts is not None:  # the rows' optima bound the slowest row (units)
+                floor = max(b * o.lower for b, o in zip(batch_sizes, opts)) / form.unit
+                form.program.lb[form.tau] = floor * (1 - 1e-9)
             res = form.solve(best_sec if np.isfinite(best_sec) else None, left, self.gap)
             if res.x is None:
                 if res.status == 2:  # nothing below the incumbent
@@ -227,8 +274,9 @@ class _MilpSearch:
                 continue
             solved += 1
             candidate = self._plan(j, *form.decode(res.x, self.cost))
-            lower = min(lower, form.seconds(res.mip_dual_bound)
-                        if res.mip_dual_bound is not None else bound)
+            proven = bound if res.mip_dual_bound is None else \
+                max(bound, form.seconds(res.mip_dual_bound))
+            lower = min(lower, proven)
             if best is None or not better(best, candidate):  # ties: keep the MILP's
                 best, best_sec = candidate, candidate.predicted_step_seconds
                 objective = form.seconds(res.fun)
@@ -311,7 +359,7 @@ def _best_for_shape(cost: CostModel, rows: int, cols: int):
     batch_comps = compositions(cost.batch, rows)
     dim_comps = [compositions(int(size), cols) if on else np.ones((1, cols), np.int64)
                  for size, on in zip(cost.dim_sizes, active)]
-    places = placements(cost.device_type, rows, cols)
+    places = placements(device_kinds(cost), rows, cols)
     axes = [len(places), len(batch_comps)] + [len(c) for c in dim_comps]
     total = int(np.prod(axes))
     best_key, best_idx = None, None

@@ -28,6 +28,7 @@ from typing import Optional, Sequence
 import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import connected_components
 
 from meshpar.planning.cost_model import CostModel
 
@@ -90,7 +91,8 @@ class Formulation:
     batch_vars: Optional[list]   # variable per row, or None: batch sizes fixed
     batch_fixed: Optional[list]
     dim_vars: dict          # dim index -> [var per column]
-    row_time_bound: float   # a valid upper bound of the step time (scale of big-M)
+    tau: int                # the slowest row's time (units)
+    row_terms: list         # per row: its time (units) as (constant, {var: coef})
 
     def solve(self, cutoff: Optional[float], time_limit: Optional[float], gap: float,
               relax: bool = False):
@@ -185,13 +187,11 @@ def formulate(cost: CostModel, speeds: np.ndarray, rows: int, cols: int, perm: n
     batch_vars = None if batch_sizes is not None else _batch_variables(prog, R, B, row_sym)
     tau = prog.var(0.0, np.inf)
     objective_terms[tau] = 1.0
-    bound = 0.0
+    row_terms = []
     for r in range(R):
-        g_const, g_lin, g_max = row_ps[r]
-        b_top = batch_sizes[r] if batch_sizes is not None else B - R + 1
-        bound = max(bound, g_max * b_top)
-        p_const, p_lin = _times_batch(batch_sizes, batch_vars, r, g_const, g_lin)
+        p_const, p_lin = _times_batch(batch_sizes, batch_vars, r, *row_ps[r])
         prog.add(_plus({tau: 1.0}, {i: -c for i, c in p_lin.items()}), lo=p_const)
+        row_terms.append((p_const, p_lin))
     if R > 1:
         if overhead is not None:
             offset += overhead["batch"]
@@ -210,7 +210,7 @@ def formulate(cost: CostModel, speeds: np.ndarray, rows: int, cols: int, perm: n
         objective[i] = c
     return Formulation(R, M, np.asarray(perm), prog, objective, unit, offset, batch_vars,
                        None if batch_sizes is None else [int(b) for b in batch_sizes],
-                       dim_vars, bound * unit + offset)
+                       dim_vars, tau, row_terms)
 
 
 def identical_neighbours(speed: np.ndarray, memory: np.ndarray) -> list:
@@ -220,8 +220,8 @@ def identical_neighbours(speed: np.ndarray, memory: np.ndarray) -> list:
 
 
 def _row_per_sample(cost, prog, speed, split, frac, M, unit, dim_vars):
-    """Per row: per-sample time ``g_r`` in ``unit`` seconds as (const, {var: coef},
-    upper bound), and the latency terms of the row's collectives in seconds (the
+    """Per row: per-sample time ``g_r`` in ``unit`` seconds as (const, {var: coef}),
+    and the latency terms of the row's collectives in seconds (the
     same for every row)."""
     R = speed.shape[0]
     L = cost.flops.size
@@ -231,7 +231,7 @@ def _row_per_sample(cost, prog, speed, split, frac, M, unit, dim_vars):
     bounds = list(zip(starts, starts[1:] + [L]))
     bw, lat = cost.cluster.bandwidth * unit, cost.cluster.latency
     speed = speed * unit  # FLOPs per unit of time
-    comm_const, comm_lin, comm_max, lat_total = 0.0, {}, 0.0, 0.0
+    comm_const, comm_lin, lat_total = 0.0, {}, 0.0
     overhead = cost.split_overhead
     if overhead is not None:
         lat_total = overhead["model"] if M > 1 else 0.0
@@ -246,25 +246,19 @@ def _row_per_sample(cost, prog, speed, split, frac, M, unit, dim_vars):
                     prog.add(_plus({mu: -1.0}, v), lo=-k)
                 comm_const += 2.0 * size / bw
                 comm_lin[mu] = comm_lin.get(mu, 0.0) - 2.0 * size / bw
-                comm_max += 2.0 * size / bw
                 lat_total += 2.0 * (M - 1) * lat
             else:
                 comm_const += 2.0 * (M - 1) / M * size / bw
-                comm_max += 2.0 * (M - 1) / M * size / bw
                 lat_total += (M - 1) * lat
     out = []
     for r in range(R):
-        lin, top = dict(comm_lin), comm_max
-        const = comm_const
+        lin, const = dict(comm_lin), comm_const
         for lo_l, hi_l in bounds:
             if M == 1:
                 const += sum(3.0 * cost.flops[l] / speed[r, 0] for l in range(lo_l, hi_l))
-                top += sum(3.0 * cost.flops[l] / speed[r, 0] for l in range(lo_l, hi_l))
                 continue
             u = prog.var(0.0, np.inf)
             lin[u] = 1.0
-            top += max(sum(3.0 * cost.flops[l] / speed[r, m] for l in range(lo_l, hi_l))
-                       for m in range(M))
             columns = []
             for m in range(M):
                 k_tot, v_tot = 0.0, {}
@@ -276,7 +270,7 @@ def _row_per_sample(cost, prog, speed, split, frac, M, unit, dim_vars):
                 prog.add(_plus({u: 1.0}, {i: -c for i, c in v_tot.items()}), lo=k_tot)
                 columns.append((k_tot, v_tot))
             prog.lb[u] = _segment_floor(columns, dim_vars, cost.dim_sizes)
-        out.append((const, lin, top))
+        out.append((const, lin))
     return out, lat_total
 
 
@@ -354,22 +348,65 @@ def _memory_constraints(cost, prog, R, M, perm, batch, split, frac, params):
                      hi=(cap[r, m] - a_const - slots * p_const) / cap[r, m])
 
 
-def row_time_bounds(cost: CostModel, speeds: np.ndarray, cols: int, perm: np.ndarray):
-    """Per row of the grid ``perm``: the least per-sample time of the row over all
-    splits (LP relaxation, memory left out), and the rows' collective latencies.
+@dataclass(frozen=True)
+class RowOptimum:
+    """One row's least per-sample time over all splits, memory left out.
 
-    A row with ``b`` samples takes at least ``b`` times its bound, whatever the
-    other rows need, so these bound every batch split of the placement."""
-    perm = np.asarray(perm).reshape(-1, cols)
-    out, latency = [], 0.0
-    for line in perm:
-        form = formulate(cost, speeds, 1, cols, line, batch_sizes=[1], memory=False)
-        res = form.solve(None, None, 0.0, relax=True)
+    lower : seconds no split beats (HiGHS's proven bounds, summed)
+    seconds : seconds of ``dims``, the split found (``>= lower``)
+    dims : {dim index: sizes per column}
+    latency : the row's collective latencies (seconds, per step)
+    """
+
+    lower: float
+    seconds: float
+    dims: dict
+    latency: float
+
+
+def row_optimum(cost: CostModel, speeds: np.ndarray, line: Sequence[int],
+                gap: float = 1e-7) -> RowOptimum:
+    """:class:`RowOptimum` of the row of devices ``line`` (one sample).
+
+    Without memory, a row's time is a sum of terms (segments, collectives)
+    that each involve a few dimensions (a residual block's two convolutions,
+    one attention projection), so the program falls apart into independent
+    small ones: each is solved alone, fast and to a tight gap, where the
+    whole program's branch and bound would crawl. A row with ``b`` samples
+    takes at least ``b * lower``, whatever the other rows need."""
+    form = formulate(cost, speeds, 1, len(line), np.asarray(line), batch_sizes=[1],
+                     memory=False)
+    prog = form.program
+    const, lin = form.row_terms[0]
+    A = prog.matrix()
+    keep = np.asarray(A[:, form.tau].todense()).ravel() == 0  # the row-time epigraph
+    A = A[np.nonzero(keep)[0]]
+    lo, hi = np.array(prog.lo)[keep], np.array(prog.hi)[keep]
+    c = np.zeros(len(prog.lb))
+    for i, v in lin.items():
+        c[i] = v
+    pattern = (A != 0).astype(np.int8)
+    _, label = connected_components(csr_matrix(pattern.T @ pattern), directed=False)
+    x = np.zeros(len(prog.lb))
+    lower = value = const
+    lb, ub, integer = np.array(prog.lb), np.array(prog.ub), np.array(prog.integer)
+    for k in np.unique(label[np.arange(len(prog.lb)) != form.tau]):
+        cols = np.nonzero(label == k)[0]
+        rows = np.nonzero(pattern[:, cols].getnnz(axis=1))[0]
+        if not rows.size:  # a free variable (none in practice): its least cost
+            x[cols] = np.where(c[cols] >= 0, lb[cols], ub[cols])
+            continue
+        res = milp(c[cols], integrality=integer[cols], bounds=Bounds(lb[cols], ub[cols]),
+                   constraints=[LinearConstraint(A[rows][:, cols], lo[rows], hi[rows])],
+                   options={"mip_rel_gap": gap})
         if res.x is None:
-            raise ValueError(f"row bound: HiGHS ended with status {res.status}: {res.message}")
-        out.append(float(res.fun) * form.unit)
-        latency = form.offset
-    return np.array(out), latency
+            raise ValueError(f"row optimum: HiGHS ended with status {res.status}: "
+                             f"{res.message}")
+        x[cols] = res.x
+        value += res.fun
+        lower += res.fun if res.mip_dual_bound is None else min(res.mip_dual_bound, res.fun)
+    dims = {d: [int(round(x[i])) for i in vs] for d, vs in form.dim_vars.items()}
+    return RowOptimum(lower * form.unit, value * form.unit, dims, form.offset)
 
 
 def allreduce_bound(cost: CostModel, rows: int, cols: int) -> float:
