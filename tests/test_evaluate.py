@@ -165,11 +165,14 @@ def test_summarize_pairs_configurations_by_seed_and_fold():
               row("ad-nc-seed0-fold0", "uneven-mesh", [0.9, 0.1, 0.8, 0.3], {"a": 0.9}),
               row("ad-nc-seed1-fold0", "one-device", [0.9, 0.6, 0.8, 0.3], {"a": 0.6}),
               row("ad-nc-seed1-fold0", "uneven-mesh", [0.9, 0.1, 0.8, 0.3], {"a": 0.4})]
+    scored[3]["p_first_model"] = {"a": 0.6 + 1e-7}  # seed 1's one-device weights on the mesh
     s = report.summarize(scored, {"ad-nc": ("NC", "AD")}, ["one-device", "uneven-mesh"])
     paired = s["ad-nc"]["paired"]["uneven-mesh"]
     assert paired["accuracy"]["mean_difference"] == pytest.approx(0.125)  # (0 + 0.25) / 2
     assert paired["predictions"]["max_abs_p_difference"] == pytest.approx(0.2)
     assert paired["predictions"]["label_agreement"] == 0.5
+    assert paired["same_weights"]["subjects"] == 1
+    assert paired["same_weights"]["max_abs_p_difference"] == pytest.approx(1e-7)
     assert s["ad-nc"]["configs"]["one-device"]["summary"]["accuracy"]["mean"] == \
         pytest.approx(0.875)
     assert "uneven-mesh" in report.format_table(s)

@@ -143,16 +143,18 @@ def run(args) -> int:
           f"{len(fold_ids)} test fold(s) of {args.folds} x {len(configs)} configuration(s); "
           f"{args.jobs} at a time", flush=True)
     started = time.perf_counter()
-    scored = []
 
-    def done(one, summary):
-        scored.append(report.score_run(one, summary))
-        acc = scored[-1]["metrics"]["accuracy"]
-        print(f"  {one.key} {one.config.name}: accuracy {acc:.3f} "
+    def finished(one, summary):
+        print(f"  {one.key} {one.config.name}: trained and predicted "
               f"({summary.get('seconds', math.nan):.0f} s)", flush=True)
 
-    protocol.execute_all(runs, args.model, train_args, jobs=args.jobs, threads=args.threads,
-                         report=done)
+    results = protocol.execute_all(runs, args.model, train_args, jobs=args.jobs,
+                                   threads=args.threads, report=finished)
+    # Inference parity: the first configuration's weights predicted on each other mesh.
+    first = {r.key: r for r in runs if r.config == configs[0]}
+    protocol.cross_predict_all([(first[r.key], r) for r in runs if r.config != configs[0]],
+                               jobs=args.jobs, threads=args.threads)
+    scored = [report.score_run(one, results[one]) for one in runs]
     summary = report.summarize(scored, tasks, [c.name for c in configs])
     result = {"protocol": {"tasks": {t: list(v) for t, v in tasks.items()}, "seeds": args.seeds,
                            "folds": args.folds, "test_folds": fold_ids, "model": args.model,

@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 __all__ = ["TASKS", "Config", "Run", "default_configs", "prepare_phantoms", "plan_runs",
-           "train_command", "predict_command", "execute", "execute_all"]
+           "train_command", "predict_command", "execute", "execute_all", "cross_predictions",
+           "cross_predict_all"]
 
 # Task name -> (class 0, class 1); class 1 is the patient group.
 TASKS: Dict[str, Tuple[str, str]] = {"ad-nc": ("NC", "AD"), "smci-pmci": ("sMCI", "pMCI")}
@@ -151,15 +152,37 @@ def train_command(run: Run, model: str, train_args: Sequence[str] = (),
                "--json"] + list(train_args) + list(run.config.train_args))
 
 
-def predict_command(run: Run, threads: int = 1) -> List[str]:
+def predict_command(run: Run, threads: int = 1, model_run: Optional[Run] = None,
+                    out: Optional[Path] = None) -> List[str]:
     """``meshpar predict`` argv writing ``run``'s held-out predictions, on the run's
     own mesh, from the checkpoint training kept as best (``--keep-best``) if any,
-    else the latest."""
-    best = (run.model_dir / "best" / "best.json").is_file()
-    return ([sys.executable, "-m", "meshpar", "predict", "--model-dir", str(run.model_dir),
+    else the latest. ``model_run``: predict that run's model instead (on
+    ``run``'s mesh), to ``out``."""
+    model_dir = (model_run or run).model_dir
+    best = (model_dir / "best" / "best.json").is_file()
+    return ([sys.executable, "-m", "meshpar", "predict", "--model-dir", str(model_dir),
              "--data", str(run.data_dir)] + _split_args(run)
-            + ["--out", str(run.predictions), "--force", "--threads", str(threads),
+            + ["--out", str(out or run.predictions), "--force", "--threads", str(threads),
                "--checkpoint", "best" if best else "latest"] + list(run.config.train_args))
+
+
+def cross_predictions(run: Run) -> Path:
+    """Where the first configuration's model, predicted on ``run``'s mesh, is written."""
+    return run.run_dir / "predictions-first-config-model.csv"
+
+
+def cross_predict_all(pairs: Sequence[Tuple[Run, Run]], jobs: int = 1,
+                      threads: int = 1) -> None:
+    """For each ``(base, other)``: predict ``base``'s trained model on ``other``'s
+    mesh (inference parity: same weights, another mesh), unless done already."""
+    def one(pair):
+        base, other = pair
+        if not cross_predictions(other).is_file():
+            _call(predict_command(other, threads, model_run=base, out=cross_predictions(other)),
+                  other.run_dir / "train.log")
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        list(pool.map(one, pairs))
 
 
 def _call(cmd: List[str], log: Path) -> str:

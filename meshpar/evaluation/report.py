@@ -20,7 +20,7 @@ import numpy as np
 from meshpar.evaluation.ceiling import CEILINGS, ceiling_metrics, load_truth
 from meshpar.evaluation.metrics import (METRICS, binary_metrics, mean_std, paired_comparison,
                                         prediction_agreement)
-from meshpar.evaluation.protocol import Run
+from meshpar.evaluation.protocol import Run, cross_predictions
 
 __all__ = ["read_predictions", "check_fold", "score_run", "summarize", "format_table",
            "plot_summary"]
@@ -82,6 +82,10 @@ def score_run(run: Run, summary: dict) -> dict:
               "metrics": binary_metrics(y, p), "p": {k: preds[k]["p"] for k in keys},
               "train": {k: summary.get(k) for k in ("steps", "last_loss", "best", "seconds",
                                                     "train_seconds", "test") if k in summary}}
+    cross = cross_predictions(run)
+    if cross.is_file():  # the first configuration's model, predicted on this run's mesh
+        scored["p_first_model"] = {k: v["p"] for k, v in
+                                   read_predictions(cross, run.data_dir, run.labels[1]).items()}
     if (run.data_dir / "phantoms.json").is_file():
         scored["ceilings"] = ceiling_metrics(load_truth(run.data_dir), rest, keys, run.labels[1])
     return scored
@@ -136,6 +140,14 @@ def _paired(base: Sequence[dict], other: Sequence[dict]) -> dict:
         "mean_abs_p_difference": sum(a["mean_abs_p_difference"] * a["subjects"]
                                      for a in agree) / n,
         "label_agreement": sum(a["label_agreement"] * a["subjects"] for a in agree) / n}
+    same = [prediction_agreement(b[k]["p"], o[k]["p_first_model"]) for k in keys
+            if "p_first_model" in o[k]]
+    if same:  # inference alone: one set of weights, predicted on both meshes
+        result["same_weights"] = {
+            "subjects": sum(a["subjects"] for a in same),
+            "max_abs_p_difference": max(a["max_abs_p_difference"] for a in same),
+            "label_agreement": sum(a["label_agreement"] * a["subjects"] for a in same)
+            / sum(a["subjects"] for a in same)}
     return result
 
 
@@ -169,6 +181,11 @@ def format_table(summary: dict) -> str:
                        f" {a['n']} paired runs); predictions: max |dp| "
                        f"{pr['max_abs_p_difference']:.2e}, labels agree "
                        f"{pr['label_agreement']:.3f} of {pr['subjects']} subjects")
+            if "same_weights" in p:
+                sw = p["same_weights"]
+                out.append(f"{task}: one-device weights predicted on {c}: max |dp| "
+                           f"{sw['max_abs_p_difference']:.2e}, labels agree "
+                           f"{sw['label_agreement']:.3f} of {sw['subjects']} subjects")
     return "\n".join(out)
 
 
