@@ -120,3 +120,53 @@ def test_cli_exact_reports_the_gap_and_exits_2_past_its_limit(capsys):
     assert main(argv + ["--speeds", "1,0.7,0.4,0.2,1,0.7", "--time-limit", "0.001"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "time limit of 0.001 s" in err
+
+
+def test_a_rows_optimum_solved_in_parts_is_the_whole_programs():
+    """The row program split into independent groups of dimensions has the
+    optimum of the row program solved whole."""
+    from meshpar.planning.planners.milp import row_optimum
+
+    for name, speeds in (("tiny", [1.0, 0.6, 0.3]), ("resattnet3d-small", [1.0, 0.7, 0.4])):
+        model = tiny_model() if name == "tiny" else describe_model(name)
+        cost = CostModel(model, ClusterSpec.from_speeds(speeds), 4)
+        line = np.arange(len(speeds))
+        opt = row_optimum(cost, constant_speeds(cost), line)
+        form = formulate(cost, constant_speeds(cost), 1, len(speeds), line, [1], memory=False)
+        whole = form.seconds(form.solve(None, None, 0.0).fun) - form.offset
+        assert opt.lower <= whole * (1 + 1e-7) and opt.seconds >= whole * (1 - 1e-7)
+        assert opt.seconds == pytest.approx(whole, rel=1e-6)
+        sizes = {cost.dim_names[d]: v for d, v in opt.dims.items()}
+        ev = cost.evaluate_sizes(1, len(speeds), line, [1], sizes)
+        assert ev.seconds[0] == pytest.approx(opt.seconds + opt.latency, rel=1e-7)
+
+
+def test_devices_alike_in_speed_but_not_in_memory_are_not_interchangeable():
+    """Three fast devices, one with little memory: which row it shares matters
+    (taken as interchangeable by speed alone, the search misses the optimum)."""
+    from meshpar.planning.planners.exact import _best_for_shape
+
+    model = ModelDescription("two", (
+        Layer("c1", "conv3d", 2e8, 2e5, 4000, 6 * 4000, "c1_filters", 6, "allconcat"),
+        Layer("c2", "conv3d", 3e8, 3e5, 6 * 4000, 6 * 2000, "c2_filters", 6, None)),
+        input_elems=4000)
+    free = ClusterSpec.from_speeds([1.0, 1.0, 1.0, 0.4, 0.4, 0.4], memory_bytes=16 * 2**30)
+    need = max(plan(model, free, 6, method="exact", shapes=[(2, 3)]).memory_per_device)
+    fast = free.devices[0]
+    cluster = ClusterSpec((type(fast)(fast.name, fast.device, fast.profile, int(0.6 * need)),)
+                          + free.devices[1:])
+    result = plan(model, cluster, 6, method="exact", shapes=[(2, 3)])
+    enumerated, _ = _best_for_shape(CostModel(model, cluster, 6), 2, 3)
+    assert result.feasible and enumerated.feasible
+    assert result.predicted_step_seconds == pytest.approx(enumerated.predicted_step_seconds,
+                                                          rel=1e-6)
+
+
+def test_resattnet3d_on_five_devices_of_four_kinds_is_proven():
+    """The instance whose single 1x5 program HiGHS could not close in 390 s."""
+    model = describe_model("resattnet3d")
+    cluster = ClusterSpec.from_speeds([1.0, 0.7, 0.4, 0.2, 1.0])
+    result = plan(model, cluster, 8, method="exact")
+    assert result.extra["gap"] <= 2e-4
+    assert CostModel(model, cluster, 8).evaluate_plan(result).seconds[0] == \
+        result.predicted_step_seconds

@@ -14,6 +14,14 @@ BATCH_AXIS = "batch"
 MODEL_AXIS = "model"
 
 
+def device_kinds(cost: CostModel) -> np.ndarray:
+    """Index of each device's kind: interchangeable devices (same profile, same
+    memory) share one."""
+    _, kinds = np.unique(np.stack([cost.device_type, cost.memory_capacity], axis=1),
+                         axis=0, return_inverse=True)
+    return kinds.ravel()
+
+
 def representative_speeds(cost: CostModel) -> np.ndarray:
     """Each device's FLOP/s at the work size of an even share of a training step."""
     size = 3.0 * cost.model.flops * cost.batch / cost.n

@@ -27,7 +27,7 @@ from meshpar.planning.description import ModelDescription
 from meshpar.planning.plan import Plan
 from meshpar.planning.cost_model import split_sizes_batch
 from meshpar.planning.planners.common import (allowed_shapes, better, build_plan,
-                                              proportional_weights)
+                                              device_kinds, proportional_weights)
 from meshpar.planning.planners.milp import (allreduce_bound, constant_speeds, formulate,
                                             identical_neighbours, row_optimum)
 
@@ -84,14 +84,6 @@ def _placements(device_type: Sequence[int], rows: int, cols: int) -> np.ndarray:
         seen.add(key)
         out.append(perm)
     return np.array(out, dtype=np.int64)
-
-
-def device_kinds(cost: CostModel) -> np.ndarray:
-    """Index of each device's kind: interchangeable devices (same profile, same
-    memory) share one."""
-    _, kinds = np.unique(np.stack([cost.device_type, cost.memory_capacity], axis=1),
-                         axis=0, return_inverse=True)
-    return kinds.ravel()
 
 
 def count_candidates(cost: CostModel, shapes: Optional[Sequence[tuple]] = None) -> int:

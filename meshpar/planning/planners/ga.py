@@ -41,8 +41,15 @@ from meshpar.planning.cluster import ClusterSpec
 from meshpar.planning.cost_model import CostModel, penalised, split_sizes_batch
 from meshpar.planning.description import ModelDescription
 from meshpar.planning.plan import Plan
-from meshpar.planning.planners.common import (allowed_shapes, build_plan, proportional_weights,
-                                              representative_speeds, sorted_placement)
+from meshpar.planning.planners.common import (allowed_shapes, build_plan, device_kinds,
+                                              proportional_weights, representative_speeds,
+                                              sorted_placement)
+
+
+#: Most devices for the placement local search (all pairs are tried).
+SWAP_DEVICES = 16
+#: Above this many devices the local search polishes only the overall best.
+LARGE = 64
 
 
 @dataclasses.dataclass
@@ -73,6 +80,8 @@ class _Problem:
         self.K = max(self.D, 1) if per_layer else 1
         self.per_layer = per_layer
         self.speeds = representative_speeds(cost)
+        self.kinds = device_kinds(cost)
+        self.used = (np.array([r for r, _ in shapes]), np.array([m for _, m in shapes]))
         # Seeds: per shape, the proportional chromosome (devices sorted into
         # columns) and the row-sorted variant; index 2*s and 2*s + 1.
         self.seed_shape, self.seed_perm, self.seed_bw, self.seed_mw = [], [], [], []
@@ -109,10 +118,11 @@ class _Problem:
                            rng.normal(0.0, 1.0, size=(count, self.n)),
                            rng.normal(0.0, 1.0, size=(count, self.K, self.n)))
 
-    def polish(self, pop: _Population, c: int, max_steps: int = 200):
+    def polish(self, pop: _Population, c: int, max_steps: int = 200, pairs: bool = True):
         """Hill-climb individual ``c`` on the integer lattice: evaluate every
-        single-unit move of the batch split and of each dimension's split at
-        once, take the best while it improves. Returns (fitness, seconds)."""
+        move of the batch split and of each dimension's split at once, take
+        the best while it improves; when stuck (and ``pairs``), two moves at
+        once. Returns (fitness, seconds)."""
         rows, cols = self.shapes[pop.shape[c]]
         idx = np.array([c])
         bsz, csz = self.sizes(pop, idx, rows, cols)
@@ -141,6 +151,8 @@ class _Problem:
             # Stuck: two moves at once, the first one among those that free the
             # most memory or cost the least time (a split that makes room for another).
             found = None
+            if not pairs:
+                break
             firsts = np.unique(np.concatenate([np.argsort(fit)[:4],
                                                np.argsort(ev.overflow)[:4]]))
             for k in firsts:
@@ -156,6 +168,75 @@ class _Problem:
         for d in active:
             pop.mw[c, d, :cols] = np.log(csz[d])
         return best_fit, best_sec
+
+    def swap_search(self, pop: _Population, c: int, fit: float, sec: float,
+                    rounds: int = 3, top: int = 4):
+        """Placement local search on individual ``c`` (after :meth:`polish`):
+        every swap of two devices of different kinds, as it is and with its
+        rows sorted, split in proportion and climbed a few lattice steps (all
+        at once); the ``top`` best are polished (a new placement needs its own
+        split before it can be judged) and the best taken while it improves.
+        Returns (fitness, seconds)."""
+        for _ in range(rounds):
+            kinds = self.kinds[pop.perm[c]]
+            i, j = np.triu_indices(self.n, 1)
+            pick = kinds[i] != kinds[j]
+            i, j = i[pick], j[pick]
+            if not i.size:
+                break
+            trial = pop.take(np.full(2 * i.size, c))
+            k = np.arange(i.size)
+            for part in (k, k + i.size):
+                trial.perm[part, i] = pop.perm[c, j]
+                trial.perm[part, j] = pop.perm[c, i]
+            # The second copy also sorts every row fastest first, so that each
+            # column holds alike devices (one split suits the whole column).
+            rows, cols = self.shapes[pop.shape[c]]
+            grid = trial.perm[k + i.size].reshape(-1, rows, cols)
+            order = np.argsort(-self.speeds[grid], axis=2, kind="stable")
+            trial.perm[k + i.size] = np.take_along_axis(grid, order, 2).reshape(-1, self.n)
+            self.rebalance_placement(trial, np.arange(2 * i.size))
+            trial = trial.take(_distinct(self.kinds[trial.perm], rows, cols))
+            cand = trial.take(np.argsort(self.climb(trial, 16), kind="stable")[:top])
+            results = [self.polish(cand, t) for t in range(cand.shape.size)]
+            t = int(np.argmin([r[0] for r in results]))
+            if not results[t][0] < fit * (1 - 1e-12):
+                break
+            fit, sec = results[t]
+            pop.perm[c], pop.bw[c], pop.mw[c] = cand.perm[t], cand.bw[t], cand.mw[t]
+        return fit, sec
+
+    def climb(self, pop: _Population, steps: int) -> np.ndarray:
+        """``steps`` steps of best-improvement hill climbing on the integer lattice
+        (the moves of :func:`_unit_moves`) for every individual of ``pop`` (all
+        of one shape), all evaluated together; returns their fitness."""
+        rows, cols = self.shapes[pop.shape[0]]
+        idx = np.arange(pop.shape.size)
+        bsz, csz = self.sizes(pop, idx, rows, cols)
+        active = np.nonzero(self.cost.active_dims(cols))[0] if self.per_layer else []
+        fit = penalised(self.cost.evaluate(rows, cols, pop.perm, bsz, csz))
+        for _ in range(steps):
+            moves = [_unit_moves(bsz[q], csz[q], active) for q in idx]
+            counts = np.array([len(m[0]) for m in moves])
+            if not counts.sum():
+                break
+            owner = np.repeat(idx, counts)
+            ev = self.cost.evaluate(rows, cols, pop.perm[owner],
+                                    np.concatenate([m[0] for m in moves if len(m[0])]),
+                                    np.concatenate([m[1] for m in moves if len(m[0])]))
+            f, start = penalised(ev), np.concatenate([[0], np.cumsum(counts)[:-1]])
+            improved = False
+            for q in idx[counts > 0]:
+                k = int(np.argmin(f[start[q]:start[q] + counts[q]]))
+                if f[start[q] + k] < fit[q] * (1 - 1e-12):
+                    fit[q], improved = f[start[q] + k], True
+                    bsz[q], csz[q] = moves[q][0][k], moves[q][1][k]
+            if not improved:
+                break
+        pop.bw[:, :rows] = np.log(bsz)
+        for d in active:
+            pop.mw[:, d, :cols] = np.log(csz[:, d])
+        return fit
 
     def rebalance_placement(self, pop: _Population, which) -> None:
         """Reset the weights of individuals ``which`` to proportional for their placement."""
@@ -227,6 +308,18 @@ class _Problem:
         return fitness, seconds, new_bw, new_mw
 
 
+def _distinct(kinds: np.ndarray, rows: int, cols: int) -> np.ndarray:
+    """Indices of the first of every set of placements (kinds of devices per
+    pnum, [P, n]) equal up to the order of the rows."""
+    seen, out = set(), []
+    for p, grid in enumerate(kinds.reshape(-1, rows, cols)):
+        key = tuple(sorted(map(tuple, grid)))
+        if key not in seen:
+            seen.add(key)
+            out.append(p)
+    return np.array(out, dtype=np.int64)
+
+
 def _pairs(k: int, limit: int = 12) -> np.ndarray:
     """Ordered pairs (from, to) of k coordinates; above ``limit`` only among the
     three first and three last (the caller sorts: largest first)."""
@@ -288,7 +381,7 @@ def plan_ga(model: ModelDescription, cluster: ClusterSpec, batch: int, seed: int
             blend_alpha: float = 0.3, weight_sigma: float = 0.05, weight_rate: float = 0.3,
             swap_rate: float = 0.3, balance_rate: float = 0.2, unit_rate: float = 0.4,
             shape_rate: float = 0.05, init: str = "proportional", polish_every: int = 25,
-            time_limit: Optional[float] = None, shapes: Optional[Sequence[tuple]] = None,
+            patience: int = 60, time_limit: Optional[float] = None, shapes: Optional[Sequence[tuple]] = None,
             cost: Optional[CostModel] = None, progress: bool = False) -> Plan:
     """Run GABRA; return the best plan found.
 
@@ -310,6 +403,9 @@ def plan_ga(model: ModelDescription, cluster: ClusterSpec, batch: int, seed: int
         Every this many generations, and at the end, the best individual
         climbs the integer lattice: the best single-unit move of a batch or
         dimension split, repeated while it helps (0: never).
+    patience : int
+        Stop when the best plan has not improved for this many generations
+        (0: run all ``generations``).
     time_limit : float, optional
         Stop after this many seconds (the result then depends on timing).
     progress : bool
@@ -332,7 +428,7 @@ def plan_ga(model: ModelDescription, cluster: ClusterSpec, batch: int, seed: int
         # The seed chromosomes of every shape, then mutants of them.
         pop = problem.seeds(np.arange(n_seeds))
         extra = problem.seeds(rng.integers(0, n_seeds, size=P - n_seeds))
-        _mutate_weights(extra, rng, weight_sigma * 3, 1.0)
+        _mutate_weights(extra, rng, weight_sigma * 3, 1.0, problem.used)
         _swap(extra, rng, np.ones(P - n_seeds, dtype=bool))
         pop = _Population.concat([pop, extra])
     elif init == "random":
@@ -355,6 +451,9 @@ def plan_ga(model: ModelDescription, cluster: ClusterSpec, batch: int, seed: int
             bar.update(1)
             bar.set_postfix(best=f"{seconds[order[0]]:.4g}s")
         if time_limit is not None and time.perf_counter() - t0 > time_limit:
+            break
+        if patience and len(history) > patience and \
+                history[-1] >= history[-1 - int(patience)] * (1 - 1e-12):
             break
         if polish_every and generation and generation % int(polish_every) == 0:
             _polish_niches(problem, pop, fitness, seconds, order)
@@ -382,7 +481,7 @@ def plan_ga(model: ModelDescription, cluster: ClusterSpec, batch: int, seed: int
         balance = rng.random(n_child) < balance_rate
         child.bw[balance] = bal_bw[a[balance]]
         child.mw[balance] = bal_mw[a[balance]]
-        _mutate_weights(child, rng, weight_sigma, weight_rate, skip=balance)
+        _mutate_weights(child, rng, weight_sigma, weight_rate, problem.used, skip=balance)
         problem.unit_move(child, np.nonzero(rng.random(n_child) < unit_rate)[0], rng)
         swapped = rng.random(n_child) < swap_rate
         _swap(child, rng, swapped)
@@ -406,7 +505,8 @@ def plan_ga(model: ModelDescription, cluster: ClusterSpec, batch: int, seed: int
         bar.close()
 
     if polish_every:
-        _polish_niches(problem, pop, fitness, seconds, np.argsort(fitness, kind="stable"))
+        _polish_niches(problem, pop, fitness, seconds, np.argsort(fitness, kind="stable"),
+                       final=True)
     best = int(np.argsort(fitness, kind="stable")[0])
     history[-1] = float(seconds[best])
     rows, cols = shape_list[pop.shape[best]]
@@ -424,11 +524,24 @@ def plan_ga(model: ModelDescription, cluster: ClusterSpec, batch: int, seed: int
     return dataclasses.replace(result, planning_seconds=elapsed)
 
 
-def _polish_niches(problem: _Problem, pop: _Population, fitness, seconds, order) -> None:
-    """Local search on the best individual of every mesh shape (in place)."""
+def _polish_niches(problem: _Problem, pop: _Population, fitness, seconds, order,
+                   final: bool = False) -> None:
+    """Local search on the best individual of every mesh shape (in place); at
+    the ``final`` call also on its placement (up to SWAP_DEVICES devices).
+    Every move is evaluated on the whole grid, so above LARGE devices the
+    effort shrinks with the device count: only the overall best, only at
+    the end, ``4096 / n`` steps."""
+    if problem.n > LARGE:
+        if final:
+            c = int(order[0])
+            fitness[c], seconds[c] = problem.polish(pop, c, max(1, 4096 // problem.n),
+                                                    pairs=False)
+        return
     for s in np.unique(pop.shape):
         c = int(order[pop.shape[order] == s][0])
         fitness[c], seconds[c] = problem.polish(pop, c)
+        if final and problem.n <= SWAP_DEVICES:
+            fitness[c], seconds[c] = problem.swap_search(pop, c, fitness[c], seconds[c])
 
 
 def _tournament(fitness: np.ndarray, count: int, size: int, rng) -> np.ndarray:
@@ -436,14 +549,19 @@ def _tournament(fitness: np.ndarray, count: int, size: int, rng) -> np.ndarray:
     return entrants[np.arange(count), np.argmin(fitness[entrants], axis=1)]
 
 
-def _mutate_weights(pop: _Population, rng, sigma: float, rate: float, skip=None) -> None:
-    mask_b = rng.random(pop.bw.shape) < rate
-    mask_m = rng.random(pop.mw.shape) < rate
+def _mutate_weights(pop: _Population, rng, sigma: float, rate: float, used, skip=None) -> None:
+    """Gaussian steps on a ``rate`` share of the weights in use (the first R
+    batch and M model weights of each individual's shape ``used = (R, M)``)."""
+    rows, cols = (np.asarray(u)[pop.shape] for u in used)
+    n = pop.bw.shape[1]
+    mask_b = (rng.random(pop.bw.shape) < rate) & (np.arange(n)[None, :] < rows[:, None])
+    mask_m = (rng.random(pop.mw.shape) < rate) & (np.arange(n)[None, None, :]
+                                                 < cols[:, None, None])
     if skip is not None:
         mask_b[skip] = False
         mask_m[skip] = False
-    pop.bw += mask_b * rng.normal(0.0, sigma, size=pop.bw.shape)
-    pop.mw += mask_m * rng.normal(0.0, sigma, size=pop.mw.shape)
+    pop.bw[mask_b] += rng.normal(0.0, sigma, size=int(mask_b.sum()))
+    pop.mw[mask_m] += rng.normal(0.0, sigma, size=int(mask_m.sum()))
 
 
 def _swap(pop: _Population, rng, which: np.ndarray) -> None:
