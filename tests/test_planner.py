@@ -75,8 +75,20 @@ def test_ga_search_alone_reaches_the_optimum_from_a_random_start(seed, speeds, b
     assert ga.predicted_step_seconds <= exact.predicted_step_seconds * (1 + 1e-9)
 
 
+def test_ga_finds_the_placement_that_pairs_unlike_devices():
+    """resattnet3d-small on 8 devices of 3 kinds: the optimum (MILP) pairs a fast
+    and a middling device in each of three rows; the GA's lattice search alone
+    stayed 11.6% above it on the speed-sorted rows, its placement search
+    reaches it."""
+    model = describe_model("resattnet3d-small")
+    cluster = ClusterSpec.from_speeds([1.0, 0.6, 0.25, 1.0, 0.6, 0.25, 1.0, 0.6])
+    exact = plan(model, cluster, 16, method="exact")
+    ga = plan(model, cluster, 16, method="ga", seed=0)
+    assert ga.predicted_step_seconds <= 1.01 * exact.predicted_step_seconds
+
+
 def test_ga_is_reproducible_with_a_seed():
-    model = describe_model("vgg-cifar")
+    model = describe_model("vgg-cifar-small")
     cluster = ClusterSpec.from_speeds([1.0, 0.7, 0.5, 0.5, 0.3, 0.2])
     a = plan(model, cluster, 16, method="ga", seed=7, generations=30)
     b = plan(model, cluster, 16, method="ga", seed=7, generations=30)

@@ -170,7 +170,7 @@ class _Problem:
         return best_fit, best_sec
 
     def swap_search(self, pop: _Population, c: int, fit: float, sec: float,
-                    rounds: int = 3, top: int = 4):
+                    rounds: int = 2, top: int = 4):
         """Placement local search on individual ``c`` (after :meth:`polish`):
         every swap of two devices of different kinds, as it is and with its
         rows sorted, split in proportion and climbed a few lattice steps (all
@@ -197,7 +197,7 @@ class _Problem:
             trial.perm[k + i.size] = np.take_along_axis(grid, order, 2).reshape(-1, self.n)
             self.rebalance_placement(trial, np.arange(2 * i.size))
             trial = trial.take(_distinct(self.kinds[trial.perm], rows, cols))
-            cand = trial.take(np.argsort(self.climb(trial, 16), kind="stable")[:top])
+            cand = trial.take(np.argsort(self.climb(trial, 8), kind="stable")[:top])
             results = [self.polish(cand, t) for t in range(cand.shape.size)]
             t = int(np.argmin([r[0] for r in results]))
             if not results[t][0] < fit * (1 - 1e-12):
