@@ -527,7 +527,8 @@ def plan_ga(model: ModelDescription, cluster: ClusterSpec, batch: int, seed: int
 def _polish_niches(problem: _Problem, pop: _Population, fitness, seconds, order,
                    final: bool = False) -> None:
     """Local search on the best individual of every mesh shape (in place); at
-    the ``final`` call also on its placement (up to SWAP_DEVICES devices).
+    the ``final`` call also on its placement (up to SWAP_DEVICES devices; on
+    one row or one column every placement is the same up to symmetry).
     Every move is evaluated on the whole grid, so above LARGE devices the
     effort shrinks with the device count: only the overall best, only at
     the end, ``4096 / n`` steps."""
@@ -540,7 +541,8 @@ def _polish_niches(problem: _Problem, pop: _Population, fitness, seconds, order,
     for s in np.unique(pop.shape):
         c = int(order[pop.shape[order] == s][0])
         fitness[c], seconds[c] = problem.polish(pop, c)
-        if final and problem.n <= SWAP_DEVICES:
+        rows, cols = problem.shapes[s]
+        if final and problem.n <= SWAP_DEVICES and rows > 1 and cols > 1:
             fitness[c], seconds[c] = problem.swap_search(pop, c, fitness[c], seconds[c])
 
 
