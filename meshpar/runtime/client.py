@@ -144,10 +144,9 @@ class ClusterClient:
         also turns Grappler's arithmetic optimizer off. On a graph that spans
         several tasks it does not rewrite the same way from one run to the
         next: two runs of one command drifted by ~1e-7 per step (9e-3 after
-        30 steps). Without it runs and resumed runs are bit-identical; the
-        price, measured on a two-worker batch split of resattnet3d-small, is
-        up to ~15% of throughput (docs/measuring.md), so it is paid only when
-        determinism is asked for.
+        30 steps). Without it runs and resumed runs are bit-identical; its
+        cost on a two-worker batch split of resattnet3d-small was within the
+        noise (docs/measuring.md). It is off only when determinism is asked for.
         """
         import tensorflow.compat.v1 as tf
         from tensorflow.core.protobuf import rewriter_config_pb2
