@@ -29,8 +29,9 @@ import tempfile
 import time
 
 from meshpar.cli.train_options import (  # noqa: F401  (mesh_from_speeds: re-exported)
-    add_mesh_options, add_recipe_options, add_split_options, augmentations, check_mesh_args,
-    cluster_client, mesh_arguments, mesh_from_speeds, recipe_params, split_request)
+    add_mesh_options, add_rebalance_options, add_recipe_options, add_split_options,
+    augmentations, check_mesh_args, cluster_client, mesh_arguments, mesh_from_speeds,
+    rebalance_options, recipe_params, split_request)
 
 OPTIMIZER_DEFAULT_LR = {"adam": 1e-3, "momentum": 0.01, "sgd": 0.05}
 
@@ -91,6 +92,7 @@ def register(subparsers) -> None:
                         help="share of the non-test subjects held out for validation "
                              "(default: 0.25)")
     add_split_options(parser)
+    add_rebalance_options(parser)
     parser.add_argument("--seed", type=int, default=0, help="data and graph seed (default: 0)")
     parser.add_argument("--threads", type=int, default=1,
                         help="TF intra/inter-op threads (default 1: deterministic)")
@@ -129,6 +131,7 @@ def _check_args(args) -> None:
     if args.worker_times_every < 0:
         raise ValueError("--worker-times-every must be >= 0")
     check_mesh_args(args)
+    args.rebalance_options = rebalance_options(args)
 
 
 def run(args) -> int:
@@ -281,6 +284,7 @@ def _train(args, spec, lr, params, mesh_kwargs, model_dir, data, client=None,
         hooks.append(E.StepTraceHook(args.trace_step, args.trace_out))
     guard = lambda run: _guard(client, run, _exit_now(scratch))  # noqa: E731
     scores = []  # (step, validation loss) of each checkpoint with --keep-best
+    rebalanced = None  # with --rebalance/--elastic: replans, samples, monitor overhead
     started = time.perf_counter()
     try:
         if args.keep_best and data["eval_fn"] is not None:
@@ -290,7 +294,11 @@ def _train(args, spec, lr, params, mesh_kwargs, model_dir, data, client=None,
             if args.keep_best:
                 print("keep-best: no validation batch (fewer validation subjects than --batch); "
                       "keeping the last checkpoint", file=sys.stderr)
-            guard(lambda: est.train(data["train_fn"], max_steps=args.steps, hooks=hooks))
+            if args.rebalance_options is not None:
+                rebalanced, est = _train_rebalancing(args, spec, lr, params, model_fn,
+                                                     model_dir, data, client, hooks, scratch)
+            else:
+                guard(lambda: est.train(data["train_fn"], max_steps=args.steps, hooks=hooks))
     finally:
         bar.close()
     seconds = time.perf_counter() - started
@@ -307,6 +315,8 @@ def _train(args, spec, lr, params, mesh_kwargs, model_dir, data, client=None,
             ("samples/s", _format_speed(speed))]
     if args.keep_best:
         _report_best(model_dir, scores, rows, summary)
+    if rebalanced is not None:
+        _report_rebalancing(rebalanced, rows, summary)
     _evaluate(args, est, data, guard, rows, summary)
     report = getattr(args, "skipped_report", None)
     bad = report() if report is not None else []
@@ -320,7 +330,71 @@ def _train(args, spec, lr, params, mesh_kwargs, model_dir, data, client=None,
     if args.json:
         summary["skipped_subjects"] = len(bad)
         print(json.dumps(summary), flush=True)
+    if rebalanced is not None and rebalanced["abandoned_threads"]:
+        _exit_now(scratch, code=0)(None)  # a thread is still blocked on a lost worker
     return 0
+
+
+def _train_rebalancing(args, spec, lr, params, model_fn, model_dir, data, client, hooks,
+                       scratch):
+    """``--rebalance``/``--elastic``/``--replay-replans``: train through
+    :func:`meshpar.training.rebalance.train_rebalancing`; returns its result and an
+    estimator on the final mesh (what evaluation runs on)."""
+    import tensorflow.compat.v1 as tf
+
+    from meshpar.runtime.client import ClusterFailure
+    from meshpar.training import estimator as E
+    from meshpar.training import rebalance as R
+
+    def build(mesh, tasks):
+        fn = E.build_model_fn(spec, mesh=mesh, optimizer=args.optimizer, learning_rate=lr,
+                              save_checkpoints_steps=args.checkpoint_every or max(args.steps, 1))
+        config = E.run_config(model_dir, seed=args.seed, threads=args.threads,
+                              cluster_client=client)
+        client.restrict(config.session_config, tasks)
+        built[0] = tf.estimator.Estimator(fn, model_dir=model_dir, params=params, config=config)
+        return built[0]
+
+    built = [None]
+    schedule = []
+    if args.replay_replans:
+        schedule = R.schedule_from_replans(_read_replans(args.replay_replans))
+    layout_of = lambda mesh: mesh.layout_for(spec)  # noqa: E731
+    try:
+        result = R.train_rebalancing(
+            build, data["train_fn"], args.steps, model_fn.mesh, client, spec.describe(),
+            args.batch, model_dir, args.rebalance_options, hooks, layout_of, schedule,
+            log=lambda line: print(line, flush=True))
+    except ClusterFailure as failure:
+        _exit_now(scratch)(failure)
+    return result, built[0] or build(model_fn.mesh, range(len(client.addresses)))
+
+
+def _read_replans(path) -> list:
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as err:
+        raise ValueError(f"--replay-replans {path}: cannot be read ({err.strerror})") from None
+    for line in reversed(text.strip().splitlines()):  # a --json summary is the last line
+        try:
+            summary = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(summary, dict) and isinstance(summary.get("replans"), list):
+            return summary["replans"]
+    raise ValueError(f"--replay-replans {path}: no JSON summary with 'replans' found")
+
+
+def _report_rebalancing(result, rows, summary) -> None:
+    """Re-plans and the measuring overhead into the table and the JSON summary."""
+    monitor = result["monitor"]
+    summary.update(replans=result["replans"], rebalance_samples=result["samples"],
+                   rebalance_monitor=monitor, step_times=result["step_times"])
+    rows.append(("re-plans", str(len(result["replans"]))))
+    if monitor["overhead_fraction"] is not None:
+        rows.append(("measuring overhead", f"{monitor['overhead_fraction']:.2%} of step time "
+                                           f"({monitor['traced_steps']} traced steps)"))
 
 
 def _progress(args):
@@ -407,19 +481,23 @@ def _format_speed(speed: dict) -> str:
             f"steps {speed['warmup_steps'] + 1}-{speed['warmup_steps'] + speed['steady_steps']})")
 
 
-def _exit_now(scratch):
+def _exit_now(scratch, code: int = 1):
     """Report a lost worker and end the process: TF is blocked in C on the dead
     worker and cannot be interrupted. Checkpoints on disk are complete (TF
-    writes them atomically); rerunning the command resumes from the last one."""
+    writes them atomically); rerunning the command resumes from the last one.
+    ``code=0``: a run that finished while an abandoned thread is still blocked."""
 
     def stuck(failure):
         import shutil
 
-        print(f"meshpar train: failed: {failure}; rerun the same command (same --model-dir)"
-              " to resume from the last checkpoint", file=sys.stderr, flush=True)
+        if failure is not None:
+            print(f"meshpar train: failed: {failure}; rerun the same command (same "
+                  "--model-dir) to resume from the last checkpoint", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        sys.stderr.flush()
         if scratch:
             shutil.rmtree(scratch, ignore_errors=True)
-        os._exit(1)
+        os._exit(code)
 
     return stuck
 

@@ -213,3 +213,59 @@ def augmentations(text) -> tuple:
         raise ValueError(f"--augment: unknown augmentation {', '.join(unknown) or repr(text)}; "
                          f"choose from {', '.join(AUGMENTATIONS)}")
     return names
+
+
+def add_rebalance_options(parser) -> None:
+    """``--rebalance``, ``--elastic`` and their settings (with ``--cluster``)."""
+    group = parser.add_argument_group("re-balancing (with --cluster; docs/rebalance.md)")
+    group.add_argument("--rebalance", action="store_true",
+                       help="measure each worker's speed while training (one traced step in "
+                            "--rebalance-every) and re-plan the split when it drifts")
+    group.add_argument("--rebalance-every", type=int, default=None,
+                       help="trace one step in N to measure the workers (default: 10)")
+    group.add_argument("--rebalance-threshold", type=float, default=None,
+                       help="re-plan when the plan's step at the measured speeds is this "
+                            "fraction longer than a balanced one, in (0, 1] (default: 0.1)")
+    group.add_argument("--rebalance-patience", type=int, default=None,
+                       help="... in this many samples in a row (default: 2)")
+    group.add_argument("--rebalance-method", default=None,
+                       help="planner of the re-plans: even, proportional, exact, ga "
+                            "(default: proportional)")
+    group.add_argument("--elastic", action="store_true",
+                       help="when a worker stops answering, re-plan on the others and go on "
+                            "from the last checkpoint; take it back when it answers again")
+    group.add_argument("--replay-replans",
+                       help="a JSON summary (--json) of an earlier run: switch to the meshes it "
+                            "re-planned to, at the same steps, without measuring")
+
+
+def rebalance_options(args):
+    """The :class:`~meshpar.training.rebalance.RebalanceOptions` of the flags, or None
+    when neither --rebalance, --elastic nor --replay-replans is given (ValueError for
+    bad values or a missing --cluster)."""
+    tuned = [f"--rebalance-{k}" for k in ("every", "threshold", "patience", "method")
+             if getattr(args, f"rebalance_{k}") is not None]
+    if not (args.rebalance or args.elastic or args.replay_replans):
+        if tuned:
+            raise ValueError(f"{', '.join(tuned)} go(es) with --rebalance")
+        return None
+    flag = "--rebalance" if args.rebalance else "--elastic" if args.elastic else "--replay-replans"
+    if not args.cluster:
+        raise ValueError(f"{flag} needs --cluster (the workers it measures and re-plans over)")
+    if tuned and not args.rebalance:
+        raise ValueError(f"{', '.join(tuned)} go(es) with --rebalance")
+    if args.mesh_impl != "meshpar":
+        raise ValueError(f"{flag} re-plans uneven splits: use --mesh-impl meshpar")
+    if getattr(args, "keep_best", False):
+        raise ValueError(f"{flag} and --keep-best are not combined; drop one")
+    from meshpar.training.rebalance import RebalanceOptions
+
+    every, threshold = args.rebalance_every, args.rebalance_threshold
+    patience, method = args.rebalance_patience, args.rebalance_method
+    try:
+        return RebalanceOptions(
+            rebalance=bool(args.rebalance), elastic=bool(args.elastic),
+            every=10 if every is None else every, threshold=0.1 if threshold is None else threshold,
+            patience=2 if patience is None else patience, method=method or "proportional")
+    except ValueError as err:
+        raise ValueError(f"--{str(err).replace(' ', '-', 1)}") from None

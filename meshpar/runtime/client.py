@@ -161,6 +161,19 @@ class ClusterClient:
                 rewriter_config_pb2.RewriterConfig.OFF)
         return config
 
+    def restrict(self, config, tasks: Sequence[int]):
+        """Make the sessions of ``config`` (a ConfigProto, changed in place and
+        returned) use only worker ``tasks`` and this process: the others may be
+        down (a session otherwise waits for every worker of the cluster)."""
+        bad = [t for t in tasks if not 0 <= int(t) < len(self.addresses)]
+        if bad or not tasks:
+            raise ValueError(f"worker tasks {list(tasks)} are not a non-empty subset of "
+                             f"0..{len(self.addresses) - 1}")
+        del config.device_filters[:]
+        config.device_filters.extend([f"/job:{CLIENT_JOB}"]
+                                     + [f"/job:worker/task:{int(t)}" for t in sorted(tasks)])
+        return config
+
     def down_workers(self, timeout: float = 2.0) -> list:
         """``[(task, address)]`` of the workers that do not accept a TCP connection now."""
         return probe(self.addresses, timeout)

@@ -87,19 +87,26 @@ class _CgroupQuota:
         self.version = version
         root = CGROUP_V1_CPU if version == "v1" else CGROUP_V2
         self.path = os.path.join(root, name)
-        # quota >= 1 ms: for slow speeds lengthen the period instead
-        period = max(period_us, int(MIN_QUOTA_US / speed) + 1)
-        quota = max(MIN_QUOTA_US, int(round(speed * period)))
+        self.base_period_us = period_us
         os.mkdir(self.path)
         try:
-            if version == "v1":
-                self._write("cpu.cfs_period_us", str(period))
-                self._write("cpu.cfs_quota_us", str(quota))
-            else:
-                self._write("cpu.max", f"{quota} {period}")
+            self.set_speed(speed)
         except OSError:
             self.remove()
             raise
+
+    def set_speed(self, speed: float):
+        """Limit the group to ``speed`` of a core (1.0: no limit), at once."""
+        # quota >= 1 ms: for slow speeds lengthen the period instead
+        period = max(self.base_period_us, int(MIN_QUOTA_US / speed) + 1)
+        quota = max(MIN_QUOTA_US, int(round(speed * period)))
+        if self.version == "v1":
+            self._write("cpu.cfs_quota_us", "-1")  # lift first: a new period may be < quota
+            self._write("cpu.cfs_period_us", str(period))
+            if speed < 1.0:
+                self._write("cpu.cfs_quota_us", str(quota))
+        else:
+            self._write("cpu.max", f"{quota if speed < 1.0 else 'max'} {period}")
         self.period_us, self.quota_us = period, quota
 
     def _write(self, name, value):
@@ -190,6 +197,7 @@ class LocalCluster:
         self.processes: list = []
         self._cgroups: list = []
         self._cycles: list = []
+        self._throttle_of: dict = {}  # worker -> its _CgroupQuota or _DutyCycle
         self._tmp = None
         self._started = False
 
@@ -263,16 +271,9 @@ class LocalCluster:
             self.processes.append(proc)
             if self.pin:
                 os.sched_setaffinity(proc.pid, {i % cores})
-            if speed >= 1.0 or self.throttle == "none":
-                continue
-            if self.throttle == "cgroup":
-                group = _CgroupQuota(detect_cgroup(), f"meshpar-{tag}-w{i}", speed, self.period_us)
-                self._cgroups.append(group)
-                group.add(proc.pid)
-            else:
-                cycle = _DutyCycle(proc.pid, speed)
-                cycle.start()
-                self._cycles.append(cycle)
+            self._tag = tag
+            if speed < 1.0 and self.throttle != "none":
+                self._throttle(i, speed)
 
     def _log_tail(self, i: int, lines: int = 5) -> str:
         log = self.processes[i].meshpar_log
@@ -309,6 +310,42 @@ class LocalCluster:
                 raise WorkerError(
                     f"worker {i} at {self.addresses[i]} died (exit code {proc.returncode})")
 
+    def _throttle(self, i: int, speed: float):
+        """Start limiting worker ``i`` to ``speed`` (cgroup or duty cycle)."""
+        pid = self.processes[i].pid
+        if self.throttle == "cgroup":
+            group = _CgroupQuota(detect_cgroup(), f"meshpar-{self._tag}-w{i}", speed,
+                                 self.period_us)
+            self._cgroups.append(group)
+            group.add(pid)
+            self._throttle_of[i] = group
+        else:
+            cycle = _DutyCycle(pid, speed)
+            cycle.start()
+            self._cycles.append(cycle)
+            self._throttle_of[i] = cycle
+
+    def set_speed(self, i: int, speed: float):
+        """Change worker ``i``'s CPU share to ``speed`` in (0, 1] while it runs
+        (a machine slowed down by another job): its cgroup quota is rewritten,
+        or its duty cycle changed. ValueError with ``throttle="none"``."""
+        if self.throttle == "none":
+            raise ValueError("set_speed needs a throttle (cgroup or signal), not 'none'")
+        if not 0 <= i < len(self.processes):
+            raise ValueError(f"no worker {i}: the cluster has {len(self.processes)}")
+        speed = float(speed)
+        if not 0.0 < speed <= 1.0:
+            raise ValueError(f"a worker's speed is a CPU share in (0, 1], got {speed}")
+        current = self._throttle_of.get(i)
+        if current is None:
+            if speed < 1.0:
+                self._throttle(i, speed)
+        elif self.throttle == "cgroup":
+            current.set_speed(speed)
+        else:
+            current.speed = speed  # the cycle reads it every period
+        self.speeds[i] = speed
+
     def kill_worker(self, i: int):
         """Kill worker ``i`` (SIGKILL), as a failing machine would."""
         os.kill(self.processes[i].pid, signal.SIGKILL)
@@ -322,6 +359,7 @@ class LocalCluster:
             except Exception:  # keep going: the processes must die regardless
                 pass
         self._cycles = []
+        self._throttle_of = {}
         for proc in self.processes:
             if proc.poll() is None:
                 try:

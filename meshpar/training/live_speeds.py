@@ -1,0 +1,157 @@
+"""Each worker's speed, measured while training runs.
+
+:class:`SpeedMonitor` traces one training step in every ``every``
+(``FULL_TRACE``; :func:`meshpar.runtime.step_trace.step_breakdown` gives
+each worker's busy compute seconds) and times every step, so the cost of
+tracing is measured, not assumed (:meth:`SpeedMonitor.overhead`).
+
+A worker's speed is its work over its busy time. Its work on a mesh
+(:func:`worker_work`) is the share of the model it computes: the layers whose
+split dimension is laid out on a model axis are cut by the axis weights, the
+others are replicated on every processor of a row, and the batch axis cuts
+all of it. So a worker's measured busy time maps to a speed that does not
+depend on the plan it ran under, and a re-plan from these speeds converges.
+
+>>> imbalance({0: 0.5, 1: 0.5}, {0: 2.0, 1: 1.0})
+1.5
+"""
+from __future__ import annotations
+
+import time
+from typing import Callable, Dict, Optional
+
+import numpy as np
+import tensorflow.compat.v1 as tf
+
+from meshpar.runtime.client import parse_worker_device
+
+__all__ = ["worker_work", "speeds_from_busy", "imbalance", "SpeedMonitor"]
+
+
+def _axis_shares(mesh, name: str, size: int) -> np.ndarray:
+    weights = mesh.split_weights.get(name) or [1.0] * size
+    weights = np.asarray(weights, float)
+    return weights / weights.sum()
+
+
+def worker_work(mesh, description, layout: str) -> Dict[int, float]:
+    """Worker task -> the fraction of one step's FLOPs it computes on ``mesh`` (a
+    :class:`~meshpar.training.estimator.MeshSpec` on worker devices) laid out
+    by ``layout`` (``"dim:axis;..."``), from the model's layer table
+    ``description`` (a ModelDescription).
+
+    Layers whose split dimension is laid out on a non-batch axis are cut by
+    that axis' weights; the rest are replicated along it. The batch axis cuts
+    every layer.
+    """
+    rules = dict(rule.split(":", 1) for rule in layout.replace(" ", "").split(";") if rule)
+    total = sum(layer.flops for layer in description.layers) or 1.0
+    split = sum(layer.flops for layer in description.layers
+                if layer.split_dim and rules.get(layer.split_dim, "batch") != "batch")
+    replicated = 1.0 - split / total
+    sizes = [size for _, size in mesh.axes]
+    shares = [_axis_shares(mesh, name, size) for name, size in mesh.axes]
+    out = {}
+    for pnum, device in enumerate(mesh.devices):
+        work = 1.0
+        for (name, _), share, c in zip(mesh.axes, shares, np.unravel_index(pnum, sizes)):
+            work *= share[c] if name == "batch" else replicated + (1 - replicated) * share[c]
+        task, _ = parse_worker_device(device)
+        if task is None:
+            raise ValueError(f"device {device!r} is not a worker task: re-balancing needs "
+                             "a cluster (/job:worker/task:i)")
+        out[task] = out.get(task, 0.0) + float(work)
+    return out
+
+
+def speeds_from_busy(work: Dict[int, float], busy: Dict[int, float]) -> Dict[int, float]:
+    """Worker task -> speed (work per busy second), scaled so the fastest is 1."""
+    raw = {t: work[t] / busy[t] for t in work if busy.get(t, 0.0) > 0.0}
+    if not raw:
+        raise ValueError("no worker was busy in the traced step")
+    top = max(raw.values())
+    return {t: v / top for t, v in raw.items()}
+
+
+def imbalance(work: Dict[int, float], speeds: Dict[int, float]) -> float:
+    """Predicted step time of ``work`` at ``speeds`` (the slowest worker's
+    work / speed) over the balanced step (total work / total speed): 1.0 is a
+    balanced plan, 1.5 one whose step could be 1.5x shorter."""
+    step = max(work[t] / speeds[t] for t in work)
+    balanced = sum(work.values()) / sum(speeds[t] for t in work)
+    return float(step / balanced)
+
+
+class SpeedMonitor(tf.estimator.SessionRunHook):
+    """Times every training step and traces one in ``every`` (counted in this
+    segment, the first after ``warmup`` steps) to measure each worker's busy
+    compute time.
+
+    ``on_sample(global_step, busy)`` is called after each traced step with
+    ``{task: busy compute seconds}``; when it returns True the training stops
+    after that step (its checkpoint is written by the estimator's saver).
+    ``on_step(global_step)``, if given, is called after every step; True stops
+    too. ``trace=False`` times steps only (no tracing).
+    """
+
+    def __init__(self, every: int, on_sample: Callable, on_step: Optional[Callable] = None,
+                 warmup: int = 3, trace: bool = True):
+        if every < 1:
+            raise ValueError(f"re-balancing samples every N steps: N must be >= 1, got {every}")
+        self.every, self.warmup, self.trace = int(every), int(warmup), bool(trace)
+        self.on_sample, self.on_step = on_sample, on_step
+        self.steps = []  # (global step after the step, end time, seconds, traced)
+        self._seen = 0
+        self._step = None
+        self._started = None
+        self._traced = False
+
+    def begin(self):
+        """Find the global step; a new segment starts counting from 0."""
+        self._step = tf.train.get_global_step()
+        self._seen = 0
+
+    def _traces_now(self) -> bool:
+        k = self._seen - self.warmup
+        return self.trace and k > 0 and k % self.every == 0
+
+    def before_run(self, run_context):
+        """Fetch the global step; ask for a full trace on a sampled step."""
+        self._seen += 1
+        self._traced = self._traces_now()
+        self._started = time.perf_counter()
+        options = tf.RunOptions(trace_level=tf.RunOptions.FULL_TRACE) if self._traced else None
+        return tf.train.SessionRunArgs(self._step, options=options)
+
+    def after_run(self, run_context, run_values):
+        """Record the step's time; on a traced step, the workers' busy times."""
+        from meshpar.runtime.step_trace import step_breakdown
+
+        end = time.perf_counter()
+        seconds = end - self._started
+        step = int(run_values.results) + 1  # the fetch saw the step before the update
+        self.steps.append((step, end, seconds, self._traced))
+        stop = False
+        if self._traced and run_values.run_metadata is not None:
+            parts = step_breakdown(run_values.run_metadata.step_stats, seconds)
+            busy = {int(task.split(":")[1]): p["compute"] for task, p in parts.items()
+                    if task.startswith("worker:")}
+            stop = bool(self.on_sample(step, busy))
+        if self.on_step is not None and self.on_step(step):
+            stop = True
+        if stop:
+            run_context.request_stop()
+
+    def overhead(self) -> dict:
+        """What tracing cost: each traced step's time over the median untraced
+        step's, summed, as a share of all the steps' time."""
+        plain = [s for _, _, s, traced in self.steps if not traced]
+        traced = [s for _, _, s, t in self.steps if t]
+        total = sum(s for _, _, s, _ in self.steps)
+        if not plain or not traced or total <= 0:
+            return {"traced_steps": len(traced), "overhead_fraction": None}
+        median = float(np.median(plain))
+        extra = sum(max(0.0, s - median) for s in traced)
+        return {"traced_steps": len(traced), "median_step_seconds": median,
+                "traced_step_seconds_mean": float(np.mean(traced)),
+                "overhead_fraction": extra / total}

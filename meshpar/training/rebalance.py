@@ -1,0 +1,347 @@
+"""Re-balancing and elastic training on a cluster of workers.
+
+:func:`train_rebalancing` trains in segments. During a segment a
+:class:`~meshpar.training.live_speeds.SpeedMonitor` traces one step in every
+``every`` and turns each worker's busy time into its live speed. When the
+plan's predicted step at those speeds is more than ``threshold`` longer than
+a balanced one for ``patience`` samples in a row, the planner
+(:func:`meshpar.planning.planners.plan`, on a ClusterSpec of the measured
+speeds) makes a new plan; the segment stops after that step, its checkpoint
+is written, and the next segment is built on the new mesh and continues from
+the same step and the same place in the data stream (the input function
+starts at the checkpoint's step).
+
+With ``elastic``, a worker that stops answering ends the segment (its
+training thread, blocked in TensorFlow on the dead worker, is abandoned) and
+the next one is planned on the workers that remain, from the last
+checkpoint: steps after it are run again, none is skipped. A lost worker that
+answers again is taken back at the next sample.
+
+Every re-plan is logged in one line and returned as a record (``replans``);
+:func:`schedule_from_replans` turns those records into a schedule that
+replays the same meshes at the same steps without measuring, which must give
+bit-identical weights.
+"""
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from typing import Callable, Dict, List, Optional, Sequence
+
+import numpy as np
+
+from meshpar.runtime.client import ClusterFailure, unreachable_reason
+
+# TensorFlow is imported only when training starts: the options are checked
+# (and a bad flag refused) without it.
+
+__all__ = ["RebalanceOptions", "train_rebalancing", "replan", "schedule_from_replans",
+           "mesh_record"]
+
+
+@dataclasses.dataclass(frozen=True)
+class RebalanceOptions:
+    """How a run re-balances.
+
+    ``rebalance``: measure and re-plan on drift; ``every``: trace one step in
+    N; ``threshold``: re-plan when the plan's step at the measured speeds is
+    more than this fraction longer than a balanced step (and the new plan is
+    predicted to gain at least as much); ``patience``: that many samples in a
+    row; ``method``: the planner; ``elastic``: survive lost workers;
+    ``poll_seconds``: how often the workers are probed.
+    """
+
+    rebalance: bool = True
+    every: int = 10
+    threshold: float = 0.10
+    patience: int = 2
+    method: str = "proportional"
+    elastic: bool = False
+    poll_seconds: float = 1.0
+
+    def __post_init__(self):
+        from meshpar.planning.planners import METHODS
+
+        if not isinstance(self.every, int) or self.every < 1:
+            raise ValueError(f"rebalance every: need an integer >= 1 steps, got {self.every!r}")
+        if not 0.0 < float(self.threshold) <= 1.0:
+            raise ValueError(f"rebalance threshold must be in (0, 1], got {self.threshold!r}")
+        if not isinstance(self.patience, int) or self.patience < 1:
+            raise ValueError(f"rebalance patience must be an integer >= 1, got {self.patience!r}")
+        if self.method not in METHODS:
+            raise ValueError(f"rebalance method must be one of {', '.join(METHODS)}, "
+                             f"got {self.method!r}")
+        if not self.poll_seconds > 0:
+            raise ValueError(f"poll_seconds must be > 0, got {self.poll_seconds!r}")
+
+
+def mesh_record(mesh: MeshSpec, layout: str) -> dict:
+    """A mesh as JSON: shape, layout, devices and weights (what a replay rebuilds)."""
+    return {"mesh_shape": mesh.mesh_shape, "layout": layout, "devices": list(mesh.devices),
+            "split_weights": mesh.split_weights, "dim_split_weights": mesh.dim_split_weights}
+
+
+def schedule_from_replans(replans: Sequence[dict]) -> List[tuple]:
+    """``[(step, MeshSpec)]`` of a run's ``replans`` records: the meshes it switched
+    to and the steps it switched at (ValueError on a malformed record)."""
+    from meshpar.training.estimator import MeshSpec
+
+    out = []
+    for i, rec in enumerate(replans):
+        try:
+            new = rec["new"]
+            mesh = MeshSpec(new["mesh_shape"], new["layout"], new["devices"],
+                            new["split_weights"], new["dim_split_weights"])
+            out.append((int(rec["step"]), mesh))
+        except (KeyError, TypeError) as err:
+            raise ValueError(f"replans record {i}: missing or malformed {err}") from None
+    return sorted(out, key=lambda item: item[0])
+
+
+def _task_devices(mesh: MeshSpec) -> List[int]:
+    from meshpar.runtime.client import parse_worker_device
+
+    return sorted({parse_worker_device(d)[0] for d in mesh.devices})
+
+
+def replan(description, speeds: Dict[int, float], batch: int, method: str = "proportional",
+           shape: Optional[tuple] = None, seed: int = 0):
+    """A :class:`~meshpar.planning.plan.Plan` for the worker tasks in ``speeds``
+    (task -> relative speed) from the planner ``method``; ``shape``: keep this
+    ``(rows, columns)`` mesh shape, else the planner picks one."""
+    from meshpar.planning import planners
+    from meshpar.planning.cluster import REFERENCE_FLOPS, ClusterSpec, DeviceSpec
+
+    devices = tuple(DeviceSpec(name=f"w{t}", device=f"/job:worker/task:{t}/device:CPU:0",
+                               profile=((1.0, float(s) * REFERENCE_FLOPS),))
+                    for t, s in sorted(speeds.items()))
+    return planners.plan(description, ClusterSpec(devices), batch, method=method,
+                         shapes=[shape] if shape else None, seed=seed)
+
+
+def _shape_of(mesh: MeshSpec) -> tuple:
+    axes = dict(mesh.axes)
+    rows = axes.get("batch", 1)
+    return rows, mesh.size // rows
+
+
+class _Run:
+    """State of one re-balancing run: the current mesh, its workers, the known
+    speeds, the samples and the re-plans."""
+
+    def __init__(self, mesh, client, description, batch, options, layout_of, log):
+        self.mesh, self.client, self.description = mesh, client, description
+        from meshpar.training.live_speeds import worker_work
+
+        self.batch, self.options, self.layout_of, self.log = batch, options, layout_of, log
+        self.tasks = _task_devices(mesh)
+        self.work = worker_work(mesh, description, layout_of(mesh))
+        total = max(self.work.values())
+        self.speeds = {t: w / total for t, w in self.work.items()}  # the plan's premise
+        self.lost: List[int] = []
+        self.replans: List[dict] = []
+        self.samples: List[dict] = []
+        self.pending: Optional[dict] = None
+        self.streak: List[Dict[int, float]] = []
+
+    # ------------------------------------------------------------- deciding
+    def on_sample(self, step: int, busy: Dict[int, float]) -> bool:
+        """A traced step: update the live speeds; True when a re-plan is due."""
+        from meshpar.training.live_speeds import imbalance, speeds_from_busy
+
+        busy = {t: b for t, b in busy.items() if t in self.work}
+        if len(busy) < len(self.work):
+            return self.on_step(step, probe=True)
+        speeds = speeds_from_busy(self.work, busy)
+        skew = imbalance(self.work, speeds)
+        self.samples.append({"step": step, "busy_seconds": busy, "speeds": speeds,
+                             "imbalance": skew})
+        self.streak = self.streak + [speeds] if skew - 1.0 > self.options.threshold else []
+        if len(self.streak) >= self.options.patience:
+            live = {t: float(np.median([s[t] for s in self.streak])) for t in self.work}
+            self.streak = []
+            if self._propose(step, "drift", live):
+                return True
+        return self.on_step(step, probe=True)
+
+    def on_step(self, step: int, probe: bool = False) -> bool:
+        """Every step: with ``elastic``, every ``every`` steps, probe the lost workers."""
+        if not self.lost or not (probe or step % self.options.every == 0):
+            return False
+        back = [t for t in self.lost if unreachable_reason(self.client.addresses[t], 1.0) is None]
+        if not back:
+            return False
+        speeds = dict(self.speeds)
+        return self._propose(step, "worker back", speeds, back=back)
+
+    def _propose(self, step, reason, speeds, back=(), lost=()) -> bool:
+        """Plan on ``speeds``; keep it as pending if it is worth a rebuild."""
+        from meshpar.training.estimator import MeshSpec
+        from meshpar.training.live_speeds import worker_work
+
+        plan = replan(self.description, speeds, self.batch, self.options.method,
+                      None if back or lost else _shape_of(self.mesh))
+        devices = self.client.place(plan.devices, keep_device_type=False)
+        new = MeshSpec.from_plan(plan, devices)
+        new_work = worker_work(new, self.description, self.layout_of(new))
+        gain = None
+        if not back and not lost:
+            old_t = max(self.work[t] / speeds[t] for t in self.work)
+            new_t = max(new_work[t] / speeds[t] for t in new_work)
+            gain = old_t / new_t - 1.0
+            if gain < self.options.threshold:
+                return False
+        self.speeds.update(speeds)
+        self.pending = {"step": step, "reason": reason, "mesh": new, "work": new_work,
+                        "speeds": {t: speeds[t] for t in sorted(speeds)},
+                        "predicted_gain": gain, "back": list(back), "lost": list(lost),
+                        "plan_predicted_step_seconds": plan.predicted_step_seconds}
+        return True
+
+    # ------------------------------------------------------------- applying
+    def apply(self, step: int) -> None:
+        """Switch to the pending plan at ``step``: log one line, keep a record."""
+        p, self.pending = self.pending, None
+        old = mesh_record(self.mesh, self.layout_of(self.mesh))
+        new = mesh_record(p["mesh"], self.layout_of(p["mesh"]))
+        record = {"step": int(step), "reason": p["reason"], "old": old, "new": new,
+                  "measured_speeds": {str(t): v for t, v in p["speeds"].items()},
+                  "predicted_gain": p["predicted_gain"], "lost_workers": p["lost"],
+                  "workers_back": p["back"], "sampled_at_step": p["step"],
+                  "plan_predicted_step_seconds": p["plan_predicted_step_seconds"],
+                  "time": time.time()}
+        self.replans.append(record)
+        self.mesh, self.work = p["mesh"], p["work"]
+        self.tasks = _task_devices(self.mesh)
+        self.lost = [t for t in self.lost if t not in p["back"]] + list(p["lost"])
+        gain = "n/a" if p["predicted_gain"] is None else f"{p['predicted_gain']:+.0%}"
+        self.log(f"re-plan at step {step} ({p['reason']}): {_split_text(old)} -> "
+                 f"{_split_text(new)}, predicted gain {gain}")
+
+    def on_lost(self, down: Sequence[int], step: int) -> None:
+        """Workers ``down`` stopped answering: plan on the others from ``step``."""
+        remaining = {t: self.speeds[t] for t in self.tasks if t not in down}
+        if not remaining:
+            raise ClusterFailure("every worker of the mesh stopped answering")
+        self._propose(step, "lost worker", remaining, lost=down)
+        self.apply(step)
+
+
+def _split_text(record: dict) -> str:
+    tasks = [d.split("/task:")[1].split("/")[0] for d in record["devices"]]
+    weights = ";".join(f"{axis}=" + "/".join(f"{w / sum(ws):.2f}" for w in ws)
+                       for axis, ws in record["split_weights"].items() if len(ws) > 1)
+    return f"{record['mesh_shape']} on tasks {','.join(tasks)} [{weights or 'even'}]"
+
+
+def _run_segment(train: Callable, client, tasks: Sequence[int], poll: float):
+    """Run ``train()`` in a thread while probing the segment's workers.
+
+    Returns ``(None, thread)`` when it ended, ``(down tasks, thread)`` when a
+    worker stopped answering (the thread may stay blocked in TensorFlow and is
+    abandoned); an error that is not a lost worker is raised.
+    """
+    box = {}
+
+    def target():
+        try:
+            box["result"] = train()
+        except BaseException as err:  # handed to the main thread below
+            box["error"] = err
+
+    thread = threading.Thread(target=target, name="meshpar-train-segment", daemon=True)
+    thread.start()
+    while thread.is_alive():
+        thread.join(poll)
+        down = _down(client, tasks, poll) if thread.is_alive() else []
+        if down:
+            return down, thread
+    if "error" in box:
+        down = _down(client, tasks, poll)
+        if down:
+            return down, thread
+        raise box["error"]
+    return None, thread
+
+
+def _down(client, tasks, timeout) -> list:
+    if client is None:
+        return []
+    return [t for t, _ in client.down_workers(timeout=timeout) if t in tasks]
+
+
+def train_rebalancing(build: Callable, train_fn: Callable, max_steps: int, mesh: MeshSpec,
+                      client, description, batch: int, model_dir: str,
+                      options: RebalanceOptions = RebalanceOptions(), hooks: Sequence = (),
+                      layout_of: Optional[Callable] = None, schedule: Sequence[tuple] = (),
+                      log: Callable = print) -> dict:
+    """Train to ``max_steps``, re-planning on drift (and lost workers with
+    ``options.elastic``); see the module docstring.
+
+    ``build(mesh, tasks)`` returns an Estimator on ``mesh`` in ``model_dir``
+    whose sessions use only worker ``tasks``; ``client`` is the
+    :class:`~meshpar.runtime.client.ClusterClient`; ``description`` the model's
+    layer table; ``layout_of(mesh)`` its layout string (default
+    ``mesh.layout``). ``schedule``: ``[(step, MeshSpec)]`` to switch to at
+    those steps instead of measuring (a replay; see
+    :func:`schedule_from_replans`). Returns ``{"replans", "samples",
+    "monitor", "abandoned_threads", "step_times"}``.
+    """
+    from meshpar.training.inputs import checkpoint_step
+    from meshpar.training.live_speeds import SpeedMonitor
+
+    if client is None:
+        raise ValueError("re-balancing and elastic training need a cluster (--cluster)")
+    layout_of = layout_of or (lambda m: m.layout)
+    run = _Run(mesh, client, description, batch, options, layout_of, log)
+    pending = sorted(schedule, key=lambda item: item[0])
+    monitors, abandoned = [], []
+    step = checkpoint_step(model_dir)
+    while step < max_steps:
+        while pending and pending[0][0] <= step:
+            _, forced = pending.pop(0)
+            run.pending = _forced(run, forced, step)
+            run.apply(step)
+        target = min([max_steps] + [s for s, _ in pending])
+        est = build(run.mesh, run.tasks)
+        monitor = SpeedMonitor(options.every, run.on_sample, run.on_step,
+                               trace=options.rebalance and not schedule)
+        monitors.append(monitor)
+        down, thread = _run_segment(
+            lambda: est.train(train_fn, max_steps=target, hooks=[*hooks, monitor]),
+            client, run.tasks, options.poll_seconds)
+        step = checkpoint_step(model_dir)
+        if down:
+            if not options.elastic:
+                raise ClusterFailure(", ".join(f"worker {t} at {client.addresses[t]}"
+                                               for t in down) + " stopped answering")
+            abandoned.append(thread)
+            run.on_lost(down, step)
+        elif run.pending is not None:
+            run.apply(step)
+    return _result(run, monitors, abandoned)
+
+
+def _forced(run: _Run, mesh: MeshSpec, step: int) -> dict:
+    from meshpar.training.live_speeds import worker_work
+
+    return {"step": step, "reason": "schedule", "mesh": mesh,
+            "work": worker_work(mesh, run.description, run.layout_of(mesh)),
+            "speeds": {}, "predicted_gain": None, "back": [], "lost": [],
+            "plan_predicted_step_seconds": None}
+
+
+def _result(run: _Run, monitors: list, abandoned: list) -> dict:
+    steps = [(s, end, sec, traced) for m in monitors for s, end, sec, traced in m.steps]
+    overheads = [m.overhead() for m in monitors]
+    traced = sum(o["traced_steps"] for o in overheads)
+    shares = [(o["overhead_fraction"], sum(sec for _, _, sec, _ in m.steps))
+              for o, m in zip(overheads, monitors) if o["overhead_fraction"] is not None]
+    weight = sum(w for _, w in shares)
+    overhead = sum(f * w for f, w in shares) / weight if weight else None
+    return {"replans": run.replans, "samples": run.samples,
+            "monitor": {"traced_steps": traced, "overhead_fraction": overhead,
+                        "every": run.options.every},
+            "abandoned_threads": len([t for t in abandoned if t.is_alive()]),
+            "step_times": [[s, sec] for s, _, sec, _ in steps]}
