@@ -1,14 +1,17 @@
-"""The optimum of the cost model by exhaustive search (small instances only).
+"""The optimum of the cost model: a MILP per mesh shape and placement.
 
 The search space is the GA's: every allowed mesh shape ``batch:R;model:M``,
 every placement of devices on the grid up to symmetry (permuting rows or
-columns, or swapping devices with identical profiles, changes nothing since
-shares are chosen per coordinate), every integer batch split over rows, and
-every integer split of each laid-out dimension over columns (independently
-per dimension: any integer split is reachable from weights, so this covers
-per-axis and per-dimension weights). Candidates are evaluated with the
-vectorised cost model in chunks. Above ``max_candidates`` it raises
-ValueError rather than run for hours; use the GA there.
+columns, or swapping devices with the same profile and memory, changes
+nothing since shares are chosen per coordinate), every integer batch split
+over rows, and every integer split of each laid-out dimension over columns
+(independently per dimension). For devices of constant speed each (shape,
+placement, batch split) is a mixed-integer program
+(:mod:`meshpar.planning.planners.milp`), bounded below by each row's own
+optimum (solved per independent group of dimensions) and solved best bound
+first against the incumbent. Speeds that depend on the work size are not
+linear: those instances are searched exhaustively, small spaces only
+(``max_candidates``), and refused otherwise with a ValueError.
 """
 from __future__ import annotations
 

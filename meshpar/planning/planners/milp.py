@@ -18,7 +18,11 @@ integer split sizes ``c_dm`` of every laid-out dimension; the objective is
 * the data-parallel all-reduce is linear in the largest column's parameters.
 
 Every epigraph variable is only bounded from below and minimised, so the
-optimum of the program is the cost model's value of its integer plan. Non-constant speed profiles are not covered (see docs/planner.md).
+optimum of the program is the cost model's value of its integer plan.
+:func:`row_optimum` bounds a row from below: without memory a row's program
+falls apart into small independent ones (a residual block's two
+convolutions, one attention projection), each solved alone. Non-constant
+speed profiles are not covered (see docs/planner.md).
 """
 from __future__ import annotations
 
