@@ -20,7 +20,9 @@ scales each weight by (mean time / its coordinate's time) from the parent's
 evaluation (a memetic step toward equal finish times); a shape mutation that
 re-seeds from the proportional chromosome of another mesh shape; elitism;
 a local search (every ``polish_every`` generations and at the end, the best
-individual takes the best single-unit move of any split while one helps).
+individual takes the best lattice move while one helps; the moves and their
+composites are in :mod:`meshpar.planning.planners.lattice`), at the end a
+placement search and, where memory binds, a memory-priced search.
 The population starts from the proportional plan of every mesh shape (so with
 elitism the result is never worse than proportional), or from random
 chromosomes (``init="random"``: the search alone). The whole population is
@@ -44,6 +46,7 @@ from meshpar.planning.plan import Plan
 from meshpar.planning.planners.common import (allowed_shapes, build_plan, device_kinds,
                                               proportional_weights, representative_speeds,
                                               sorted_placement)
+from meshpar.planning.planners.lattice import composites, unit_moves
 
 
 #: Most devices for the placement local search (all pairs are tried).
@@ -118,56 +121,98 @@ class _Problem:
                            rng.normal(0.0, 1.0, size=(count, self.n)),
                            rng.normal(0.0, 1.0, size=(count, self.K, self.n)))
 
-    def polish(self, pop: _Population, c: int, max_steps: int = 200, pairs: bool = True):
+    def polish(self, pop: _Population, c: int, max_steps: int = 200, pairs: bool = True,
+               price: float = 0.0):
         """Hill-climb individual ``c`` on the integer lattice: evaluate every
-        move of the batch split and of each dimension's split at once, take
-        the best while it improves; when stuck (and ``pairs``), two moves at
-        once. Returns (fitness, seconds)."""
+        move of the batch split and of each dimension's split (and their
+        composites) at once, take the best while it improves; when stuck (and
+        ``pairs``), two steps at once: a kick (a move that costs little time or
+        frees memory), then the best step from it. A ``price`` (seconds per unit
+        of the fullest device's memory share) is added to the fitness of the
+        plans that fit, see :meth:`price_search`. Returns (fitness, seconds)."""
         rows, cols = self.shapes[pop.shape[c]]
-        idx = np.array([c])
-        bsz, csz = self.sizes(pop, idx, rows, cols)
-        bsz, csz = bsz[0], csz[0]
+        bsz, csz = (x[0] for x in self.sizes(pop, np.array([c]), rows, cols))
         perm = pop.perm[c]
+        grid = self.speeds[perm].reshape(rows, cols)
         active = np.nonzero(self.cost.active_dims(cols))[0] if self.per_layer else []
-        ev = self.cost.evaluate(rows, cols, perm[None, :], bsz[None, :], csz[None, :])
-        best_fit, best_sec = float(penalised(ev)[0]), float(ev.seconds[0])
-        def step(b, c):
-            cand_b, cand_c = _unit_moves(b, c, active)
-            if not len(cand_b):
-                return cand_b, cand_c, np.zeros(0), None
-            ev = self.cost.evaluate(rows, cols, np.repeat(perm[None, :], len(cand_b), 0),
-                                    cand_b, cand_c)
-            return cand_b, cand_c, penalised(ev), ev
 
+        def evaluate(b, c):
+            ev = self.cost.evaluate(rows, cols, np.repeat(perm[None, :], len(b), 0), b, c)
+            fit = penalised(ev)
+            return np.where(ev.feasible, fit + price * ev.overflow, fit), ev.seconds, ev.overflow
+
+        def step(b, c, current):
+            """Every move and composite from (b, c): sizes, fitness, seconds, overflow."""
+            cand_b, cand_c, gene = unit_moves(b, c, active, grid, self.cost.dim_sizes)
+            if not len(cand_b):
+                return cand_b, cand_c, np.zeros(0), np.zeros(0), np.zeros(0)
+            fit, sec, over = evaluate(cand_b, cand_c)
+            comp_b, comp_c = composites(b, c, cand_b, cand_c, gene, fit, current)
+            if len(comp_b):
+                more = evaluate(comp_b, comp_c)
+                cand_b, cand_c = np.concatenate([cand_b, comp_b]), np.concatenate([cand_c, comp_c])
+                fit, sec, over = (np.concatenate(x) for x in zip((fit, sec, over), more))
+            return cand_b, cand_c, fit, sec, over
+
+        def climb(b, c, fit, steps):
+            for _ in range(steps):
+                cand_b, cand_c, f, sec, over = step(b, c, fit[0])
+                k = int(np.argmin(f)) if f.size else 0
+                if not f.size or f[k] >= fit[0] * (1 - 1e-12):
+                    break
+                b, c, fit = cand_b[k], cand_c[k], (f[k], sec[k], over[k])
+            return b, c, fit
+
+        now = tuple(x[0] for x in evaluate(bsz[None, :], csz[None, :]))
         for _ in range(max_steps):
-            cand_b, cand_c, fit, ev = step(bsz, csz)
-            if not fit.size:
-                break
-            k = int(np.argmin(fit))
-            if fit[k] < best_fit * (1 - 1e-12):
-                bsz, csz = cand_b[k], cand_c[k]
-                best_fit, best_sec = float(fit[k]), float(ev.seconds[k])
-                continue
-            # Stuck: two moves at once, the first one among those that free the
-            # most memory or cost the least time (a split that makes room for another).
-            found = None
+            bsz, csz, now = climb(bsz, csz, now, max_steps)
             if not pairs:
                 break
-            firsts = np.unique(np.concatenate([np.argsort(fit)[:4],
-                                               np.argsort(ev.overflow)[:4]]))
-            for k in firsts:
-                b2, c2, fit2, ev2 = step(cand_b[k], cand_c[k])
-                if fit2.size and fit2.min() < best_fit * (1 - 1e-12):
-                    i = int(np.argmin(fit2))
-                    best_fit, best_sec = float(fit2[i]), float(ev2.seconds[i])
-                    found = (b2[i], c2[i])
-            if found is None:
+            # Stuck: a kick, then a climb. Kicks: the moves that cost the least
+            # time, free the most memory, or free the most memory per second
+            # (a split that makes room for others).
+            cand_b, cand_c, fit, sec, over = step(bsz, csz, now[0])
+            if not fit.size:
                 break
-            bsz, csz = found
+            freed = (now[2] - over) / np.maximum(sec - now[1], 1e-12 * now[1])
+            kicks = np.unique(np.concatenate([np.argsort(fit)[:4], np.argsort(over)[:4],
+                                              np.argsort(-np.where(over < now[2], freed,
+                                                                   -np.inf))[:4]]))
+            ends = [climb(cand_b[k], cand_c[k], (fit[k], sec[k], over[k]), 1)
+                    for k in kicks]
+            k = int(np.argmin([e[2][0] for e in ends]))
+            if not ends[k][2][0] < now[0] * (1 - 1e-12):
+                break
+            bsz, csz, now = ends[k]
         pop.bw[c, :rows] = np.log(bsz)
         for d in active:
             pop.mw[c, d, :cols] = np.log(csz[d])
-        return best_fit, best_sec
+        if price:
+            price = 0.0
+            now = tuple(x[0] for x in evaluate(bsz[None, :], csz[None, :]))
+        return float(now[0]), float(now[1])
+
+    def price_search(self, pop: _Population, c: int, fit: float, sec: float,
+                     prices=(0.01, 0.1)):
+        """Memory-priced local search on individual ``c`` when memory binds: a
+        device with little memory must give up its share of the layers that
+        need the most memory per second of work, to take more of the others
+        (a knapsack; the plain climb stops at its first full packing). Climb
+        with memory priced at ``prices`` x the step time per unit of the
+        fullest device's share, then without; keep the best. Returns (fitness,
+        seconds)."""
+        rows, cols = self.shapes[pop.shape[c]]
+        bsz, csz = self.sizes(pop, np.array([c]), rows, cols)
+        if self.cost.evaluate(rows, cols, pop.perm[c][None, :], bsz, csz).overflow[0] < 0.9:
+            return fit, sec
+        for p in prices:
+            trial = pop.take([c])
+            self.polish(trial, 0, price=p * sec)
+            f, s = self.polish(trial, 0)
+            if f < fit * (1 - 1e-12):
+                fit, sec = f, s
+                pop.perm[c], pop.bw[c], pop.mw[c] = trial.perm[0], trial.bw[0], trial.mw[0]
+        return fit, sec
 
     def swap_search(self, pop: _Population, c: int, fit: float, sec: float,
                     rounds: int = 2, top: int = 4):
@@ -197,7 +242,7 @@ class _Problem:
             trial.perm[k + i.size] = np.take_along_axis(grid, order, 2).reshape(-1, self.n)
             self.rebalance_placement(trial, np.arange(2 * i.size))
             trial = trial.take(_distinct(self.kinds[trial.perm], rows, cols))
-            cand = trial.take(np.argsort(self.climb(trial, 8), kind="stable")[:top])
+            cand = trial.take(np.argsort(self.climb(trial, 4), kind="stable")[:top])
             results = [self.polish(cand, t) for t in range(cand.shape.size)]
             t = int(np.argmin([r[0] for r in results]))
             if not results[t][0] < fit * (1 - 1e-12):
@@ -208,35 +253,45 @@ class _Problem:
 
     def climb(self, pop: _Population, steps: int) -> np.ndarray:
         """``steps`` steps of best-improvement hill climbing on the integer lattice
-        (the moves of :func:`_unit_moves`) for every individual of ``pop`` (all
-        of one shape), all evaluated together; returns their fitness."""
+        (the moves of :func:`lattice.unit_moves` and their composites) for every
+        individual of ``pop`` (all of one shape), all evaluated together;
+        returns their fitness."""
         rows, cols = self.shapes[pop.shape[0]]
         idx = np.arange(pop.shape.size)
         bsz, csz = self.sizes(pop, idx, rows, cols)
         active = np.nonzero(self.cost.active_dims(cols))[0] if self.per_layer else []
         fit = penalised(self.cost.evaluate(rows, cols, pop.perm, bsz, csz))
         for _ in range(steps):
-            moves = [_unit_moves(bsz[q], csz[q], active) for q in idx]
-            counts = np.array([len(m[0]) for m in moves])
-            if not counts.sum():
-                break
-            owner = np.repeat(idx, counts)
-            ev = self.cost.evaluate(rows, cols, pop.perm[owner],
-                                    np.concatenate([m[0] for m in moves if len(m[0])]),
-                                    np.concatenate([m[1] for m in moves if len(m[0])]))
-            f, start = penalised(ev), np.concatenate([[0], np.cumsum(counts)[:-1]])
+            moves = [unit_moves(bsz[q], csz[q], active, self.speeds[pop.perm[q]]
+                                .reshape(rows, cols), self.cost.dim_sizes) for q in idx]
+            f = self._fitness_of(rows, cols, pop.perm, moves)
+            comps = [composites(bsz[q], csz[q], *moves[q], f[q], fit[q]) for q in idx]
+            f2 = self._fitness_of(rows, cols, pop.perm, comps)
             improved = False
-            for q in idx[counts > 0]:
-                k = int(np.argmin(f[start[q]:start[q] + counts[q]]))
-                if f[start[q] + k] < fit[q] * (1 - 1e-12):
-                    fit[q], improved = f[start[q] + k], True
-                    bsz[q], csz[q] = moves[q][0][k], moves[q][1][k]
+            for q in idx:
+                for (cand_b, cand_c), fq in ((moves[q][:2], f[q]), (comps[q], f2[q])):
+                    if fq.size and fq.min() < fit[q] * (1 - 1e-12):
+                        k = int(np.argmin(fq))
+                        fit[q], improved = fq[k], True
+                        bsz[q], csz[q] = cand_b[k], cand_c[k]
             if not improved:
                 break
         pop.bw[:, :rows] = np.log(bsz)
         for d in active:
             pop.mw[:, d, :cols] = np.log(csz[:, d])
         return fit
+
+    def _fitness_of(self, rows: int, cols: int, perm: np.ndarray, cands: list) -> list:
+        """Fitness of candidates ``cands[q] = (batch sizes, dim sizes, ...)`` of
+        individual q (placement ``perm[q]``), in one call; a list of arrays."""
+        counts = np.array([len(c[0]) for c in cands])
+        if not counts.sum():
+            return [np.zeros(0) for _ in cands]
+        owner = np.repeat(np.arange(len(cands)), counts)
+        f = penalised(self.cost.evaluate(rows, cols, perm[owner],
+                                         np.concatenate([c[0] for c in cands if len(c[0])]),
+                                         np.concatenate([c[1] for c in cands if len(c[0])])))
+        return np.split(f, np.cumsum(counts)[:-1])
 
     def rebalance_placement(self, pop: _Population, which) -> None:
         """Reset the weights of individuals ``which`` to proportional for their placement."""
@@ -318,45 +373,6 @@ def _distinct(kinds: np.ndarray, rows: int, cols: int) -> np.ndarray:
             seen.add(key)
             out.append(p)
     return np.array(out, dtype=np.int64)
-
-
-def _pairs(k: int, limit: int = 12) -> np.ndarray:
-    """Ordered pairs (from, to) of k coordinates; above ``limit`` only among the
-    three first and three last (the caller sorts: largest first)."""
-    ids = np.arange(k) if k <= limit else np.concatenate([np.arange(3), np.arange(k - 3, k)])
-    return np.array([(i, j) for i in ids for j in ids if i != j], dtype=np.int64)
-
-
-def _moves(sizes: np.ndarray) -> list:
-    """(from, to, units) moves of a split: 1, 2, 4, ... units between coordinates,
-    and all but one (a coordinate's share cut to the minimum)."""
-    order = np.argsort(-sizes, kind="stable")
-    steps = 2 ** np.arange(max(1, int(np.log2(max(sizes.max(), 2)))))
-    return [(i, j, int(u)) for i, j in order[_pairs(sizes.size)]
-            for u in sorted(set(steps[steps < sizes[i]]) | {sizes[i] - 1}) if u >= 1]
-
-
-def _unit_moves(bsz: np.ndarray, csz: np.ndarray, active) -> tuple:
-    """Every plan a few units away: 1, 2, 4, ... samples from a row to another, or
-    slices of a laid-out dimension from a column to another (parts stay >= 1)."""
-    out_b, out_c = [], []
-    if bsz.size > 1:
-        for i, j, u in _moves(bsz):
-            b = bsz.copy()
-            b[i] -= u
-            b[j] += u
-            out_b.append(b)
-            out_c.append(csz)
-    for d in active:
-        for i, j, u in _moves(csz[d]):
-            c = csz.copy()
-            c[d, i] -= u
-            c[d, j] += u
-            out_b.append(bsz)
-            out_c.append(c)
-    if not out_b:
-        return np.zeros((0, bsz.size)), np.zeros((0,) + csz.shape)
-    return np.stack(out_b), np.stack(out_c)
 
 
 def order_crossover(a: np.ndarray, b: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -541,6 +557,8 @@ def _polish_niches(problem: _Problem, pop: _Population, fitness, seconds, order,
     for s in np.unique(pop.shape):
         c = int(order[pop.shape[order] == s][0])
         fitness[c], seconds[c] = problem.polish(pop, c)
+        if final:
+            fitness[c], seconds[c] = problem.price_search(pop, c, fitness[c], seconds[c])
         rows, cols = problem.shapes[s]
         if final and problem.n <= SWAP_DEVICES and rows > 1 and cols > 1:
             fitness[c], seconds[c] = problem.swap_search(pop, c, fitness[c], seconds[c])
