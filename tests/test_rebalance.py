@@ -31,7 +31,7 @@ TINY = ["train", "--synthetic", "--model", "resattnet3d-tiny", "--n-synthetic", 
      "--rebalance-patience"),
     (["--rebalance", "--cluster", "c.json", "--rebalance-method", "fastest"],
      "--rebalance-method must be one of"),
-    (["--rebalance-every", "5"], "go(es) with --rebalance"),
+    (["--rebalance-every", "5"], "go(es) with --rebalance or --elastic"),
 ])
 def test_bad_rebalance_flags_exit_2_with_one_line(capsys, argv, words):
     assert main(["train", "--synthetic"] + argv) == 2
@@ -46,17 +46,18 @@ def _weights(model_dir):
     return {n: reader.get_tensor(n) for n in reader.get_variable_to_shape_map()}
 
 
-def test_drift_measured_on_real_workers_replans_and_a_replay_gives_the_same_weights(
+def test_a_slowed_worker_is_measured_replanned_around_and_a_replay_gives_the_same_weights(
         tmp_path, capsys):
-    """A split that gives worker 1 one filter in 50 while both workers run at the
-    same speed: the traced steps measure it, the run re-plans (one log line, one
-    JSON record), ends at the requested step; replaying its plans at the same
+    """Worker 1's CPU share is cut to 0.3 (LocalCluster.set_speed) under an even
+    data-parallel plan: the traced steps measure it, the run re-plans (one log line, one JSON
+    record) and ends at the requested step; replaying its plans at the same
     steps without measuring gives bit-identical weights."""
     steps = 12
-    with LocalCluster([1.0, 1.0], throttle="none", pin=False) as cluster:
+    with LocalCluster([1.0, 1.0], pin=False) as cluster:
+        cluster.set_speed(1, 0.3)
         cluster_file = tmp_path / "cluster.json"
         cluster_file.write_text(json.dumps({"worker": cluster.addresses}))
-        common = TINY + ["--cluster", str(cluster_file), "--speeds", "1,0.02",
+        common = TINY + ["--cluster", str(cluster_file), "--speeds", "1,1", "--mesh", "batch:2",
                          "--steps", str(steps), "--json"]
         assert main(common + ["--model-dir", str(tmp_path / "a"), "--rebalance",
                               "--rebalance-every", "2", "--rebalance-patience", "1"]) == 0
@@ -69,7 +70,10 @@ def test_drift_measured_on_real_workers_replans_and_a_replay_gives_the_same_weig
     assert summary["rebalance_samples"], "no traced step measured the workers"
     first = summary["replans"][0]
     assert first["reason"] == "drift" and first["predicted_gain"] >= 0.1
-    assert 3 < first["step"] < steps and first["new"]["split_weights"]["model"] != [1, 0.02]
+    assert 3 < first["step"] < steps
+    assert first["measured_speeds"]["1"] < first["measured_speeds"]["0"]
+    new = dict(zip(first["new"]["devices"], first["new"]["split_weights"]["batch"]))
+    assert new["/job:worker/task:1/device:CPU:0"] < new["/job:worker/task:0/device:CPU:0"]
     lines = [l for l in out.splitlines() if l.startswith("re-plan at step")]
     assert len(lines) == len(summary["replans"])
     assert f"re-plan at step {first['step']} (drift)" in lines[0]
@@ -86,31 +90,50 @@ def _latest_step(model_dir):
     return max(steps) if steps else 0
 
 
-def test_elastic_run_survives_a_killed_worker_and_reaches_the_final_step(tmp_path):
-    steps = 14
+def _wait_for_checkpoint(proc, model_dir, step):
+    deadline = time.monotonic() + 240
+    while _latest_step(model_dir) < step:
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"no checkpoint {step}:\n" + proc.communicate()[1][-2000:])
+        time.sleep(0.05)
+
+
+def test_elastic_run_survives_a_killed_worker_takes_it_back_and_ends_at_the_final_step(
+        tmp_path):
+    """Worker 1 is killed after checkpoint 4: the run re-plans on worker 0 from
+    that checkpoint (one line); worker 1 is started again (worker 0 slowed
+    meanwhile, so the run is still going) and taken back."""
+    steps = 24
     model_dir = tmp_path / "model"
-    with LocalCluster([1.0, 1.0], throttle="none", pin=False) as cluster:
+    with LocalCluster([1.0, 1.0], pin=False) as cluster:
         cluster_file = tmp_path / "cluster.json"
         cluster_file.write_text(json.dumps({"worker": cluster.addresses}))
         argv = [sys.executable, "-m", "meshpar"] + TINY + [
             "--cluster", str(cluster_file), "--speeds", "0.5,0.5", "--steps", str(steps),
-            "--checkpoint-every", "4", "--elastic", "--json", "--model-dir", str(model_dir)]
-        proc = subprocess.Popen(argv, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 240
-        while _latest_step(model_dir) < 4:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                pytest.fail("no first checkpoint:\n" + proc.communicate()[1][-2000:])
-            time.sleep(0.05)
-        cluster.kill_worker(1)
-        out, err = proc.communicate(timeout=240)
-    assert proc.returncode == 0, err[-2000:]
+            "--checkpoint-every", "4", "--elastic", "--rebalance-every", "2", "--json",
+            "--model-dir", str(model_dir)]
+        with open(tmp_path / "err.txt", "w") as err_file:
+            proc = subprocess.Popen(argv, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
+                                    stdout=subprocess.PIPE, stderr=err_file, text=True)
+            _wait_for_checkpoint(proc, model_dir, 4)
+            cluster.kill_worker(1)
+            cluster.set_speed(0, 0.05)  # keep the run going while worker 1 restarts
+            lines = [proc.stdout.readline()]
+            while "(lost worker)" not in lines[-1] and lines[-1]:
+                lines.append(proc.stdout.readline())
+            cluster.restart_worker(1)
+            cluster.set_speed(0, 1.0)
+            out = "".join(lines) + proc.communicate(timeout=240)[0]
+    assert proc.returncode == 0, (tmp_path / "err.txt").read_text()[-2000:]
     summary = json.loads(out.strip().splitlines()[-1])
-    lost = [r for r in summary["replans"] if r["reason"] == "lost worker"]
-    assert len(lost) == 1 and lost[0]["lost_workers"] == [1]
-    assert 4 <= lost[0]["step"] < steps and lost[0]["step"] % 4 == 0  # from a checkpoint
-    assert all("task:1/" not in d for d in lost[0]["new"]["devices"])
+    reasons = [r["reason"] for r in summary["replans"]]
+    assert reasons == ["lost worker", "worker back"], summary["replans"]
+    lost, back = summary["replans"]
+    assert lost["lost_workers"] == [1] and lost["step"] in (4, 8)  # from the last checkpoint
+    assert all("task:1/" not in d for d in lost["new"]["devices"])
+    assert back["workers_back"] == [1] and back["step"] < steps
+    assert any("task:1/" in d for d in back["new"]["devices"])
     assert _latest_step(model_dir) == steps
 
 

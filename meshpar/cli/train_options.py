@@ -222,15 +222,16 @@ def add_rebalance_options(parser) -> None:
                        help="measure each worker's speed while training (one traced step in "
                             "--rebalance-every) and re-plan the split when it drifts")
     group.add_argument("--rebalance-every", type=int, default=None,
-                       help="trace one step in N to measure the workers (default: 10)")
+                       help="trace one step in N to measure the workers; with --elastic, "
+                            "probe lost workers as often (default: 10)")
     group.add_argument("--rebalance-threshold", type=float, default=None,
                        help="re-plan when the plan's step at the measured speeds is this "
                             "fraction longer than a balanced one, in (0, 1] (default: 0.1)")
     group.add_argument("--rebalance-patience", type=int, default=None,
                        help="... in this many samples in a row (default: 2)")
     group.add_argument("--rebalance-method", default=None,
-                       help="planner of the re-plans: even, proportional, exact, ga "
-                            "(default: proportional)")
+                       help="planner of the re-plans (drift and --elastic): even, "
+                            "proportional, exact, ga (default: proportional)")
     group.add_argument("--elastic", action="store_true",
                        help="when a worker stops answering, re-plan on the others and go on "
                             "from the last checkpoint; take it back when it answers again")
@@ -247,13 +248,13 @@ def rebalance_options(args):
              if getattr(args, f"rebalance_{k}") is not None]
     if not (args.rebalance or args.elastic or args.replay_replans):
         if tuned:
-            raise ValueError(f"{', '.join(tuned)} go(es) with --rebalance")
+            raise ValueError(f"{', '.join(tuned)} go(es) with --rebalance or --elastic")
         return None
     flag = "--rebalance" if args.rebalance else "--elastic" if args.elastic else "--replay-replans"
     if not args.cluster:
         raise ValueError(f"{flag} needs --cluster (the workers it measures and re-plans over)")
-    if tuned and not args.rebalance:
-        raise ValueError(f"{', '.join(tuned)} go(es) with --rebalance")
+    if tuned and not (args.rebalance or args.elastic):
+        raise ValueError(f"{', '.join(tuned)} go(es) with --rebalance or --elastic")
     if args.mesh_impl != "meshpar":
         raise ValueError(f"{flag} re-plans uneven splits: use --mesh-impl meshpar")
     if getattr(args, "keep_best", False):

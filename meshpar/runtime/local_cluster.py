@@ -36,7 +36,7 @@ import time
 import uuid
 from typing import Optional, Sequence
 
-from meshpar.runtime.client import ClusterFailure
+from meshpar.runtime.client import ClusterFailure, unreachable_reason
 from meshpar.core.splits import validate_weights
 
 CGROUP_V1_CPU = "/sys/fs/cgroup/cpu"
@@ -257,23 +257,26 @@ class LocalCluster:
         spec_path = os.path.join(self._tmp.name, "cluster.json")
         with open(spec_path, "w", encoding="utf-8") as f:
             json.dump({"cluster": self.cluster_def}, f)
-        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
-        tag = uuid.uuid4().hex[:8]
-        cores = os.cpu_count() or 1
+        self._spec_path = spec_path
+        self._tag = uuid.uuid4().hex[:8]
         for i, speed in enumerate(self.speeds):
-            log = open(os.path.join(self._tmp.name, f"worker{i}.log"), "w+b")
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "meshpar", "worker", "--cluster", spec_path,
-                 "--task", str(i), "--threads", "1"],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                start_new_session=True)
-            proc.meshpar_log = log
-            self.processes.append(proc)
-            if self.pin:
-                os.sched_setaffinity(proc.pid, {i % cores})
-            self._tag = tag
+            self.processes.append(self._spawn(i))
             if speed < 1.0 and self.throttle != "none":
                 self._throttle(i, speed)
+
+    def _spawn(self, i: int):
+        """Start worker process ``i`` (pinned when the cluster pins)."""
+        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
+        log = open(os.path.join(self._tmp.name, f"worker{i}.log"), "a+b")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "meshpar", "worker", "--cluster", self._spec_path,
+             "--task", str(i), "--threads", "1"],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+            start_new_session=True)
+        proc.meshpar_log = log
+        if self.pin:
+            os.sched_setaffinity(proc.pid, {i % (os.cpu_count() or 1)})
+        return proc
 
     def _log_tail(self, i: int, lines: int = 5) -> str:
         log = self.processes[i].meshpar_log
@@ -350,6 +353,32 @@ class LocalCluster:
         """Kill worker ``i`` (SIGKILL), as a failing machine would."""
         os.kill(self.processes[i].pid, signal.SIGKILL)
         self.processes[i].wait(timeout=10)
+
+    def restart_worker(self, i: int, timeout: float = 120.0):
+        """Start a killed worker ``i`` again at the same address and CPU share (a
+        machine that comes back); returns when it accepts connections."""
+        if self.processes[i].poll() is None:
+            raise ValueError(f"worker {i} is still running")
+        old = self.processes[i].meshpar_log
+        if not old.closed:
+            old.close()
+        self.processes[i] = self._spawn(i)
+        group = self._throttle_of.pop(i, None)
+        if isinstance(group, _DutyCycle):
+            group.stop()
+            self._cycles.remove(group)
+        if self.speeds[i] < 1.0 and self.throttle != "none":
+            if isinstance(group, _CgroupQuota):
+                group.add(self.processes[i].pid)
+                self._throttle_of[i] = group
+            else:
+                self._throttle(i, self.speeds[i])
+        deadline = time.monotonic() + timeout
+        while unreachable_reason(self.addresses[i], 0.5) is not None:
+            if self.processes[i].poll() is not None or time.monotonic() > deadline:
+                raise WorkerError(f"worker {i} at {self.addresses[i]} did not come back: "
+                                  f"{self._log_tail(i)}")
+            time.sleep(0.2)
 
     def stop(self):
         """Stop every worker, end throttling, remove cgroups (idempotent)."""

@@ -102,6 +102,7 @@ class SpeedMonitor(tf.estimator.SessionRunHook):
         self.on_sample, self.on_step = on_sample, on_step
         self.steps = []  # (global step after the step, end time, seconds, traced)
         self._seen = 0
+        self._first = 0
         self._step = None
         self._started = None
         self._traced = False
@@ -115,13 +116,20 @@ class SpeedMonitor(tf.estimator.SessionRunHook):
         k = self._seen - self.warmup
         return self.trace and k > 0 and k % self.every == 0
 
+    def after_create_session(self, session, coord):
+        """The step this segment starts from (a variable read in the training
+        step itself is not ordered against the step's own increment)."""
+        self._first = int(session.run(self._step))
+
     def before_run(self, run_context):
-        """Fetch the global step; ask for a full trace on a sampled step."""
+        """Ask for a full trace on a sampled step."""
         self._seen += 1
         self._traced = self._traces_now()
         self._started = time.perf_counter()
-        options = tf.RunOptions(trace_level=tf.RunOptions.FULL_TRACE) if self._traced else None
-        return tf.train.SessionRunArgs(self._step, options=options)
+        if not self._traced:
+            return None
+        return tf.train.SessionRunArgs(
+            None, options=tf.RunOptions(trace_level=tf.RunOptions.FULL_TRACE))
 
     def after_run(self, run_context, run_values):
         """Record the step's time; on a traced step, the workers' busy times."""
@@ -129,7 +137,7 @@ class SpeedMonitor(tf.estimator.SessionRunHook):
 
         end = time.perf_counter()
         seconds = end - self._started
-        step = int(run_values.results) + 1  # the fetch saw the step before the update
+        step = self._first + self._seen
         self.steps.append((step, end, seconds, self._traced))
         stop = False
         if self._traced and run_values.run_metadata is not None:

@@ -303,6 +303,8 @@ def train_rebalancing(build: Callable, train_fn: Callable, max_steps: int, mesh:
             _, forced = pending.pop(0)
             run.pending = _forced(run, forced, step)
             run.apply(step)
+        if run.lost and not schedule and run.on_step(step, probe=True):
+            run.apply(step)  # a lost worker answers again: take it back now
         target = min([max_steps] + [s for s, _ in pending])
         est = build(run.mesh, run.tasks)
         monitor = SpeedMonitor(options.every, run.on_sample, run.on_step,
@@ -311,15 +313,19 @@ def train_rebalancing(build: Callable, train_fn: Callable, max_steps: int, mesh:
         down, thread = _run_segment(
             lambda: est.train(train_fn, max_steps=target, hooks=[*hooks, monitor]),
             client, run.tasks, options.poll_seconds)
-        step = checkpoint_step(model_dir)
+        before, step = step, checkpoint_step(model_dir)
+        if not down and run.pending is None and step <= before and step < target:
+            raise RuntimeError(f"training stopped at step {step} before step {target} "
+                               "without a re-plan or a lost worker")
         if down:
             if not options.elastic:
                 raise ClusterFailure(", ".join(f"worker {t} at {client.addresses[t]}"
                                                for t in down) + " stopped answering")
             abandoned.append(thread)
             run.on_lost(down, step)
-        elif run.pending is not None:
+        elif run.pending is not None and step < max_steps:
             run.apply(step)
+        run.pending = None  # a re-plan proposed at the final step is not needed
     return _result(run, monitors, abandoned)
 
 
