@@ -228,7 +228,7 @@ def add_rebalance_options(parser) -> None:
                        help="re-plan when the plan's step at the measured speeds is this "
                             "fraction longer than a balanced one, in (0, 1] (default: 0.1)")
     group.add_argument("--rebalance-patience", type=int, default=None,
-                       help="... in this many samples in a row (default: 2)")
+                       help="... at the median speeds of the last K samples (default: 3)")
     group.add_argument("--rebalance-method", default=None,
                        help="planner of the re-plans (drift and --elastic): even, "
                             "proportional, exact, ga (default: proportional)")
@@ -267,6 +267,6 @@ def rebalance_options(args):
         return RebalanceOptions(
             rebalance=bool(args.rebalance), elastic=bool(args.elastic),
             every=10 if every is None else every, threshold=0.1 if threshold is None else threshold,
-            patience=2 if patience is None else patience, method=method or "proportional")
+            patience=3 if patience is None else patience, method=method or "proportional")
     except ValueError as err:
         raise ValueError(f"--{str(err).replace(' ', '-', 1)}") from None

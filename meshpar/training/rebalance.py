@@ -4,7 +4,7 @@
 :class:`~meshpar.training.live_speeds.SpeedMonitor` traces one step in every
 ``every`` and turns each worker's busy time into its live speed. When the
 plan's predicted step at those speeds is more than ``threshold`` longer than
-a balanced one for ``patience`` samples in a row, the planner
+a balanced one at the median speeds of the last ``patience`` samples, the planner
 (:func:`meshpar.planning.planners.plan`, on a ClusterSpec of the measured
 speeds) makes a new plan; the segment stops after that step, its checkpoint
 is written, and the next segment is built on the new mesh and continues from
@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -35,6 +35,8 @@ from meshpar.runtime.client import ClusterFailure, unreachable_reason
 
 # TensorFlow is imported only when training starts: the options are checked
 # (and a bad flag refused) without it.
+if TYPE_CHECKING:
+    from meshpar.training.estimator import MeshSpec
 
 __all__ = ["RebalanceOptions", "train_rebalancing", "replan", "schedule_from_replans",
            "mesh_record"]
@@ -47,15 +49,15 @@ class RebalanceOptions:
     ``rebalance``: measure and re-plan on drift; ``every``: trace one step in
     N; ``threshold``: re-plan when the plan's step at the measured speeds is
     more than this fraction longer than a balanced step (and the new plan is
-    predicted to gain at least as much); ``patience``: that many samples in a
-    row; ``method``: the planner; ``elastic``: survive lost workers;
+    predicted to gain at least as much); ``patience``: at the median speeds of
+    that many last samples; ``method``: the planner; ``elastic``: survive lost workers;
     ``poll_seconds``: how often the workers are probed.
     """
 
     rebalance: bool = True
     every: int = 10
     threshold: float = 0.10
-    patience: int = 2
+    patience: int = 3
     method: str = "proportional"
     elastic: bool = False
     poll_seconds: float = 1.0
@@ -157,11 +159,13 @@ class _Run:
         skew = imbalance(self.work, speeds)
         self.samples.append({"step": step, "busy_seconds": busy, "speeds": speeds,
                              "imbalance": skew})
-        self.streak = self.streak + [speeds] if skew - 1.0 > self.options.threshold else []
-        if len(self.streak) >= self.options.patience:
+        # Sustained: the median speeds of the last `patience` samples (one odd
+        # sample, e.g. a quota period that fell between two ops, does not decide).
+        self.streak = (self.streak + [speeds])[-self.options.patience:]
+        if len(self.streak) == self.options.patience:
             live = {t: float(np.median([s[t] for s in self.streak])) for t in self.work}
-            self.streak = []
-            if self._propose(step, "drift", live):
+            if imbalance(self.work, live) - 1.0 > self.options.threshold and self._propose(
+                    step, "drift", live):
                 return True
         return self.on_step(step, probe=True)
 
@@ -212,7 +216,7 @@ class _Run:
                   "plan_predicted_step_seconds": p["plan_predicted_step_seconds"],
                   "time": time.time()}
         self.replans.append(record)
-        self.mesh, self.work = p["mesh"], p["work"]
+        self.mesh, self.work, self.streak = p["mesh"], p["work"], []
         self.tasks = _task_devices(self.mesh)
         self.lost = [t for t in self.lost if t not in p["back"]] + list(p["lost"])
         gain = "n/a" if p["predicted_gain"] is None else f"{p['predicted_gain']:+.0%}"
