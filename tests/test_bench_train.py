@@ -55,8 +55,14 @@ def test_whole_network_benchmark_runs_every_strategy_and_writes_json_and_png(tmp
         assert {"worker:0", "worker:1"} & set(r["step_breakdown"]), name
     assert rows["mtf-even-filter"]["vs_mtf_even_filter"] == pytest.approx(1.0)
     assert rows["alone-1"]["plan_devices"] == ["/job:worker/task:1/device:CPU:0"]
-    # equal speeds: the proportional batch split is the even one, and it says so
-    assert rows["proportional-batch"]["same_as"] == "mtf-even-batch"
+    # A row that is the same plan as an earlier row says so, and only then. (The
+    # proportional batch split follows the alone rates measured in this run, so
+    # on unthrottled workers it is the even split only when the two rates came
+    # out within 5:3 of each other; test_strategy_plans_are_the_named_splits_with_predictions
+    # checks the splits for fixed rates.)
+    prop, even = rows["proportional-batch"], rows["mtf-even-batch"]
+    same = all(prop[k] == even[k] for k in ("mesh", "plan_devices", "split_sizes"))
+    assert prop.get("same_as") == ("mtf-even-batch" if same else None)
     paths = bench_train.save(result, str(tmp_path))
     assert json.loads(open(paths[0]).read())["models"][0]["model"] == "vgg-cifar-small"
     assert open(paths[1], "rb").read(4) == b"\x89PNG"

@@ -152,6 +152,7 @@ def test_cluster_runs_and_a_resumed_run_are_bit_identical(tmp_path):
     (with Grappler's arithmetic optimizer on, two uninterrupted runs differed by
     ~2e-7 after 10 steps), so this also stands for run-to-run equality."""
     import json
+    import shutil
 
     from meshpar.cli import main
     from meshpar.runtime.local_cluster import LocalCluster
@@ -165,13 +166,19 @@ def test_cluster_runs_and_a_resumed_run_are_bit_identical(tmp_path):
             assert main(["train", "--synthetic", "--model", "resattnet3d-tiny",
                          "--speeds", "0.9,0.3,0.6", "--mesh", "model:3",
                          "--cluster", str(cluster_file), "--seed", "3",
-                         "--steps", str(total_steps), "--n-synthetic", "16",
-                         "--val-fraction", "0", "--no-progress",
+                         "--steps", str(total_steps), "--checkpoint-every", str(steps // 2),
+                         "--n-synthetic", "16", "--val-fraction", "0", "--no-progress",
                          "--model-dir", str(tmp_path / model_dir)]) == 0
             return _checkpoint(tmp_path / model_dir)
 
         first = train("a", steps)
-        train("c", steps // 2)
+        # The same run stopped at the halfway checkpoint: its copy with the
+        # final checkpoint dropped, resumed to the end.
+        shutil.copytree(tmp_path / "a", tmp_path / "c")
+        for path in (tmp_path / "c").glob(f"model.ckpt-{steps}.*"):
+            path.unlink()
+        tf.train.update_checkpoint_state(str(tmp_path / "c"), f"model.ckpt-{steps // 2}")
+        assert _checkpoint(tmp_path / "c")["global_step"] == steps // 2
         resumed = train("c", steps)
     assert sorted(first) == sorted(resumed)
     assert int(first["global_step"]) == int(resumed["global_step"]) == steps
