@@ -48,17 +48,20 @@ def _weights(model_dir):
 
 def test_a_slowed_worker_is_measured_replanned_around_and_a_replay_gives_the_same_weights(
         tmp_path, capsys):
-    """Worker 1's CPU share is cut to 0.3 (LocalCluster.set_speed) under an even
+    """Worker 1's CPU share is cut to 0.15 (LocalCluster.set_speed) under an even
     data-parallel plan: the traced steps measure it, the run re-plans (one log line, one JSON
     record) and ends at the requested step; replaying its plans at the same
     steps without measuring gives bit-identical weights."""
     steps = 12
     with LocalCluster([1.0, 1.0], pin=False) as cluster:
-        cluster.set_speed(1, 0.3)
+        # 0.15, not 0.3: a worker whose step needs less CPU than its quota is
+        # not slowed at all (the tiny model's 2-sample share often fits in a
+        # 0.3 share), and the run must see a slowdown to re-plan.
+        cluster.set_speed(1, 0.15)
         cluster_file = tmp_path / "cluster.json"
         cluster_file.write_text(json.dumps({"worker": cluster.addresses}))
-        common = TINY + ["--cluster", str(cluster_file), "--speeds", "1,1", "--mesh", "batch:2",
-                         "--steps", str(steps), "--json"]
+        common = TINY + ["--batch", "8", "--cluster", str(cluster_file), "--speeds", "1,1",
+                         "--mesh", "batch:2", "--steps", str(steps), "--json"]
         assert main(common + ["--model-dir", str(tmp_path / "a"), "--rebalance",
                               "--rebalance-every", "2", "--rebalance-patience", "1"]) == 0
         out = capsys.readouterr().out
