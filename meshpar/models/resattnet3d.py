@@ -54,6 +54,10 @@ __all__ = ["ResAttNet3DConfig", "describe", "layout_rules", "split_dim_names", "
 # FLOPs per element for the element-wise parts the table counts.
 _NORM_FLOPS_PER_ELEM = 9   # shifted sums of x and x^2, normalise, scale, offset, ReLU
 _POOL_FLOPS_PER_ELEM = 1
+# Batch-axis all-reduce of a batch norm per channel and step (besides its
+# parameters' gradients): the statistics [2, C] forward, and the gradients of
+# the mean and of the normalising factor (C each) backward.
+_NORM_SYNC_PER_CHANNEL = 4
 
 
 @dataclass(frozen=True)
@@ -200,34 +204,46 @@ def layout_rules(config: ResAttNet3DConfig, model_axis: str = "model",
     return ";".join(rules)
 
 
-def _conv_layer(name, split_dim, kernel, cin, cout, in_spatial, out_spatial, comm):
+def _conv_layer(name, split_dim, kernel, cin, cout, in_spatial, out_spatial, comm=None,
+                input_gradient=True):
+    """A filter-split convolution of a whole input: with its filters laid out,
+    the gradient of its input is a partial sum, all-reduced (none for the
+    network's input)."""
     out_positions = math.prod(out_spatial)
+    in_elems = math.prod(in_spatial) * cin
     return Layer(name=name, kind="conv3d",
                  flops=2.0 * kernel ** 3 * cin * cout * out_positions,
                  params=kernel ** 3 * cin * cout,
-                 in_elems=math.prod(in_spatial) * cin,
+                 in_elems=in_elems,
                  out_elems=out_positions * cout,
-                 split_dim=split_dim, split_size=cout, comm=comm)
+                 split_dim=split_dim, split_size=cout, comm=comm,
+                 backward_allreduce_elems=in_elems if input_gradient else 0)
 
 
-def _norm_layer(name, split_dim, channels, spatial):
+def _norm_layer(name, split_dim, channels, spatial, comm=None):
     elems = math.prod(spatial) * channels
     return Layer(name=name, kind="norm", flops=float(_NORM_FLOPS_PER_ELEM * elems),
                  params=2 * channels, in_elems=elems, out_elems=elems,
-                 split_dim=split_dim, split_size=channels)
+                 split_dim=split_dim, split_size=channels, comm=comm,
+                 batch_allreduce_elems=_NORM_SYNC_PER_CHANNEL * channels)
 
 
 def describe(config: Optional[ResAttNet3DConfig] = None) -> ModelDescription:
     """The layer table of ``config`` (per sample), consistent with :func:`build`.
 
-    Convolution rows are split on their filter dimension; ``comm`` is the
-    collective that gathers the split output for the next layer (all-concat),
-    or None when the output stays split (the second conv of a block is added to
-    its shortcut first; the gather happens after the add and is charged to the
-    block's ``_add`` row). Attention is two rows: query/key (split contraction
-    over the key dimension -> all-reduce of the position-by-position scores)
-    and value/output (split over the value dimension -> all-reduce of the
-    output projection).
+    Convolution rows are split on their filter dimension; the split output
+    stays split through batch norm, ReLU and pooling and ``comm`` marks the
+    row after which it is gathered for the next layer (all-concat): the batch
+    norm of a block's first conv, the stem's pool, and the block's ``_add``
+    row (the second conv is added to its shortcut first). Each collective of
+    the lowering is on the row of the dimension whose layout causes it
+    (``backward_*`` fields: the all-reduced input gradients of split
+    convolutions, the gathered gradient of an identity shortcut; batch norm
+    statistics on the batch axis), so a layout that replicates a dimension
+    drops exactly its rows' collectives. Attention is two rows: query/key
+    (split contraction over the key dimension -> all-reduce of the
+    position-by-position scores) and value/output (split over the value
+    dimension -> all-reduce of the output projection).
     """
     config = config or ResAttNet3DConfig.small()
     layers = []
@@ -235,8 +251,9 @@ def describe(config: Optional[ResAttNet3DConfig] = None) -> ModelDescription:
     cin = config.in_channels
     c = config.stem_filters
     layers.append(_conv_layer("stem_conv", "stem_filters", 3, cin, c, spatial, spatial,
+                              input_gradient=False))
+    layers.append(_norm_layer("stem_bn", "stem_filters", c, spatial,
                               None if config.stem_pool else "allconcat"))
-    layers.append(_norm_layer("stem_bn", "stem_filters", c, spatial))
     if config.stem_pool:
         pooled = tuple(_half(s) for s in spatial)
         layers.append(Layer(name="stem_pool", kind="pool",
@@ -248,21 +265,25 @@ def describe(config: Optional[ResAttNet3DConfig] = None) -> ModelDescription:
     for prefix, stage, cin, filters, stride in _block_plan(config):
         out_spatial = tuple(_half(s) for s in spatial) if stride == 2 else spatial
         layers.append(_conv_layer(f"{prefix}_conv1", f"{prefix}_conv1_filters", 3, cin, filters,
-                                  spatial, out_spatial, "allconcat"))
+                                  spatial, out_spatial))
         layers.append(_norm_layer(f"{prefix}_bn1", f"{prefix}_conv1_filters", filters,
-                                  out_spatial))
+                                  out_spatial, "allconcat"))  # gathered after BN and ReLU
         conv2_dim = f"{prefix}_conv2_filters"
         layers.append(_conv_layer(f"{prefix}_conv2", conv2_dim, 3, filters, filters,
-                                  out_spatial, out_spatial, None))
+                                  out_spatial, out_spatial))
         layers.append(_norm_layer(f"{prefix}_bn2", conv2_dim, filters, out_spatial))
-        if _needs_projection(cin, filters, stride):
+        projection = _needs_projection(cin, filters, stride)
+        if projection:
             layers.append(_conv_layer(f"{prefix}_proj", conv2_dim, 1, cin, filters,
-                                      spatial, out_spatial, None))
+                                      spatial, out_spatial))
             layers.append(_norm_layer(f"{prefix}_proj_bn", conv2_dim, filters, out_spatial))
         elems = math.prod(out_spatial) * filters
+        # An identity shortcut slices the whole input onto the split filters:
+        # its gradient is gathered on the way back.
         layers.append(Layer(name=f"{prefix}_add", kind="add", flops=2.0 * elems,
                             in_elems=2 * elems, out_elems=elems,
-                            split_dim=conv2_dim, split_size=filters, comm="allconcat"))
+                            split_dim=conv2_dim, split_size=filters, comm="allconcat",
+                            backward_allconcat_elems=0 if projection else elems))
         spatial, channels = out_spatial, filters
         last_block = prefix.endswith(f"b{config.blocks_per_stage - 1}")
         if last_block and stage in config.attention_stages:
@@ -279,12 +300,20 @@ def describe(config: Optional[ResAttNet3DConfig] = None) -> ModelDescription:
 
 
 def _attention_layers(prefix, channels, key, positions):
-    """Two rows: query/key scores (split on key) and value/output (split on value)."""
+    """Two rows: query/key scores (split on key) and value/output (split on value).
+
+    Split on key, the scores are a split contraction (all-reduced forward) and
+    the input's gradients through the query and key projections are partial
+    sums (two all-reduces back). Split on value, the output projection is a
+    split contraction (all-reduced forward); back, the gradient of the
+    attention weights (a contraction over value) and the input's gradient
+    through the value projection are all-reduced."""
     qk = Layer(name=f"{prefix}_qk", kind="attention",
                flops=2.0 * positions * channels * key * 2 + 2.0 * positions * positions * key,
                params=2 * channels * key,
                in_elems=positions * channels, out_elems=positions * positions,
-               split_dim=f"{prefix}_key", split_size=key, comm="allreduce")
+               split_dim=f"{prefix}_key", split_size=key, comm="allreduce",
+               backward_allreduce_elems=2 * positions * channels)
     value = Layer(name=f"{prefix}_value", kind="attention",
                   flops=(2.0 * positions * channels * channels           # value projection
                          + 5.0 * positions * positions                  # softmax
@@ -293,7 +322,8 @@ def _attention_layers(prefix, channels, key, positions):
                          + positions * channels),                       # residual add
                   params=2 * channels * channels,
                   in_elems=positions * channels, out_elems=positions * channels,
-                  split_dim=f"{prefix}_value", split_size=channels, comm="allreduce")
+                  split_dim=f"{prefix}_value", split_size=channels, comm="allreduce",
+                  backward_allreduce_elems=positions * positions + positions * channels)
     return [qk, value]
 
 

@@ -124,22 +124,33 @@ def describe(config: Optional[VggCifarConfig] = None) -> ModelDescription:
             flops=2.0 * 9 * cin * f * positions + 2.0 * positions * f,  # + bias, ReLU
             params=9 * cin * f + f, in_elems=positions * cin, out_elems=positions * f,
             split_dim=f"conv{i}_filters", split_size=f,
-            comm=None if pool else "allconcat"))
+            comm=None if pool else "allconcat",
+            # the gradient of the (whole) input is a partial sum over the filters
+            backward_allreduce_elems=0 if i == 1 else positions * cin))
         if pool:
             h, w = h // 2, w // 2
             layers.append(Layer(name=f"pool{i}", kind="pool", flops=float(positions * f),
                                 in_elems=positions * f, out_elems=h * w * f,
                                 split_dim=f"conv{i}_filters", split_size=f, comm="allconcat"))
     units = h * w * config.filters[-1]
+    last = None  # the split dimension the logits contract over
     for k, u in enumerate(config.dense_units, start=1):
         layers.append(Layer(name=f"fc{k}", kind="dense", flops=2.0 * units * u + 2.0 * u,
                             params=units * u + u, in_elems=units, out_elems=u,
-                            split_dim=f"fc{k}_units", split_size=u))
-        units = u
-    layers.append(Layer(name="logits", kind="dense", flops=2.0 * units * config.num_classes,
-                        params=units * config.num_classes + config.num_classes,
-                        in_elems=units, out_elems=config.num_classes,
-                        comm="allreduce" if config.dense_units else None))
+                            split_dim=f"fc{k}_units", split_size=u,
+                            backward_allreduce_elems=units))
+        units, last = u, (f"fc{k}_units", u)
+    classes = config.num_classes
+    # A split contraction: each device multiplies its slice of the units by its
+    # slice of the kernel and the partial logits are all-reduced; the bias is
+    # added after the sum, on every device.
+    layers.append(Layer(name="logits", kind="dense", flops=2.0 * units * classes,
+                        params=units * classes, in_elems=units, out_elems=classes,
+                        split_dim=last[0] if last else None,
+                        split_size=last[1] if last else None,
+                        comm="allreduce" if last else None))
+    layers.append(Layer(name="logits_bias", kind="add", flops=float(classes), params=classes,
+                        in_elems=classes, out_elems=classes))
     return ModelDescription(name=config.name, layers=tuple(layers), batch_dim="batch",
                             input_elems=config.image_shape[0] * config.image_shape[1]
                             * config.in_channels)

@@ -8,18 +8,29 @@ The model (see docs/cost_model.md) for a ``batch:R;model:M`` mesh:
   that is not split is replicated: every device of the row computes all of it.
 * Compute time of a slice = ``3 * forward FLOPs`` (forward + two backward
   products) / the device's speed at that work size (its measured profile).
-* Within a row, devices synchronise only at a collective: a split layer with
-  ``comm="allconcat"`` gathers its output (forward) and reduce-scatters the
-  gradient of it (backward), each costing ``(S - min piece)/bw + (M-1) lat``
-  (``(M-1)/M * S/bw`` for even pieces: every device receives what it lacks
-  through its own link); ``comm="allreduce"`` is a ring all-reduce
-  ``2(M-1)/M * S/bw + (M-1) lat`` on the forward pass. Between collectives a
-  device runs ahead, so a row's time is the sum over its segments of the
-  slowest device plus the segment's collective. This is the critical path of
-  the simple formula (sum over layers of the slowest device) refined: it is
-  never larger, and equal when every layer synchronises.
-* Step time = slowest row + the data-parallel gradient all-reduce (ring over
-  the ``R`` devices of a column, on the parameter bytes the column holds).
+* The layout says which split dimensions are laid out on ``model`` (default:
+  every one of size >= M); the others are replicated. Each collective the
+  lowering runs belongs to the layer row of the dimension whose layout
+  causes it, and costs only when that dimension is laid out (see
+  docs/cost_model.md for how each was found in the lowered graph):
+  ``comm="allconcat"`` gathers the layer's output forward (all-concat,
+  ``(S - min piece)/bw + (M-1) lat``: every device receives what it lacks
+  through its own link; its backward is a local slice);
+  ``comm="allreduce"`` sums a split contraction's partial output forward;
+  ``backward_allreduce_elems`` are all-reduced and
+  ``backward_allconcat_elems`` gathered in the backward pass. An all-reduce
+  of ``S`` bytes over ``k`` devices is a ring, ``2(k-1)/k * S/bw + (k-1) lat``.
+* Within a row, devices synchronise at the forward collectives: between them
+  a device runs ahead, so a row's compute is the sum over its segments of
+  the slowest device (the critical path of the simple formula, sum over
+  layers of the slowest device, refined: never larger).
+* Step time = slowest row + the data-parallel all-reduce (ring over the
+  ``R`` devices of a column, on the bytes the column holds: its parameter
+  gradients, its share of the batch-norm statistics, the mean loss).
+* :meth:`CostModel.traffic` gives the bytes every collective moves between
+  devices per step: ``(k-1) S`` for an all-concat of ``S`` bytes over ``k``
+  devices, ``2(k-1) S`` for an all-reduce, exactly what the lowered graph
+  sends (``tests/test_collective_pricing.py`` counts them).
 * Memory of a device = parameter slice x (1 + 1 gradient + optimizer slots,
   2 for Adam) + input and every layer's output kept for the backward pass
   (split outputs as the slice plus the gathered whole when all-concatenated).
@@ -37,6 +48,19 @@ import numpy as np
 
 from meshpar.planning.cluster import ClusterSpec
 from meshpar.planning.description import ModelDescription
+
+
+#: ``Layer.comm`` -> code: none, all-concat, all-reduce.
+COMM_CODES = {None: 0, "allconcat": 1, "allreduce": 2}
+#: Elements all-reduced over the batch axis per step besides the gradients:
+#: the mean loss (one number).
+LOSS_ELEMS = 1
+
+
+def ring_allreduce_seconds(nbytes, k: int, bandwidth: float, latency: float):
+    """Time of a ring all-reduce of ``nbytes`` over ``k`` devices: every device
+    sends and receives ``2(k-1)/k`` of the data, in ``k-1`` steps each way."""
+    return 2.0 * (k - 1) / k * nbytes / bandwidth + (k - 1) * latency
 
 
 def split_sizes_batch(total: int, weights: np.ndarray) -> np.ndarray:
@@ -134,6 +158,14 @@ class CostModel:
         self.params = np.array([l.params for l in layers], dtype=float)
         self.out_elems = np.array([l.out_elems for l in layers], dtype=float)
         self.comm = [l.comm for l in layers]
+        # Collectives per layer row, paid when the row's split dim is laid out.
+        self.comm_kind = np.array([COMM_CODES[c] for c in self.comm], dtype=np.int64)
+        self.backward_allreduce = np.array([l.backward_allreduce_elems for l in layers], float)
+        self.backward_allconcat = np.array([l.backward_allconcat_elems for l in layers], float)
+        self.batch_allreduce = np.array([l.batch_allreduce_elems for l in layers], float)
+        self.comm_layers = np.nonzero((self.layer_dim >= 0) & (
+            (self.comm_kind > 0) | (self.backward_allreduce > 0)
+            | (self.backward_allconcat > 0)))[0]
         self.layer_dim_onehot = np.zeros((len(layers), len(self.dim_names)))
         for i, d in enumerate(self.layer_dim):
             if d >= 0:
@@ -215,9 +247,91 @@ class CostModel:
         """Total training work / total peak speed: no plan can be faster."""
         return float(3.0 * self.model.flops * self.batch / self.max_speed.sum())
 
+    def layout_mask(self, cols: int, layout=None, count: int = 1) -> np.ndarray:
+        """Bool [count, D]: which split dims are laid out on ``model``.
+
+        ``layout`` is None (every dim the mesh can split: size >= M, M > 1),
+        a bool array [D] or [count, D], or an iterable of dim names; a dim
+        too small for ``cols`` pieces is never laid out."""
+        active = self.active_dims(cols)
+        if layout is None:
+            mask = active
+        elif isinstance(layout, np.ndarray) and layout.dtype == bool:
+            mask = layout
+        else:
+            names = set(layout)
+            unknown = names - set(self.dim_names)
+            if unknown:
+                raise ValueError(f"layout names dimension(s) {sorted(unknown)} that model "
+                                 f"{self.model.name!r} does not split")
+            mask = np.array([d in names for d in self.dim_names], dtype=bool)
+        mask = np.asarray(mask, dtype=bool).reshape(-1, self.dim_sizes.size) & active[None, :]
+        return np.broadcast_to(mask, (count, self.dim_sizes.size))
+
+    def _split_layers(self, lay: np.ndarray) -> np.ndarray:
+        """Bool [P, L]: layer rows whose split dim is laid out (``lay`` [P, D])."""
+        if not self.dim_sizes.size:
+            return np.zeros((lay.shape[0], self.flops.size), dtype=bool)
+        return lay[:, np.maximum(self.layer_dim, 0)] & (self.layer_dim >= 0)[None, :]
+
+    def _fractions(self, split: np.ndarray, dim_sizes, M: int) -> np.ndarray:
+        """[P, M, L]: share of each layer row computed (and held) by column m."""
+        P, L = split.shape
+        if not split.any():
+            return np.ones((P, M, L))
+        cs = np.asarray(dim_sizes, dtype=float).reshape(P, self.dim_sizes.size, M)
+        share = cs / self.dim_sizes[None, :, None]                       # [P, D, M]
+        per_layer = np.transpose(share[:, np.maximum(self.layer_dim, 0), :], (0, 2, 1))
+        return np.where(split[:, None, :], per_layer, 1.0)
+
+    def _row_compute(self, seconds: np.ndarray, split: np.ndarray) -> np.ndarray:
+        """[P, R]: sum over the segments between forward collectives of the
+        slowest column, per row (candidates grouped by their segment ends)."""
+        P, R, M, L = seconds.shape
+        ends = split & (self.comm_kind > 0)[None, :]
+        out = np.empty((P, R))
+        patterns, inverse = np.unique(ends, axis=0, return_inverse=True)
+        for k, pattern in enumerate(patterns):
+            idx = np.nonzero(inverse.ravel() == k)[0]
+            starts = np.concatenate([[0], np.nonzero(pattern)[0] + 1])
+            seg = np.add.reduceat(seconds[idx], starts[starts < L], axis=3)
+            out[idx] = seg.max(axis=2).sum(axis=2)
+        return out
+
+    def _row_comm(self, split: np.ndarray, frac: np.ndarray, bs: np.ndarray,
+                  M: int) -> np.ndarray:
+        """[P, R]: seconds of the model-axis collectives of each row."""
+        P, R = bs.shape
+        bw, lat = self.cluster.bandwidth, self.cluster.latency
+        out = np.zeros((P, R))
+        nbytes = bs * self.bytes                                         # [P, R]
+        for l in self.comm_layers:
+            on = split[:, l]
+            if not on.any():
+                continue
+            lacking = 1.0 - frac[:, :, l].min(axis=1)[:, None]           # [P, 1]
+            t = np.zeros((P, R))
+            if self.comm_kind[l] == 1:
+                t += self.out_elems[l] * nbytes * lacking / bw + (M - 1) * lat
+            elif self.comm_kind[l] == 2:
+                t += ring_allreduce_seconds(self.out_elems[l] * nbytes, M, bw, lat)
+            if self.backward_allreduce[l]:
+                t += ring_allreduce_seconds(self.backward_allreduce[l] * nbytes, M, bw, lat)
+            if self.backward_allconcat[l]:
+                t += self.backward_allconcat[l] * nbytes * lacking / bw + (M - 1) * lat
+            out += np.where(on[:, None], t, 0.0)
+        return out
+
+    def column_batch_bytes(self, frac: np.ndarray) -> np.ndarray:
+        """[P, M]: bytes each column all-reduces over the batch axis per step:
+        its parameter gradients, its share of the batch-norm statistics and
+        the mean loss."""
+        held = self.params + self.batch_allreduce
+        return ((held[None, None, :] * frac).sum(axis=2) + LOSS_ELEMS) * self.bytes
+
     # ---------------------------------------------------------------- evaluate
     def evaluate(self, rows: int, cols: int, perm: np.ndarray, batch_sizes: np.ndarray,
-                 dim_sizes: np.ndarray) -> Evaluation:
+                 dim_sizes: np.ndarray, layout=None) -> Evaluation:
         """Evaluate P plans of mesh shape ``batch:rows;model:cols``.
 
         Parameters
@@ -228,7 +342,10 @@ class CostModel:
             Samples per row (sum = batch).
         dim_sizes : int array [P, D, cols]
             Split sizes of every split dim over the model axis; ignored for
-            dims that are not laid out (size < cols or cols == 1).
+            dims that are not laid out.
+        layout : bool array [P, D] or [D], optional
+            Dims laid out on ``model`` (see :meth:`layout_mask`); default every
+            dim of size >= cols.
         """
         R, M = int(rows), int(cols)
         if R * M != self.n:
@@ -237,17 +354,8 @@ class CostModel:
         P = perm.shape[0]
         bs = np.asarray(batch_sizes, dtype=float).reshape(P, R)
         L = self.flops.size
-        D = self.dim_sizes.size
-        active = self.active_dims(M)
-        layer_split = (self.layer_dim >= 0) & active[np.maximum(self.layer_dim, 0)] \
-            if D else np.zeros(L, dtype=bool)
-        # fraction[P, M, L]: share of layer l computed by column m.
-        frac = np.ones((P, M, L))
-        if layer_split.any():
-            cs = np.asarray(dim_sizes, dtype=float).reshape(P, D, M)
-            share = cs / self.dim_sizes[None, :, None]          # [P, D, M]
-            idx = np.nonzero(layer_split)[0]
-            frac[:, :, idx] = np.transpose(share[:, self.layer_dim[idx], :], (0, 2, 1))
+        split = self._split_layers(self.layout_mask(M, layout, P))     # [P, L]
+        frac = self._fractions(split, dim_sizes, M)                    # [P, M, L]
         work = 3.0 * self.flops[None, None, None, :] * bs[:, :, None, None] * frac[:, None, :, :]
         dev_type = self.device_type[perm].reshape(P, R, M)
         if self.step_profile:  # speeds measured per whole training step of this model
@@ -256,45 +364,29 @@ class CostModel:
             at = work
         seconds = work / self.speed(dev_type[..., None], at)  # [P, R, M, L]
         device_seconds = seconds.sum(axis=3)
-        # Segments end at layers with a collective.
-        sync = layer_split & np.array([c is not None for c in self.comm])
-        ends = np.nonzero(sync)[0]
-        starts = np.concatenate([[0], ends + 1])
-        starts = starts[starts < L]
-        seg = np.add.reduceat(seconds, starts, axis=3)           # [P, R, M, S]
-        row_compute = seg.max(axis=2).sum(axis=2)                # [P, R]
+        row_compute = self._row_compute(seconds, split)
+        row_comm = self._row_comm(split, frac, bs, M)
         bw, lat = self.cluster.bandwidth, self.cluster.latency
-        row_comm = np.zeros((P, R))
-        for l in ends:
-            total = self.out_elems[l] * self.bytes * bs            # [P, R]
-            if self.comm[l] == "allconcat":
-                min_share = frac[:, :, l].min(axis=1)              # [P]
-                one = total * (1.0 - min_share[:, None]) / bw + (M - 1) * lat
-                row_comm += 2.0 * one                              # forward + backward
-            else:  # allreduce of partial sums, forward only
-                row_comm += 2.0 * (M - 1) / M * total / bw + (M - 1) * lat
         param_bytes = (self.params[None, None, :] * frac).sum(axis=2) * self.bytes  # [P, M]
         if self.split_overhead is not None:
             # Measured per-step cost of splitting over each axis (see _calibrate):
             # it replaces the link formulas, which miss synchronisation waits.
             row_comm = np.full((P, R), self.split_overhead["model"] if M > 1 else 0.0)
             dp = np.full(P, self.split_overhead["batch"] if R > 1 else 0.0)
-        elif R > 1:  # data-parallel gradient all-reduce over each column's R devices
-            dp = 2.0 * (R - 1) / R * param_bytes.max(axis=1) / bw + (R - 1) * lat
+        elif R > 1:  # data-parallel all-reduce over each column's R devices
+            dp = ring_allreduce_seconds(self.column_batch_bytes(frac).max(axis=1), R, bw, lat)
         else:
             dp = np.zeros(P)
         row_total = row_compute + row_comm
         slowest = np.argmax(row_total, axis=1)
         pick = np.arange(P)
         total_seconds = row_total[pick, slowest] + dp
-        # Memory per device [P, R, M].
-        act_factor = np.ones((P, M, L))
-        if layer_split.any():
-            for l in np.nonzero(layer_split)[0]:
-                if self.comm[l] == "allconcat":
-                    act_factor[:, :, l] = 1.0 + frac[:, :, l]
-                elif self.comm[l] is None:
-                    act_factor[:, :, l] = frac[:, :, l]
+        # Memory per device [P, R, M]: a gathered output is kept whole and as
+        # the slice; an output that stays split, as the slice.
+        concat = split & (self.comm_kind == 1)[None, :]
+        stays = split & (self.comm_kind == 0)[None, :]
+        act_factor = np.where(concat[:, None, :], 1.0 + frac,
+                              np.where(stays[:, None, :], frac, 1.0))
         act = (act_factor * self.out_elems[None, None, :]).sum(axis=2)  # [P, M]
         act_bytes = (act[:, None, :] + self.model.input_elems) * bs[:, :, None] * self.bytes
         state_bytes = param_bytes * (2 + self.optimizer_slots)         # [P, M]
@@ -314,16 +406,62 @@ class CostModel:
                                             (0, 2, 1)),
         )
 
-    def evaluate_sizes(self, rows: int, cols: int, perm: Sequence[int],
-                       batch_sizes: Sequence[int], dim_sizes: dict) -> Evaluation:
-        """Evaluate one plan given its integer sizes (``dim_sizes``: dim name -> list)."""
-        D = self.dim_sizes.size
-        cs = np.ones((1, D, cols))
+    def traffic(self, rows: int, cols: int, batch_sizes: Sequence[int], dim_sizes: dict,
+                layout=None) -> dict:
+        """Bytes sent between devices in one training step of one plan, by collective.
+
+        ``dim_sizes``: dim name -> sizes per column; ``layout``: dim names
+        laid out on ``model`` (default every dim of size >= cols). An
+        all-concat of ``S`` bytes over ``k`` devices sends ``(k-1) S`` (each
+        device receives the pieces it lacks), an all-reduce ``2(k-1) S``
+        (ring or two-way chain, see ``meshpar.core.collectives``). Returns
+        ``{(layer name or "batch", kind): bytes}``; kinds ``allconcat``,
+        ``allreduce``, ``backward_allreduce``, ``backward_allconcat``, and
+        ``("batch", "allreduce")`` for the data-parallel all-reduce.
+        """
+        R, M = int(rows), int(cols)
+        bs = np.asarray(batch_sizes, dtype=float).reshape(1, R)
+        split = self._split_layers(self.layout_mask(M, layout))
+        frac = self._fractions(split, self._sizes_array(M, dim_sizes), M)
+        samples = float(bs.sum())
+        out = {}
+        for l in self.comm_layers:
+            if not split[0, l] or M == 1:
+                continue
+            name = self.model.layers[l].name
+            per_sample = {"allconcat": (M - 1) * self.out_elems[l] * (self.comm_kind[l] == 1),
+                          "allreduce": 2 * (M - 1) * self.out_elems[l] * (self.comm_kind[l] == 2),
+                          "backward_allreduce": 2 * (M - 1) * self.backward_allreduce[l],
+                          "backward_allconcat": (M - 1) * self.backward_allconcat[l]}
+            for kind, elems in per_sample.items():
+                if elems:
+                    out[(name, kind)] = float(elems * samples * self.bytes)
+        if R > 1:
+            out[("batch", "allreduce")] = float(2 * (R - 1) * self.column_batch_bytes(frac).sum())
+        return out
+
+    def _sizes_array(self, cols: int, dim_sizes: dict) -> np.ndarray:
+        """[1, D, cols] split sizes from ``{dim name: sizes}`` (ones elsewhere)."""
+        cs = np.ones((1, self.dim_sizes.size, cols))
         for j, name in enumerate(self.dim_names):
             if name in dim_sizes:
                 cs[0, j, :] = dim_sizes[name]
+        return cs
+
+    def evaluate_sizes(self, rows: int, cols: int, perm: Sequence[int],
+                       batch_sizes: Sequence[int], dim_sizes: dict,
+                       layout=None) -> Evaluation:
+        """Evaluate one plan given its integer sizes (``dim_sizes``: dim name -> list)
+        and ``layout`` (dim names laid out on ``model``; default every dim of
+        size >= cols)."""
         return self.evaluate(rows, cols, np.asarray(perm)[None, :],
-                             np.asarray(batch_sizes)[None, :], cs)
+                             np.asarray(batch_sizes)[None, :],
+                             self._sizes_array(cols, dim_sizes), layout)
+
+    def plan_layout(self, plan) -> list:
+        """Names of the split dims a :class:`~meshpar.planning.plan.Plan` lays out on
+        ``model`` (the others are replicated)."""
+        return [d for d, axis in plan.layout if axis == "model" and d in self.dim_names]
 
     def evaluate_plan(self, plan) -> Evaluation:
         """Evaluate a :class:`meshpar.planning.plan.Plan` made for this model and cluster."""
@@ -335,7 +473,8 @@ class CostModel:
         except KeyError as err:
             raise ValueError(f"plan device {err} is not in the cluster") from err
         batch_sizes = plan.split_sizes.get(self.model.batch_dim, [self.batch])
-        return self.evaluate_sizes(rows, cols, perm, batch_sizes, plan.split_sizes)
+        return self.evaluate_sizes(rows, cols, perm, batch_sizes, plan.split_sizes,
+                                   self.plan_layout(plan))
 
 
 def penalised(evaluation: Evaluation) -> np.ndarray:

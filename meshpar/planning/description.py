@@ -38,9 +38,25 @@ class Layer:
     split_size : int or None
         Size of ``split_dim``.
     comm : None, "allconcat" or "allreduce"
-        The collective on this layer's output when ``split_dim`` is split:
-        ``allconcat`` gathers filter-split outputs before the next layer;
-        ``allreduce`` sums partial results of a split contraction.
+        The forward collective on this layer's output when ``split_dim`` is
+        laid out: ``allconcat`` gathers the split output for a next layer that
+        needs all of it (its backward is a local slice, no traffic);
+        ``allreduce`` sums the partial results of a split contraction.
+    backward_allreduce_elems : int
+        Elements per sample all-reduced over the model axis in the backward
+        pass when ``split_dim`` is laid out: the gradient of a whole
+        (replicated) input of a layer whose work is split is a partial sum
+        over the split dimension (0 for the first layer: its input needs no
+        gradient).
+    backward_allconcat_elems : int
+        Elements per sample gathered over the model axis in the backward pass
+        when ``split_dim`` is laid out (a whole tensor sliced locally onto the
+        split dimension, e.g. an identity shortcut, gathers its gradient).
+    batch_allreduce_elems : int
+        Elements per step (whatever the batch) all-reduced over the batch axis
+        besides the parameter gradients: batch-norm statistics and their
+        gradients. A device holds its share of them when ``split_dim`` is laid
+        out, as it does of the parameters.
     """
 
     name: str
@@ -52,11 +68,17 @@ class Layer:
     split_dim: Optional[str] = None
     split_size: Optional[int] = None
     comm: Optional[str] = None
+    backward_allreduce_elems: int = 0
+    backward_allconcat_elems: int = 0
+    batch_allreduce_elems: int = 0
 
     def __post_init__(self):
         if not self.name:
             raise ValueError("layer name must not be empty")
-        if self.flops < 0 or self.params < 0 or self.in_elems < 0 or self.out_elems < 0:
+        sizes = (self.flops, self.params, self.in_elems, self.out_elems,
+                 self.backward_allreduce_elems, self.backward_allconcat_elems,
+                 self.batch_allreduce_elems)
+        if min(sizes) < 0:
             raise ValueError(f"layer {self.name!r}: sizes must be >= 0")
         if (self.split_dim is None) != (self.split_size is None):
             raise ValueError(
