@@ -8,14 +8,17 @@ integer split sizes ``c_dm`` of every laid-out dimension; the objective is
 * per-sample compute of device ``(r, m)`` in a segment (layers between two
   collectives) is linear in ``c``: ``sum_l 3 f_l frac_lm / speed``; the row's
   segment time is an epigraph variable over its columns;
-* per-sample collectives are linear in the smallest share ``mu_l <= c_dm/S_d``;
+* per-sample collectives: an all-concat is linear in the smallest share
+  ``mu_l <= c_dm/S_d``, an all-reduce is a constant (the layout is fixed:
+  every dimension of size >= M on ``model``, see docs/planner.md);
 * a row's time is ``b_r * g_r`` (everything in a row scales with its batch):
   linear where one of the two is fixed. A program has either the batch
   sizes as variables (one column: ``g_r`` is a constant) or fixed (the caller,
   :mod:`meshpar.planning.planners.exact`, enumerates the batch splits that a
   lower bound cannot rule out);
 * memory ``b_r * E_m(c) + state_m(c) <= capacity`` the same way;
-* the data-parallel all-reduce is linear in the largest column's parameters.
+* the data-parallel all-reduce is linear in the largest column's bytes
+  (parameter gradients, batch-norm statistics, the mean loss).
 
 Every epigraph variable is only bounded from below and minimised, so the
 optimum of the program is the cost model's value of its integer plan.
@@ -34,7 +37,7 @@ from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
-from meshpar.planning.cost_model import CostModel
+from meshpar.planning.cost_model import LOSS_ELEMS, CostModel
 
 
 def constant_speeds(cost: CostModel) -> Optional[np.ndarray]:
@@ -177,14 +180,11 @@ def formulate(cost: CostModel, speeds: np.ndarray, rows: int, cols: int, perm: n
     unit = cost.lower_bound()
     row_ps, lat = _row_per_sample(cost, prog, speed, split, frac, M, unit, dim_vars)
     # Parameters of each column (bytes), for the gradient all-reduce and memory.
-    params = []
-    for m in range(M):
-        const, lin = 0.0, {}
-        for l in range(cost.flops.size):
-            k, v = frac(l, m)
-            const += cost.params[l] * cost.bytes * k
-            lin = _plus(lin, {i: cost.params[l] * cost.bytes * c for i, c in v.items()})
-        params.append((const, lin))
+    params = _column_bytes(cost, M, frac, cost.params)
+    # What each column all-reduces over the batch axis: gradients, batch-norm
+    # statistics, the mean loss (CostModel.column_batch_bytes).
+    synced = _column_bytes(cost, M, frac, cost.params + cost.batch_allreduce,
+                           LOSS_ELEMS * cost.bytes)
     objective_terms: dict = {}
     offset = lat
     overhead = cost.split_overhead
@@ -202,7 +202,7 @@ def formulate(cost: CostModel, speeds: np.ndarray, rows: int, cols: int, perm: n
         else:
             pi = prog.var(0.0, np.inf)  # the all-reduce's bandwidth term, in units
             k = 2.0 * (R - 1) / R / cost.cluster.bandwidth / unit
-            for const, lin in params:
+            for const, lin in synced:
                 prog.add(_plus({pi: 1.0}, {i: -k * c for i, c in lin.items()}), lo=k * const)
             objective_terms[pi] = 1.0
             offset += (R - 1) * cost.cluster.latency
@@ -215,6 +215,19 @@ def formulate(cost: CostModel, speeds: np.ndarray, rows: int, cols: int, perm: n
     return Formulation(R, M, np.asarray(perm), prog, objective, unit, offset, batch_vars,
                        None if batch_sizes is None else [int(b) for b in batch_sizes],
                        dim_vars, tau, row_terms)
+
+
+def _column_bytes(cost, M, frac, per_layer, extra: float = 0.0) -> list:
+    """Per column, ``sum_l per_layer[l] * share * bytes + extra`` as (const, {var: coef})."""
+    out = []
+    for m in range(M):
+        const, lin = extra, {}
+        for l in range(cost.flops.size):
+            k, v = frac(l, m)
+            const += per_layer[l] * cost.bytes * k
+            lin = _plus(lin, {i: per_layer[l] * cost.bytes * c for i, c in v.items()})
+        out.append((const, lin))
+    return out
 
 
 def identical_neighbours(speed: np.ndarray, memory: np.ndarray) -> list:
@@ -240,20 +253,25 @@ def _row_per_sample(cost, prog, speed, split, frac, M, unit, dim_vars):
     if overhead is not None:
         lat_total = overhead["model"] if M > 1 else 0.0
     else:
-        for l in ends:
-            size = cost.out_elems[l] * cost.bytes
-            if cost.comm[l] == "allconcat":
-                # 2 (1 - mu) S / bw with mu <= every column's share.
+        for l in cost.comm_layers:
+            if not split[l]:
+                continue
+            # Gathered bytes per sample: (1 - mu) S / bw with mu <= every column's share.
+            gathered = (cost.out_elems[l] * (cost.comm_kind[l] == 1)
+                        + cost.backward_allconcat[l]) * cost.bytes
+            reduced = (cost.out_elems[l] * (cost.comm_kind[l] == 2)
+                       + cost.backward_allreduce[l]) * cost.bytes
+            if gathered:
                 mu = prog.var(0.0, 1.0)
                 for m in range(M):
                     k, v = frac(l, m)
                     prog.add(_plus({mu: -1.0}, v), lo=-k)
-                comm_const += 2.0 * size / bw
-                comm_lin[mu] = comm_lin.get(mu, 0.0) - 2.0 * size / bw
-                lat_total += 2.0 * (M - 1) * lat
-            else:
-                comm_const += 2.0 * (M - 1) / M * size / bw
-                lat_total += (M - 1) * lat
+                comm_const += gathered / bw
+                comm_lin[mu] = comm_lin.get(mu, 0.0) - gathered / bw
+            comm_const += 2.0 * (M - 1) / M * reduced / bw
+            count = int(cost.comm_kind[l] > 0) + int(cost.backward_allreduce[l] > 0) \
+                + int(cost.backward_allconcat[l] > 0)
+            lat_total += count * (M - 1) * lat
     out = []
     for r in range(R):
         lin, const = dict(comm_lin), comm_const
@@ -423,6 +441,7 @@ def allreduce_bound(cost: CostModel, rows: int, cols: int) -> float:
     active = cost.active_dims(cols)
     split = (cost.layer_dim >= 0) & active[np.maximum(cost.layer_dim, 0)] \
         if cost.dim_sizes.size else np.zeros(cost.flops.size, bool)
-    mean = (cost.params[split].sum() / cols + cost.params[~split].sum()) * cost.bytes
+    held = cost.params + cost.batch_allreduce
+    mean = (held[split].sum() / cols + held[~split].sum() + LOSS_ELEMS) * cost.bytes
     return (2.0 * (rows - 1) / rows * mean / cost.cluster.bandwidth
             + (rows - 1) * cost.cluster.latency)
