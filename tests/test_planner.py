@@ -179,7 +179,8 @@ def _polished(model, cluster, batch, rows, cols, even=False, pairs=True):
     bw, mw = problem.proportional_genes(perm, rows, cols)
     if even:
         bw, mw = np.zeros_like(bw), np.zeros_like(mw)
-    pop = ga._Population(np.zeros(1, np.int64), perm[None], bw[None], mw[None])
+    pop = ga._Population(np.zeros(1, np.int64), perm[None], bw[None], mw[None],
+                         np.ones((1, problem.D), bool))
     return problem.polish(pop, 0, pairs=pairs)[1]
 
 

@@ -165,6 +165,8 @@ def format_plan(result, cluster=None, max_rows: int = 16) -> str:
         shown = ",".join(str(s) for s in sizes[:max_rows])
         more = f",... ({len(sizes)} parts)" if len(sizes) > max_rows else ""
         lines.append(f"  {dim:<28} {shown}{more}")
+    for dim in result.extra.get("replicated", []):  # the layout gene's choice
+        lines.append(f"  {dim:<28} replicated (not laid out)")
     cols = dict(result.mesh_shape).get("model", 1)
     lines.append(f"{'pnum':>5} {'(batch,model)':>14}  {'memory GiB':>10}  device")
     for p, device in enumerate(result.devices[:max_rows]):

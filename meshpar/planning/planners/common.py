@@ -64,23 +64,33 @@ def proportional_weights(speeds: np.ndarray, perm: np.ndarray, rows: int, cols: 
 def build_plan(method: str, cost: CostModel, rows: int, cols: int, perm: Sequence[int],
                batch_weights: Sequence[float], model_weights: Sequence[float],
                dim_weights: Optional[dict] = None, planning_seconds: float = 0.0,
-               history: Sequence[float] = (), extra: Optional[dict] = None) -> Plan:
-    """Make a Plan from a chromosome, with integer sizes from :func:`split_sizes`."""
+               history: Sequence[float] = (), extra: Optional[dict] = None,
+               layout=None) -> Plan:
+    """Make a Plan from a chromosome, with integer sizes from :func:`split_sizes`.
+
+    ``layout``: bool per split dim, laid out on ``model`` (default: every dim
+    of size >= cols); the plan's layout lists exactly those, the others are
+    replicated (``extra["replicated"]`` names the ones the mesh could split)."""
     model = cost.model
+    active = cost.layout_mask(cols, layout)[0]
     perm = [int(i) for i in perm]
     batch_weights = [float(w) for w in batch_weights]
     model_weights = [float(w) for w in model_weights]
     dim_weights = {k: [float(x) for x in v] for k, v in (dim_weights or {}).items()}
     layout = [(model.batch_dim, BATCH_AXIS)]
     sizes = {model.batch_dim: split_sizes(cost.batch, batch_weights, model.batch_dim)}
-    active = cost.active_dims(cols)
+    splittable = cost.active_dims(cols)
     for name, size, on in zip(cost.dim_names, cost.dim_sizes, active):
         if not on:
             continue
         layout.append((name, MODEL_AXIS))
         sizes[name] = split_sizes(int(size), dim_weights.get(name, model_weights), name)
     dim_weights = {k: v for k, v in dim_weights.items() if k in sizes}
-    ev = cost.evaluate_sizes(rows, cols, perm, sizes[model.batch_dim], sizes)
+    ev = cost.evaluate_sizes(rows, cols, perm, sizes[model.batch_dim], sizes, active)
+    extra = dict(extra or {})
+    replicated = [n for n, s, on in zip(cost.dim_names, splittable, active) if s and not on]
+    if replicated:
+        extra["replicated"] = replicated
     return Plan(
         method=method, model=model.name, batch=cost.batch,
         mesh_shape=((BATCH_AXIS, rows), (MODEL_AXIS, cols)),
@@ -95,7 +105,7 @@ def build_plan(method: str, cost: CostModel, rows: int, cols: int, perm: Sequenc
         feasible=bool(ev.feasible[0]),
         history=tuple(history) if history else (float(ev.seconds[0]),),
         lower_bound_seconds=cost.lower_bound(),
-        extra=dict(extra or {}),
+        extra=extra,
     )
 
 

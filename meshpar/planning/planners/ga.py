@@ -10,18 +10,22 @@ placement   ``perm[P, n]``   device index at each pnum (row-major over R x M)
 batch w.    ``bw[P, n]``     weights of the R rows (first R entries used)
 model w.    ``mw[P, K, n]``  weights of the M columns; ``K`` = one per split dim
                              (``per_layer=True``) or one shared by all dims
+layout      ``lay[P, D]``    per split dim: laid out on ``model`` (True) or
+                             replicated on every column (the layout gene)
 ==========  ===============  ===================================================
 
 Operators: tournament selection; order crossover (OX) and swap mutation for
 the placement; blend crossover (BLX-alpha, in log space so weights stay
-positive) and Gaussian mutation for the weights; a unit move (one filter or
+positive) and Gaussian mutation for the weights; uniform crossover and bit
+flips for the layout gene; a unit move (one filter or
 sample from one coordinate to another, on the integer lattice); a rebalancing mutation that
 scales each weight by (mean time / its coordinate's time) from the parent's
 evaluation (a memetic step toward equal finish times); a shape mutation that
 re-seeds from the proportional chromosome of another mesh shape; elitism;
 a local search (every ``polish_every`` generations and at the end, the best
 individual takes the best lattice move while one helps; the moves and their
-composites are in :mod:`meshpar.planning.planners.lattice`), at the end a
+composites are in :mod:`meshpar.planning.planners.lattice`, with every flip
+of one dimension's layout tried between climbs), at the end a
 placement search and, where memory binds, a memory-priced search.
 The population starts from the proportional plan of every mesh shape (so with
 elitism the result is never worse than proportional), or from random
@@ -46,7 +50,10 @@ from meshpar.planning.plan import Plan
 from meshpar.planning.planners.common import (allowed_shapes, build_plan, device_kinds,
                                               proportional_weights, representative_speeds,
                                               sorted_placement)
-from meshpar.planning.planners.lattice import composites, unit_moves
+from meshpar.planning.planners.lattice import composites, layout_flips, unit_moves
+from meshpar.planning.planners.operators import (distinct, flip_layout, layout_crossover,
+                                                 mutate_weights, order_crossover,
+                                                 swap_mutation, tournament_select)
 
 
 #: Most devices for the placement local search (all pairs are tried).
@@ -61,22 +68,30 @@ class _Population:
     perm: np.ndarray    # [P, n]
     bw: np.ndarray      # [P, n] log weights
     mw: np.ndarray      # [P, K, n] log weights
+    lay: np.ndarray     # [P, D] bool: dim laid out on the model axis
 
     def take(self, idx) -> "_Population":
         return _Population(self.shape[idx].copy(), self.perm[idx].copy(),
-                           self.bw[idx].copy(), self.mw[idx].copy())
+                           self.bw[idx].copy(), self.mw[idx].copy(), self.lay[idx].copy())
 
     @staticmethod
     def concat(parts) -> "_Population":
         return _Population(*(np.concatenate([getattr(p, f) for p in parts])
-                             for f in ("shape", "perm", "bw", "mw")))
+                             for f in ("shape", "perm", "bw", "mw", "lay")))
+
+    def copy_from(self, c: int, other: "_Population", t: int) -> None:
+        """Individual ``c`` becomes ``other``'s individual ``t``."""
+        for f in ("shape", "perm", "bw", "mw", "lay"):
+            getattr(self, f)[c] = getattr(other, f)[t]
 
 
 class _Problem:
     """The cost model seen through chromosomes."""
 
-    def __init__(self, cost: CostModel, shapes: list, per_layer: bool):
+    def __init__(self, cost: CostModel, shapes: list, per_layer: bool,
+                 layout_gene: bool = True):
         self.cost = cost
+        self.layout_gene = layout_gene
         self.shapes = shapes
         self.n = cost.n
         self.D = cost.dim_sizes.size
@@ -112,14 +127,21 @@ class _Problem:
         return _Population(np.array([self.seed_shape[i] for i in idx], dtype=np.int64),
                            np.stack([self.seed_perm[i] for i in idx]),
                            np.stack([self.seed_bw[i] for i in idx]),
-                           np.stack([self.seed_mw[i] for i in idx]))
+                           np.stack([self.seed_mw[i] for i in idx]),
+                           np.ones((idx.size, self.D), dtype=bool))
 
     def random(self, count: int, rng) -> _Population:
         """``count`` random chromosomes: any shape, any placement, log weights N(0, 1)."""
         return _Population(rng.integers(0, len(self.shapes), size=count),
                            np.stack([rng.permutation(self.n) for _ in range(count)]),
                            rng.normal(0.0, 1.0, size=(count, self.n)),
-                           rng.normal(0.0, 1.0, size=(count, self.K, self.n)))
+                           rng.normal(0.0, 1.0, size=(count, self.K, self.n)),
+                           rng.random((count, self.D)) < 0.5 if self.layout_gene
+                           else np.ones((count, self.D), dtype=bool))
+
+    def laid_out(self, pop: _Population, idx, cols: int) -> np.ndarray:
+        """Bool [len(idx), D]: dims of individuals ``idx`` laid out on a ``cols``-column mesh."""
+        return pop.lay[idx] & self.cost.active_dims(cols)[None, :]
 
     def polish(self, pop: _Population, c: int, max_steps: int = 200, pairs: bool = True,
                price: float = 0.0):
@@ -134,10 +156,12 @@ class _Problem:
         bsz, csz = (x[0] for x in self.sizes(pop, np.array([c]), rows, cols))
         perm = pop.perm[c]
         grid = self.speeds[perm].reshape(rows, cols)
-        active = np.nonzero(self.cost.active_dims(cols))[0] if self.per_layer else []
+        lay = self.laid_out(pop, [c], cols)[0]
+        active = np.nonzero(lay)[0] if self.per_layer else []
 
-        def evaluate(b, c):
-            ev = self.cost.evaluate(rows, cols, np.repeat(perm[None, :], len(b), 0), b, c)
+        def evaluate(b, c, layout=None):
+            ev = self.cost.evaluate(rows, cols, np.repeat(perm[None, :], len(b), 0), b, c,
+                                    lay if layout is None else layout)
             fit = penalised(ev)
             return np.where(ev.feasible, fit + price * ev.overflow, fit), ev.seconds, ev.overflow
 
@@ -166,6 +190,17 @@ class _Problem:
         now = tuple(x[0] for x in evaluate(bsz[None, :], csz[None, :]))
         for _ in range(max_steps):
             bsz, csz, now = climb(bsz, csz, now, max_steps)
+            if self.layout_gene and self.per_layer:
+                # Layout moves: every dim laid out or replicated in turn, at these sizes.
+                flips = layout_flips(lay, self.cost.active_dims(cols))
+                if len(flips):
+                    f, sec, over = evaluate(np.repeat(bsz[None], len(flips), 0),
+                                            np.repeat(csz[None], len(flips), 0), flips)
+                    k = int(np.argmin(f))
+                    if f[k] < now[0] * (1 - 1e-12):
+                        lay, now = flips[k], (f[k], sec[k], over[k])
+                        active = np.nonzero(lay)[0]
+                        continue
             if not pairs:
                 break
             # Stuck: a kick, then a climb. Kicks: the moves that cost the least
@@ -185,6 +220,7 @@ class _Problem:
                 break
             bsz, csz, now = ends[k]
         pop.bw[c, :rows] = np.log(bsz)
+        pop.lay[c] = lay | ~self.cost.active_dims(cols)  # genes of unsplittable dims kept
         for d in active:
             pop.mw[c, d, :cols] = np.log(csz[d])
         if price:
@@ -203,7 +239,8 @@ class _Problem:
         seconds)."""
         rows, cols = self.shapes[pop.shape[c]]
         bsz, csz = self.sizes(pop, np.array([c]), rows, cols)
-        if self.cost.evaluate(rows, cols, pop.perm[c][None, :], bsz, csz).overflow[0] < 0.9:
+        if self.cost.evaluate(rows, cols, pop.perm[c][None, :], bsz, csz,
+                              self.laid_out(pop, [c], cols)).overflow[0] < 0.9:
             return fit, sec
         for p in prices:
             trial = pop.take([c])
@@ -211,7 +248,7 @@ class _Problem:
             f, s = self.polish(trial, 0)
             if f < fit * (1 - 1e-12):
                 fit, sec = f, s
-                pop.perm[c], pop.bw[c], pop.mw[c] = trial.perm[0], trial.bw[0], trial.mw[0]
+                pop.copy_from(c, trial, 0)
         return fit, sec
 
     def swap_search(self, pop: _Population, c: int, fit: float, sec: float,
@@ -241,14 +278,14 @@ class _Problem:
             order = np.argsort(-self.speeds[grid], axis=2, kind="stable")
             trial.perm[k + i.size] = np.take_along_axis(grid, order, 2).reshape(-1, self.n)
             self.rebalance_placement(trial, np.arange(2 * i.size))
-            trial = trial.take(_distinct(self.kinds[trial.perm], rows, cols))
+            trial = trial.take(distinct(self.kinds[trial.perm], rows, cols))
             cand = trial.take(np.argsort(self.climb(trial, 4), kind="stable")[:top])
             results = [self.polish(cand, t) for t in range(cand.shape.size)]
             t = int(np.argmin([r[0] for r in results]))
             if not results[t][0] < fit * (1 - 1e-12):
                 break
             fit, sec = results[t]
-            pop.perm[c], pop.bw[c], pop.mw[c] = cand.perm[t], cand.bw[t], cand.mw[t]
+            pop.copy_from(c, cand, t)
         return fit, sec
 
     def climb(self, pop: _Population, steps: int) -> np.ndarray:
@@ -259,14 +296,15 @@ class _Problem:
         rows, cols = self.shapes[pop.shape[0]]
         idx = np.arange(pop.shape.size)
         bsz, csz = self.sizes(pop, idx, rows, cols)
-        active = np.nonzero(self.cost.active_dims(cols))[0] if self.per_layer else []
-        fit = penalised(self.cost.evaluate(rows, cols, pop.perm, bsz, csz))
+        lay = self.laid_out(pop, idx, cols)
+        active = [np.nonzero(lay[q])[0] if self.per_layer else [] for q in idx]
+        fit = penalised(self.cost.evaluate(rows, cols, pop.perm, bsz, csz, lay))
         for _ in range(steps):
-            moves = [unit_moves(bsz[q], csz[q], active, self.speeds[pop.perm[q]]
+            moves = [unit_moves(bsz[q], csz[q], active[q], self.speeds[pop.perm[q]]
                                 .reshape(rows, cols), self.cost.dim_sizes) for q in idx]
-            f = self._fitness_of(rows, cols, pop.perm, moves)
+            f = self._fitness_of(rows, cols, pop.perm, lay, moves)
             comps = [composites(bsz[q], csz[q], *moves[q], f[q], fit[q]) for q in idx]
-            f2 = self._fitness_of(rows, cols, pop.perm, comps)
+            f2 = self._fitness_of(rows, cols, pop.perm, lay, comps)
             improved = False
             for q in idx:
                 for (cand_b, cand_c), fq in ((moves[q][:2], f[q]), (comps[q], f2[q])):
@@ -277,20 +315,23 @@ class _Problem:
             if not improved:
                 break
         pop.bw[:, :rows] = np.log(bsz)
-        for d in active:
+        for d in np.nonzero(self.cost.active_dims(cols))[0] if self.per_layer else []:
             pop.mw[:, d, :cols] = np.log(csz[:, d])
         return fit
 
-    def _fitness_of(self, rows: int, cols: int, perm: np.ndarray, cands: list) -> list:
+    def _fitness_of(self, rows: int, cols: int, perm: np.ndarray, lay: np.ndarray,
+                    cands: list) -> list:
         """Fitness of candidates ``cands[q] = (batch sizes, dim sizes, ...)`` of
-        individual q (placement ``perm[q]``), in one call; a list of arrays."""
+        individual q (placement ``perm[q]``, layout ``lay[q]``), in one call; a
+        list of arrays."""
         counts = np.array([len(c[0]) for c in cands])
         if not counts.sum():
             return [np.zeros(0) for _ in cands]
         owner = np.repeat(np.arange(len(cands)), counts)
         f = penalised(self.cost.evaluate(rows, cols, perm[owner],
                                          np.concatenate([c[0] for c in cands if len(c[0])]),
-                                         np.concatenate([c[1] for c in cands if len(c[0])])))
+                                         np.concatenate([c[1] for c in cands if len(c[0])]),
+                                         lay[owner]))
         return np.split(f, np.cumsum(counts)[:-1])
 
     def rebalance_placement(self, pop: _Population, which) -> None:
@@ -318,7 +359,7 @@ class _Problem:
         for c in which:
             rows, cols = self.shapes[pop.shape[c]]
             genes = ([("b", rows)] if rows > 1 else [])
-            active = np.nonzero(self.cost.active_dims(cols))[0] if cols > 1 else []
+            active = np.nonzero(self.laid_out(pop, [c], cols)[0])[0] if cols > 1 else []
             genes += [("m", d) for d in (active if self.per_layer else active[:1])]
             if not genes:
                 continue
@@ -346,7 +387,8 @@ class _Problem:
             idx = np.nonzero(pop.shape == s)[0]
             rows, cols = self.shapes[s]
             bsz, csz = self.sizes(pop, idx, rows, cols)
-            ev = self.cost.evaluate(rows, cols, pop.perm[idx], bsz, csz)
+            ev = self.cost.evaluate(rows, cols, pop.perm[idx], bsz, csz,
+                                    self.laid_out(pop, idx, cols))
             fitness[idx] = penalised(ev)
             seconds[idx] = ev.seconds
             # Rebalancing proposal: weight *= mean time / own time.
@@ -363,32 +405,8 @@ class _Problem:
         return fitness, seconds, new_bw, new_mw
 
 
-def _distinct(kinds: np.ndarray, rows: int, cols: int) -> np.ndarray:
-    """Indices of the first of every set of placements (kinds of devices per
-    pnum, [P, n]) equal up to the order of the rows."""
-    seen, out = set(), []
-    for p, grid in enumerate(kinds.reshape(-1, rows, cols)):
-        key = tuple(sorted(map(tuple, grid)))
-        if key not in seen:
-            seen.add(key)
-            out.append(p)
-    return np.array(out, dtype=np.int64)
 
 
-def order_crossover(a: np.ndarray, b: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """OX: keep a random slice of ``a``, fill the rest in ``b``'s order from the cut."""
-    n = a.size
-    i, j = np.sort(rng.choice(n + 1, size=2, replace=False))
-    child = np.empty_like(a)
-    child[i:j] = a[i:j]
-    taken = np.zeros(n, dtype=bool)
-    taken[a[i:j]] = True
-    rest = np.roll(b, -j)
-    rest = rest[~taken[rest]]
-    positions = np.roll(np.arange(n), -j)
-    positions = positions[(positions < i) | (positions >= j)]
-    child[positions] = rest
-    return child
 
 
 def plan_ga(model: ModelDescription, cluster: ClusterSpec, batch: int, seed: int = 0,
@@ -396,7 +414,8 @@ def plan_ga(model: ModelDescription, cluster: ClusterSpec, batch: int, seed: int
             tournament: int = 3, elite: int = 2, crossover_rate: float = 0.8,
             blend_alpha: float = 0.3, weight_sigma: float = 0.05, weight_rate: float = 0.3,
             swap_rate: float = 0.3, balance_rate: float = 0.2, unit_rate: float = 0.4,
-            shape_rate: float = 0.05, init: str = "proportional", polish_every: int = 25,
+            shape_rate: float = 0.05, layout_gene: bool = True, layout_rate: float = 0.05,
+            init: str = "proportional", polish_every: int = 25,
             patience: int = 60, time_limit: Optional[float] = None, shapes: Optional[Sequence[tuple]] = None,
             cost: Optional[CostModel] = None, progress: bool = False) -> Plan:
     """Run GABRA; return the best plan found.
@@ -411,6 +430,12 @@ def plan_ga(model: ModelDescription, cluster: ClusterSpec, batch: int, seed: int
     per_layer : bool
         One weight vector per split dimension (per-layer ratios) instead of
         one per mesh axis.
+    layout_gene : bool
+        Search the layout too: per split dimension, laid out on ``model`` or
+        replicated (False: every dimension of size >= M is laid out, the
+        layout the exact planner fixes).
+    layout_rate : float
+        Probability of flipping each layout gene of a child.
     init : str
         ``proportional``: the population starts from the proportional plan of
         every mesh shape (so, with elitism, the result is never worse);
@@ -433,7 +458,7 @@ def plan_ga(model: ModelDescription, cluster: ClusterSpec, batch: int, seed: int
             raise ValueError(f"{name} must be >= 1, got {value}")
     cost = cost or CostModel(model, cluster, batch)
     shape_list = allowed_shapes(cost, shapes)
-    problem = _Problem(cost, shape_list, per_layer)
+    problem = _Problem(cost, shape_list, per_layer, layout_gene and per_layer)
     rng = np.random.default_rng(seed)
     n, S = cost.n, len(shape_list)
     n_seeds = 2 * S
@@ -444,8 +469,10 @@ def plan_ga(model: ModelDescription, cluster: ClusterSpec, batch: int, seed: int
         # The seed chromosomes of every shape, then mutants of them.
         pop = problem.seeds(np.arange(n_seeds))
         extra = problem.seeds(rng.integers(0, n_seeds, size=P - n_seeds))
-        _mutate_weights(extra, rng, weight_sigma * 3, 1.0, problem.used)
-        _swap(extra, rng, np.ones(P - n_seeds, dtype=bool))
+        mutate_weights(extra, rng, weight_sigma * 3, 1.0, problem.used)
+        swap_mutation(extra, rng, np.ones(P - n_seeds, dtype=bool))
+        if problem.layout_gene:
+            flip_layout(extra.lay, rng, layout_rate)
         pop = _Population.concat([pop, extra])
     elif init == "random":
         pop = problem.random(P, rng)
@@ -482,8 +509,8 @@ def plan_ga(model: ModelDescription, cluster: ClusterSpec, batch: int, seed: int
                 keep.append(members[0])
         keep = np.array(keep, dtype=np.int64)
         n_child = P - keep.size
-        a = _tournament(fitness, n_child, tournament, rng)
-        b = _tournament(fitness, n_child, tournament, rng)
+        a = tournament_select(fitness, n_child, tournament, rng)
+        b = tournament_select(fitness, n_child, tournament, rng)
         child = pop.take(a)
         cross = rng.random(n_child) < crossover_rate
         for c in np.nonzero(cross)[0]:
@@ -494,20 +521,23 @@ def plan_ga(model: ModelDescription, cluster: ClusterSpec, batch: int, seed: int
             child.bw[same] = pop.bw[a[same]] + u * (pop.bw[b[same]] - pop.bw[a[same]])
             u = rng.uniform(-blend_alpha, 1 + blend_alpha, size=(same.sum(), problem.K, n))
             child.mw[same] = pop.mw[a[same]] + u * (pop.mw[b[same]] - pop.mw[a[same]])
+        if problem.layout_gene:
+            child.lay[cross] = layout_crossover(pop.lay[a[cross]], pop.lay[b[cross]], rng)
+            flip_layout(child.lay, rng, layout_rate)
         balance = rng.random(n_child) < balance_rate
         child.bw[balance] = bal_bw[a[balance]]
         child.mw[balance] = bal_mw[a[balance]]
-        _mutate_weights(child, rng, weight_sigma, weight_rate, problem.used, skip=balance)
+        mutate_weights(child, rng, weight_sigma, weight_rate, problem.used, skip=balance)
         problem.unit_move(child, np.nonzero(rng.random(n_child) < unit_rate)[0], rng)
         swapped = rng.random(n_child) < swap_rate
-        _swap(child, rng, swapped)
+        swap_mutation(child, rng, swapped)
         problem.rebalance_placement(child, np.nonzero(swapped & (rng.random(n_child) < 0.5))[0])
         reshape = np.nonzero(rng.random(n_child) < shape_rate)[0] if S > 1 else []
         for c in reshape:
             new = (child.shape[c] + rng.integers(1, S)) % S
             fresh = problem.seeds([2 * new + rng.integers(2)])
             child.shape[c], child.perm[c] = new, fresh.perm[0]
-            child.bw[c], child.mw[c] = fresh.bw[0], fresh.mw[0]
+            child.bw[c], child.mw[c], child.lay[c] = fresh.bw[0], fresh.mw[0], fresh.lay[0]
         child_fit, child_sec, child_bbw, child_bmw = problem.evaluate(child)
         pop = _Population.concat([pop.take(keep), child])
         fitness = np.concatenate([fitness[keep], child_fit])
@@ -528,15 +558,16 @@ def plan_ga(model: ModelDescription, cluster: ClusterSpec, batch: int, seed: int
     rows, cols = shape_list[pop.shape[best]]
     bw = np.exp(pop.bw[best, :rows])
     mw = np.exp(pop.mw[best, :, :cols])
-    active = cost.active_dims(cols)
+    active = problem.laid_out(pop, [best], cols)[0]
     dim_weights = {}
     if per_layer:
         dim_weights = {name: list(mw[d]) for d, name in enumerate(cost.dim_names) if active[d]}
     axis_w = list(mw[int(np.argmax(active))]) if (per_layer and active.any()) else list(mw[0])
     elapsed = time.perf_counter() - t0
     result = build_plan("ga", cost, rows, cols, pop.perm[best], bw, axis_w, dim_weights,
-                        history=history, extra={"generations": len(history), "population": P,
-                                                "seed": seed, "init": init})
+                        history=history, layout=active,
+                        extra={"generations": len(history), "population": P,
+                               "seed": seed, "init": init, "layout_gene": problem.layout_gene})
     return dataclasses.replace(result, planning_seconds=elapsed)
 
 
@@ -562,40 +593,3 @@ def _polish_niches(problem: _Problem, pop: _Population, fitness, seconds, order,
         rows, cols = problem.shapes[s]
         if final and problem.n <= SWAP_DEVICES and rows > 1 and cols > 1:
             fitness[c], seconds[c] = problem.swap_search(pop, c, fitness[c], seconds[c])
-
-
-def _tournament(fitness: np.ndarray, count: int, size: int, rng) -> np.ndarray:
-    entrants = rng.integers(0, fitness.size, size=(count, max(1, size)))
-    return entrants[np.arange(count), np.argmin(fitness[entrants], axis=1)]
-
-
-def _mutate_weights(pop: _Population, rng, sigma: float, rate: float, used, skip=None) -> None:
-    """Gaussian steps on a ``rate`` share of the weights in use (the first R
-    batch and M model weights of each individual's shape ``used = (R, M)``)."""
-    rows, cols = (np.asarray(u)[pop.shape] for u in used)
-    n = pop.bw.shape[1]
-    mask_b = (rng.random(pop.bw.shape) < rate) & (np.arange(n)[None, :] < rows[:, None])
-    mask_m = (rng.random(pop.mw.shape) < rate) & (np.arange(n)[None, None, :]
-                                                 < cols[:, None, None])
-    if skip is not None:
-        mask_b[skip] = False
-        mask_m[skip] = False
-    pop.bw[mask_b] += rng.normal(0.0, sigma, size=int(mask_b.sum()))
-    pop.mw[mask_m] += rng.normal(0.0, sigma, size=int(mask_m.sum()))
-
-
-def _swap(pop: _Population, rng, which: np.ndarray) -> None:
-    """Swap mutation: 1 + Poisson(1) random position swaps in each selected individual."""
-    rows = np.nonzero(which)[0]
-    if rows.size == 0:
-        return
-    n = pop.perm.shape[1]
-    if n < 2:
-        return
-    swaps = 1 + rng.poisson(1.0, size=rows.size)
-    for k in range(int(swaps.max())):
-        r = rows[swaps > k]
-        i = rng.integers(0, n, size=r.size)
-        j = rng.integers(0, n, size=r.size)
-        pi, pj = pop.perm[r, i].copy(), pop.perm[r, j].copy()
-        pop.perm[r, i], pop.perm[r, j] = pj, pi

@@ -142,3 +142,14 @@ def composites(bsz: np.ndarray, csz: np.ndarray, cand_b: np.ndarray, cand_c: np.
     if not out_b:
         return np.zeros((0, bsz.size)), np.zeros((0,) + csz.shape)
     return np.stack(out_b), np.stack(out_c)
+
+
+def layout_flips(lay: np.ndarray, active: np.ndarray) -> np.ndarray:
+    """Layouts [K, D] one flip away from ``lay`` [D]: each dim the mesh can split
+    (``active``) laid out if it was replicated, replicated if it was laid out.
+    Each dim's collectives depend on its own layout only (docs/cost_model.md),
+    so a flip prices exactly what that dim's split costs and saves."""
+    dims = np.nonzero(active)[0]
+    out = np.repeat(np.asarray(lay, dtype=bool)[None, :], dims.size, axis=0)
+    out[np.arange(dims.size), dims] ^= True
+    return out
