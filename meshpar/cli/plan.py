@@ -157,6 +157,8 @@ def format_plan(result, cluster=None, max_rows: int = 16) -> str:
         lines.append(f"proven optimum    gap {100 * result.extra['gap']:.4g}% to the bound "
                      f"{result.extra['lower_bound_seconds']:.6g} s "
                      f"({result.extra.get('solver', 'exact')})")
+        if "layout" in result.extra:
+            lines.append(f"layout            {result.extra['layout']}")
     if len(result.history) > 1:
         lines.append(f"GA history        {result.history[0]:.6g} -> {result.history[-1]:.6g} s "
                      f"over {len(result.history)} generations")

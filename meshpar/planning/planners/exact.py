@@ -12,6 +12,12 @@ optimum (solved per independent group of dimensions) and solved best bound
 first against the incumbent. Speeds that depend on the work size are not
 linear: those instances are searched exhaustively, small spaces only
 (``max_candidates``), and refused otherwise with a ValueError.
+
+The layout is fixed, not searched: every split dimension of size >= M is
+laid out on ``model`` (the layout of every plan before the layout gene). The
+optimum is over that layout only; the GA's layout gene (replicating some
+dimensions) can find faster plans outside it. Plans say so in
+``extra["layout"]``.
 """
 from __future__ import annotations
 
@@ -28,6 +34,9 @@ from meshpar.planning.cluster import ClusterSpec
 from meshpar.planning.cost_model import CostModel
 from meshpar.planning.description import ModelDescription
 from meshpar.planning.plan import Plan
+
+#: What the exact planner's optimum is over (``Plan.extra["layout"]``).
+FIXED_LAYOUT = "fixed: every split dim of size >= M on model (the layout gene is not searched)"
 from meshpar.planning.cost_model import split_sizes_batch
 from meshpar.planning.planners.common import (allowed_shapes, better, build_plan,
                                               device_kinds, proportional_weights)
@@ -127,7 +136,9 @@ def plan_exact(model: ModelDescription, cluster: ClusterSpec, batch: int,
     ``time_limit`` (seconds, whole search) makes an unproven result an
     :class:`ExactTimeLimit` (a ValueError naming the limit and the gap reached).
     The plan's ``extra`` holds ``solver``, ``gap`` (proven relative gap),
-    ``lower_bound_seconds`` (proven) and ``programs`` (MILPs solved, pruned).
+    ``lower_bound_seconds`` (proven) and ``programs`` (MILPs solved, pruned),
+    and ``layout``: the optimum is over the fixed layout (every split dim of
+    size >= M on ``model``), not over the GA's layout gene.
     """
     t0 = time.perf_counter()
     cost = cost or CostModel(model, cluster, batch)
@@ -281,12 +292,12 @@ class _MilpSearch:
         if best is None:  # no plan fits: the proportional one that overflows least
             return dataclasses.replace(
                 self._fallback, planning_seconds=time.perf_counter() - self.t0,
-                extra={"solver": "milp (scipy.optimize.milp, HiGHS)", "gap": None,
+                extra={"solver": "milp (scipy.optimize.milp, HiGHS)", "layout": FIXED_LAYOUT, "gap": None,
                        "placements": len(self.jobs), "programs": programs})
         lower = min(lower, best_sec)
         gap = max(0.0, (best_sec - lower) / best_sec)
         elapsed = time.perf_counter() - self.t0
-        extra = {"solver": "milp (scipy.optimize.milp, HiGHS)", "gap": gap,
+        extra = {"solver": "milp (scipy.optimize.milp, HiGHS)", "layout": FIXED_LAYOUT, "gap": gap,
                  "lower_bound_seconds": lower, "placements": len(self.jobs),
                  "programs": programs, "programs_solved": solved,
                  "programs_pruned": pruned, "milp_objective_seconds": objective}
@@ -345,6 +356,7 @@ def _plan_enumerated(cost: CostModel, shapes, max_candidates: int, t0: float) ->
             best = found
     return dataclasses.replace(best, planning_seconds=time.perf_counter() - t0,
                                extra={"solver": "enumeration", "candidates": evaluated,
+                                      "layout": FIXED_LAYOUT,
                                       "gap": 0.0,
                                       "lower_bound_seconds": best.predicted_step_seconds})
 

@@ -35,6 +35,7 @@ def order_crossover(a: np.ndarray, b: np.ndarray, rng: np.random.Generator) -> n
 
 
 def tournament_select(fitness: np.ndarray, count: int, size: int, rng) -> np.ndarray:
+    """Indices of ``count`` winners of tournaments of ``size`` random entrants (lowest fitness)."""
     entrants = rng.integers(0, fitness.size, size=(count, max(1, size)))
     return entrants[np.arange(count), np.argmin(fitness[entrants], axis=1)]
 
