@@ -128,11 +128,29 @@ def alone(args, share, work) -> float:
     return json.loads(out.strip().splitlines()[-1])["samples_per_second"]
 
 
+def profile_workers(args, work) -> str:
+    """``meshpar profile --cluster --model`` of two workers at 0.9 (the run's start)."""
+    path = os.path.join(work, "profile.json")
+    with LocalCluster([0.9, 0.9], throttle=args.throttle) as cluster:
+        cluster_file = os.path.join(work, "profile-cluster.json")
+        with open(cluster_file, "w", encoding="utf-8") as f:
+            json.dump({"worker": cluster.addresses}, f)
+        subprocess.run([sys.executable, "-m", "meshpar", "profile", "--cluster", cluster_file,
+                        "--model", args.model, "--batch", str(args.batch), "--out", path],
+                       check=True, stdout=subprocess.DEVNULL,
+                       env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    return path
+
+
 def scenario_drop(args, work) -> dict:
     runs = {}
-    for name, extra in (("rebalance", ["--rebalance", "--rebalance-every",
-                                       str(args.every)]),
-                        ("static", ["--replay-replans", os.path.join(work, "none.json")])):
+    variants = [("rebalance", ["--rebalance", "--rebalance-every", str(args.every)]),
+                ("static", ["--replay-replans", os.path.join(work, "none.json")])]
+    if args.profile:
+        variants.append(("rebalance-profile", [
+            "--rebalance", "--rebalance-every", str(args.every),
+            "--rebalance-profile", profile_workers(args, work)]))
+    for name, extra in variants:
         with open(os.path.join(work, "none.json"), "w", encoding="utf-8") as f:
             json.dump({"replans": []}, f)
         with LocalCluster([0.9, 0.9], throttle=args.throttle) as cluster:
@@ -141,15 +159,21 @@ def scenario_drop(args, work) -> dict:
             runs[name]["_dir"] = f"drop-{name}"
     ideal = alone(args, 0.3, work) + alone(args, 0.9, work)
     reb = runs["rebalance"]
-    drift = [r for r in reb["replans"] if r["reason"] == "drift" and r["step"] > args.drop_at]
-    at = drift[0]["step"] if drift else None
+    replan_at = {}
+    for name, summary in runs.items():
+        drift = [r for r in summary["replans"]
+                 if r["reason"] == "drift" and r["step"] > args.drop_at]
+        replan_at[name] = drift[0]["step"] if drift else None
+    at = replan_at["rebalance"]
     windows = {}
     for name, summary in runs.items():
+        # the static run is read over the rebalance run's windows
+        mine = replan_at[name] if name != "static" else at
         windows[name] = {
             "before_drop": rate(summary, args.batch, args.drop_at - 10, args.drop_at),
             "after_drop_before_replan": rate(summary, args.batch, args.drop_at + 2,
-                                             (at or args.steps)),
-            "after_replan": rate(summary, args.batch, (at or args.steps) + 3, args.steps)}
+                                             (mine or args.steps)),
+            "after_replan": rate(summary, args.batch, (mine or args.steps) + 3, args.steps)}
     series = {name: [[first, rate(summary, args.batch, first, first + 4)]
                      for first in range(1, args.steps - 3, 5)] for name, summary in runs.items()}
     after = windows["rebalance"]["after_replan"]
@@ -159,6 +183,10 @@ def scenario_drop(args, work) -> dict:
             "steps_from_drop_to_replan": None if at is None else at - args.drop_at,
             "after_replan_over_ideal": None if after is None else after / ideal,
             "static_after_drop_over_ideal": (windows["static"]["after_replan"] or 0) / ideal,
+            "replan_steps": replan_at,
+            "after_replan_over_ideal_by_run": {
+                k: None if w["after_replan"] is None else w["after_replan"] / ideal
+                for k, w in windows.items()},
             "steps_run": {k: steps_run(v) for k, v in runs.items()},
             "replay_equality": replay(reb, os.path.join(work, "drop-replay"), args,
                                       [0.9, 0.9])}
@@ -223,19 +251,26 @@ def main() -> int:
     parser.add_argument("--kill-after", type=int, default=20)
     parser.add_argument("--alone-steps", type=int, default=25)
     parser.add_argument("--throttle", default="auto")
+    parser.add_argument("--profile", action="store_true",
+                        help="also run --rebalance with --rebalance-profile (the workers "
+                             "profiled first with meshpar profile --cluster --model)")
+    parser.add_argument("--skip-kill", action="store_true",
+                        help="run the drop scenario only")
     parser.add_argument("--out", default=OUT)
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     load = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="meshpar-rebalance-") as work:
         result = {"config": vars(args), "loadavg_at_start": load,
-                  "drop": scenario_drop(args, work), "kill": scenario_kill(args, work)}
+                  "drop": scenario_drop(args, work),
+                  "kill": None if args.skip_kill else scenario_kill(args, work)}
     result["loadavg_at_end"] = os.getloadavg()
     with open(os.path.join(args.out, "rebalance.json"), "w", encoding="utf-8") as f:
         json.dump(result, f, indent=1)
     plot(result, os.path.join(args.out, "rebalance.png"))
     print(json.dumps({k: v for k, v in result["drop"].items() if k != "runs"}, indent=1))
-    print(json.dumps({k: v for k, v in result["kill"].items() if k != "run"}, indent=1))
+    if result["kill"] is not None:
+        print(json.dumps({k: v for k, v in result["kill"].items() if k != "run"}, indent=1))
     return 0
 
 

@@ -32,6 +32,9 @@ TINY = ["train", "--synthetic", "--model", "resattnet3d-tiny", "--n-synthetic", 
     (["--rebalance", "--cluster", "c.json", "--rebalance-method", "fastest"],
      "--rebalance-method must be one of"),
     (["--rebalance-every", "5"], "go(es) with --rebalance or --elastic"),
+    (["--rebalance-profile", "p.json"], "go(es) with --rebalance or --elastic"),
+    (["--rebalance", "--cluster", "c.json", "--rebalance-profile", "no-such-profile.json"],
+     "no-such-profile.json"),
 ])
 def test_bad_rebalance_flags_exit_2_with_one_line(capsys, argv, words):
     assert main(["train", "--synthetic"] + argv) == 2
@@ -155,3 +158,48 @@ def test_set_speed_rewrites_a_running_workers_quota():
         assert cluster.speeds == [0.5, 0.3]
         with pytest.raises(ValueError, match="in \\(0, 1\\]"):
             cluster.set_speed(0, 1.5)
+
+
+def _step_profile(speeds, model="resattnet3d-small", batch=8, split=0.2):
+    """A model-step profile whose task t runs one step of ``batch`` alone in
+    1/speeds[t] seconds; the even splits measured 0.5 s + ``split`` (two
+    equal workers: splitting costs ``split`` seconds per step)."""
+    from meshpar.models import describe_model
+    from meshpar.planning.cluster import ClusterSpec, DeviceSpec
+
+    flops = 3.0 * sum(layer.flops for layer in describe_model(model).layers) * batch
+    devices = tuple(DeviceSpec(name=f"w{t}", device=f"/job:worker/task:{t}/device:CPU:0",
+                               profile=((1.0, flops * s),)) for t, s in enumerate(speeds))
+    return ClusterSpec(devices, extra={"work": "model-step", "model": model, "split_seconds": {
+        "batch": 0.5 + split, "model": 0.5 + split, "batch_size": batch}})
+
+
+def test_a_profile_is_scaled_to_the_live_speeds_the_least_slowed_worker_keeping_its_own():
+    from meshpar.training.rebalance import scaled_profile
+
+    profile = _step_profile([1.0, 0.5, 0.8])
+    scaled = scaled_profile(profile, {0: 0.25, 2: 1.0})
+    top = {d.device: d.profile[0][1] for d in scaled.devices}
+    fast = "/job:worker/task:2/device:CPU:0"
+    assert len(scaled.devices) == 2 and top[fast] == profile.devices[2].profile[0][1]
+    assert top["/job:worker/task:0/device:CPU:0"] / top[fast] == pytest.approx(0.25)
+    assert scaled.extra["split_seconds"] == profile.extra["split_seconds"]
+    with pytest.raises(ValueError, match="no device of worker task"):
+        scaled_profile(profile, {0: 1.0, 7: 1.0})
+
+
+@pytest.mark.parametrize("method", ["proportional", "ga"])
+def test_a_replan_with_a_profile_drops_a_worker_that_no_longer_pays_for_its_split(method):
+    """Alone a step takes 1 s, a split costs 0.2 s more: two equal workers
+    halve the compute (0.7 s); at 0.2 of the other, the slow one's share saves
+    less than the split costs, and the re-plan leaves it out."""
+    from meshpar.models import describe_model
+    from meshpar.training.rebalance import replan
+
+    description, profile = describe_model("resattnet3d-small"), _step_profile([1.0, 1.0])
+    both = replan(description, {0: 1.0, 1: 1.0}, 8, method, profile=profile)
+    assert len(both.devices) == 2
+    assert both.predicted_step_seconds == pytest.approx(0.7, rel=0.02)
+    one = replan(description, {0: 0.2, 1: 1.0}, 8, method, profile=profile)
+    assert one.devices == ("/job:worker/task:1/device:CPU:0",)
+    assert one.predicted_step_seconds == pytest.approx(1.0, rel=0.02)

@@ -232,6 +232,11 @@ def add_rebalance_options(parser) -> None:
     group.add_argument("--rebalance-method", default=None,
                        help="planner of the re-plans (drift and --elastic): even, "
                             "proportional, exact, ga (default: proportional)")
+    group.add_argument("--rebalance-profile",
+                       help="the workers' profile (meshpar profile --cluster --model): "
+                            "re-plan with its measured cost of splitting, and leave out a "
+                            "worker that no longer pays for it (default: live speeds only, "
+                            "every worker kept)")
     group.add_argument("--elastic", action="store_true",
                        help="when a worker stops answering, re-plan on the others and go on "
                             "from the last checkpoint; take it back when it answers again")
@@ -244,7 +249,7 @@ def rebalance_options(args):
     """The :class:`~meshpar.training.rebalance.RebalanceOptions` of the flags, or None
     when neither --rebalance, --elastic nor --replay-replans is given (ValueError for
     bad values or a missing --cluster)."""
-    tuned = [f"--rebalance-{k}" for k in ("every", "threshold", "patience", "method")
+    tuned = [f"--rebalance-{k}" for k in ("every", "threshold", "patience", "method", "profile")
              if getattr(args, f"rebalance_{k}") is not None]
     if not (args.rebalance or args.elastic or args.replay_replans):
         if tuned:
@@ -263,10 +268,16 @@ def rebalance_options(args):
 
     every, threshold = args.rebalance_every, args.rebalance_threshold
     patience, method = args.rebalance_patience, args.rebalance_method
+    profile = None
+    if args.rebalance_profile:
+        from meshpar.planning.cluster import ClusterSpec
+
+        profile = ClusterSpec.load(args.rebalance_profile)
     try:
         return RebalanceOptions(
             rebalance=bool(args.rebalance), elastic=bool(args.elastic),
             every=10 if every is None else every, threshold=0.1 if threshold is None else threshold,
-            patience=3 if patience is None else patience, method=method or "proportional")
+            patience=3 if patience is None else patience, method=method or "proportional",
+            profile=profile)
     except ValueError as err:
         raise ValueError(f"--{str(err).replace(' ', '-', 1)}") from None

@@ -193,7 +193,10 @@ class CostModel:
         self.memory_capacity = np.array([d.memory_bytes for d in cluster.devices], dtype=float)
         self.split_overhead = None
         measured = (cluster.extra or {}).get("split_seconds") if self.step_profile else None
-        if measured:
+        known = (cluster.extra or {}).get("split_overhead") if self.step_profile else None
+        if known:  # already calibrated (a profile re-scaled to live speeds keeps it)
+            self.split_overhead = {"batch": float(known["batch"]), "model": float(known["model"])}
+        elif measured:
             self.split_overhead = self._calibrate(measured)
         self.max_speed = np.array([max(f for _, f in d.profile) for d in cluster.devices])
 

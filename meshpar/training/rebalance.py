@@ -38,7 +38,8 @@ from meshpar.runtime.client import ClusterFailure, unreachable_reason
 if TYPE_CHECKING:
     from meshpar.training.estimator import MeshSpec
 
-__all__ = ["RebalanceOptions", "train_rebalancing", "replan", "schedule_from_replans",
+__all__ = ["RebalanceOptions", "train_rebalancing", "replan", "scaled_profile",
+           "schedule_from_replans",
            "mesh_record"]
 
 
@@ -51,7 +52,9 @@ class RebalanceOptions:
     more than this fraction longer than a balanced step (and the new plan is
     predicted to gain at least as much); ``patience``: at the median speeds of
     that many last samples; ``method``: the planner; ``elastic``: survive lost workers;
-    ``poll_seconds``: how often the workers are probed.
+    ``poll_seconds``: how often the workers are probed; ``profile``: the workers'
+    measured ClusterSpec, to re-plan with its per-step split cost and the
+    option of leaving a worker out (:func:`replan`).
     """
 
     rebalance: bool = True
@@ -61,6 +64,7 @@ class RebalanceOptions:
     method: str = "proportional"
     elastic: bool = False
     poll_seconds: float = 1.0
+    profile: Optional[object] = None
 
     def __post_init__(self):
         from meshpar.planning.planners import METHODS
@@ -108,18 +112,72 @@ def _task_devices(mesh: MeshSpec) -> List[int]:
 
 
 def replan(description, speeds: Dict[int, float], batch: int, method: str = "proportional",
-           shape: Optional[tuple] = None, seed: int = 0):
+           shape: Optional[tuple] = None, seed: int = 0, profile=None):
     """A :class:`~meshpar.planning.plan.Plan` for the worker tasks in ``speeds``
     (task -> relative speed) from the planner ``method``; ``shape``: keep this
-    ``(rows, columns)`` mesh shape, else the planner picks one."""
+    ``(rows, columns)`` mesh shape, else the planner picks one.
+
+    ``profile``: the workers' measured :class:`~meshpar.planning.cluster.ClusterSpec`
+    (``meshpar profile --cluster --model``). Each task's profile is scaled to
+    its live speed relative to the others, the profile's measured per-step
+    cost of splitting is kept, and the planner may leave workers out
+    (``subsets``): a worker that no longer pays for its synchronisation is
+    dropped. Without it, every task in ``speeds`` gets work at a constant speed.
+    """
     from meshpar.planning import planners
     from meshpar.planning.cluster import REFERENCE_FLOPS, ClusterSpec, DeviceSpec
 
+    if profile is not None:
+        return planners.plan(description, scaled_profile(profile, speeds, description, batch),
+                             batch, method=method, seed=seed, subsets=True)
     devices = tuple(DeviceSpec(name=f"w{t}", device=f"/job:worker/task:{t}/device:CPU:0",
                                profile=((1.0, float(s) * REFERENCE_FLOPS),))
                     for t, s in sorted(speeds.items()))
     return planners.plan(description, ClusterSpec(devices), batch, method=method,
                          shapes=[shape] if shape else None, seed=seed)
+
+
+def scaled_profile(profile, speeds: Dict[int, float], description=None, batch: int = 0):
+    """``profile`` restricted to the tasks in ``speeds``, each device's speeds scaled so
+    the tasks' relative speeds are ``speeds``.
+
+    Live speeds are relative, so one absolute level must be assumed: the task
+    that slowed least against its profile keeps its profile (machines slow
+    down under load; they do not outrun their own profile).
+
+    The profile's measured cost of splitting is kept as calibrated on the
+    profile itself (``extra["split_overhead"]``, seconds per step; needs the
+    model ``description`` and ``batch``): the even splits it was derived from
+    ran at the profiled speeds, not the live ones.
+
+    ValueError when a task is not in the profile.
+    """
+    from meshpar.planning.cluster import ClusterSpec
+    from meshpar.planning.cost_model import CostModel
+    from meshpar.runtime.client import parse_worker_device
+
+    by_task = {}
+    for dev in profile.devices:
+        task, _ = parse_worker_device(dev.device)
+        if task is not None:
+            by_task.setdefault(task, dev)
+    missing = sorted(t for t in speeds if t not in by_task)
+    if missing:
+        raise ValueError(f"the re-balancing profile has no device of worker task(s) "
+                         f"{', '.join(map(str, missing))}: profile the cluster the run uses")
+    top = {t: max(f for _, f in by_task[t].profile) for t in speeds}
+    scale = {t: float(speeds[t]) / (top[t] / max(top.values())) for t in speeds}
+    norm = max(scale.values())
+    devices = tuple(dataclasses.replace(
+        by_task[t], profile=tuple((size, f * scale[t] / norm) for size, f in by_task[t].profile))
+        for t in sorted(speeds))
+    extra = dict(profile.extra or {})
+    if description is not None and batch:
+        overhead = CostModel(description, profile, batch).split_overhead
+        if overhead is not None:
+            extra["split_overhead"] = dict(overhead)
+    return ClusterSpec(devices, bandwidth=profile.bandwidth, latency=profile.latency,
+                       extra=extra)
 
 
 def _shape_of(mesh: MeshSpec) -> tuple:
@@ -184,8 +242,10 @@ class _Run:
         from meshpar.training.estimator import MeshSpec
         from meshpar.training.live_speeds import worker_work
 
+        profile = self.options.profile
         plan = replan(self.description, speeds, self.batch, self.options.method,
-                      None if back or lost else _shape_of(self.mesh))
+                      None if back or lost or profile else _shape_of(self.mesh),
+                      profile=profile)
         devices = self.client.place(plan.devices, keep_device_type=False)
         new = MeshSpec.from_plan(plan, devices)
         new_work = worker_work(new, self.description, self.layout_of(new))
