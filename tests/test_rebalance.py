@@ -31,6 +31,8 @@ TINY = ["train", "--synthetic", "--model", "resattnet3d-tiny", "--n-synthetic", 
      "--rebalance-patience"),
     (["--rebalance", "--cluster", "c.json", "--rebalance-method", "fastest"],
      "--rebalance-method must be one of"),
+    (["--rebalance", "--cluster", "c.json", "--rebalance-measure", "guess"],
+     "--rebalance-measure must be one of"),
     (["--rebalance-every", "5"], "go(es) with --rebalance or --elastic"),
     (["--rebalance-profile", "p.json"], "go(es) with --rebalance or --elastic"),
     (["--rebalance", "--cluster", "c.json", "--rebalance-profile", "no-such-profile.json"],
@@ -203,3 +205,35 @@ def test_a_replan_with_a_profile_drops_a_worker_that_no_longer_pays_for_its_spli
     one = replan(description, {0: 0.2, 1: 1.0}, 8, method, profile=profile)
     assert one.devices == ("/job:worker/task:1/device:CPU:0",)
     assert one.predicted_step_seconds == pytest.approx(1.0, rel=0.02)
+
+
+def test_probe_seconds_spans_each_workers_probe_ops_and_ignores_the_rest():
+    from types import SimpleNamespace as NS
+
+    from meshpar.training.live_speeds import probe_seconds
+
+    def node(name, start_us, length_us):
+        return NS(node_name=name, all_start_micros=start_us, all_end_rel_micros=length_us)
+
+    stats = NS(dev_stats=[
+        NS(device="/job:worker/replica:0/task:0/device:CPU:0", node_stats=[
+            node("meshpar_speed_probe_0/MatMul", 1000, 3000),
+            node("meshpar_speed_probe_0/MatMul_1", 4000, 5000),
+            node("resattnet3d_small/conv/Conv3D", 0, 20000)]),
+        NS(device="/job:worker/replica:0/task:1/device:CPU:0", node_stats=[
+            node("meshpar_speed_probe_1/MatMul", 2000, 1000)])])
+    assert probe_seconds(stats) == pytest.approx({0: 0.008, 1: 0.001})
+
+
+@pytest.mark.parametrize("measure, devices, probes", [
+    ("auto", ["/job:worker/task:0/device:CPU:0", "/job:worker/task:1/device:CPU:0"], True),
+    ("auto", ["/job:worker/task:0/device:GPU:0", "/job:worker/task:1/device:CPU:0"], False),
+    ("trace", ["/job:worker/task:0/device:CPU:0"], False),
+    ("probe", ["/job:worker/task:0/device:GPU:0", "/job:worker/task:1/device:CPU:0"], True),
+])
+def test_auto_measures_by_probe_only_on_devices_of_one_type(measure, devices, probes):
+    from types import SimpleNamespace as NS
+
+    from meshpar.training.rebalance import _probes
+
+    assert _probes(measure, NS(devices=devices)) is probes

@@ -237,6 +237,12 @@ def add_rebalance_options(parser) -> None:
                             "re-plan with its measured cost of splitting, and leave out a "
                             "worker that no longer pays for it (default: live speeds only, "
                             "every worker kept)")
+    group.add_argument("--rebalance-measure", default=None,
+                       help="how a worker's live speed is measured: trace (its busy time in "
+                            "a traced training step; any device types), probe (a fixed "
+                            "matmul chain run on every worker at once after the step; workers "
+                            "of one device type; sees CPU-quota throttling) or auto (probe "
+                            "when all devices are of one type, else trace; the default)")
     group.add_argument("--elastic", action="store_true",
                        help="when a worker stops answering, re-plan on the others and go on "
                             "from the last checkpoint; take it back when it answers again")
@@ -249,7 +255,8 @@ def rebalance_options(args):
     """The :class:`~meshpar.training.rebalance.RebalanceOptions` of the flags, or None
     when neither --rebalance, --elastic nor --replay-replans is given (ValueError for
     bad values or a missing --cluster)."""
-    tuned = [f"--rebalance-{k}" for k in ("every", "threshold", "patience", "method", "profile")
+    tuned = [f"--rebalance-{k}"
+             for k in ("every", "threshold", "patience", "method", "profile", "measure")
              if getattr(args, f"rebalance_{k}") is not None]
     if not (args.rebalance or args.elastic or args.replay_replans):
         if tuned:
@@ -278,6 +285,6 @@ def rebalance_options(args):
             rebalance=bool(args.rebalance), elastic=bool(args.elastic),
             every=10 if every is None else every, threshold=0.1 if threshold is None else threshold,
             patience=3 if patience is None else patience, method=method or "proportional",
-            profile=profile)
+            profile=profile, measure=args.rebalance_measure or "auto")
     except ValueError as err:
         raise ValueError(f"--{str(err).replace(' ', '-', 1)}") from None

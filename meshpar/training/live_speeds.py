@@ -25,7 +25,47 @@ import tensorflow.compat.v1 as tf
 
 from meshpar.runtime.client import parse_worker_device
 
-__all__ = ["worker_work", "speeds_from_busy", "imbalance", "SpeedMonitor"]
+__all__ = ["worker_work", "speeds_from_busy", "imbalance", "SpeedMonitor", "probe_ops",
+           "probe_seconds", "PROBE_SIZE", "PROBE_ROUNDS"]
+
+# The probe: a chain of PROBE_ROUNDS matmuls of PROBE_SIZE^2 matrices (~0.13
+# GFLOP, ~5-10 ms of one core), long against a 10 ms CPU-quota period so a
+# throttled worker's holds fall inside it.
+PROBE_SIZE = 256
+PROBE_ROUNDS = 16
+_PROBE_SCOPE = "meshpar_speed_probe_"
+
+
+def probe_ops(devices: Dict[int, str], size: int = PROBE_SIZE,
+              rounds: int = PROBE_ROUNDS) -> Dict[int, "tf.Tensor"]:
+    """Worker task -> a fixed chain of matmuls placed on its ``devices[task]``
+    (random input drawn on the worker: nothing to transfer, nothing for
+    Grappler to fold). Fetched together, the workers run them at once, with no
+    dependency between them, so each one's span is its own speed."""
+    out = {}
+    for task, device in sorted(devices.items()):
+        with tf.device(device), tf.name_scope(f"{_PROBE_SCOPE}{task}"):
+            x = tf.random.uniform([size, size], seed=task + 1)
+            y = x
+            for _ in range(rounds):
+                y = tf.linalg.matmul(y, x) * (1.0 / size)
+            out[task] = tf.reduce_sum(y)
+    return out
+
+
+def probe_seconds(step_stats) -> Dict[int, float]:
+    """Worker task -> wall seconds from its probe's first op start to its last
+    op end, from the trace of a run of :func:`probe_ops`."""
+    spans: Dict[int, list] = {}
+    for dev in step_stats.dev_stats:
+        for node in dev.node_stats:
+            name = node.node_name
+            if not name.startswith(_PROBE_SCOPE):
+                continue
+            task = int(name[len(_PROBE_SCOPE):].split("/", 1)[0])
+            start = node.all_start_micros / 1e6
+            spans.setdefault(task, []).append((start, start + node.all_end_rel_micros / 1e6))
+    return {t: max(b for _, b in v) - min(a for a, _ in v) for t, v in spans.items()}
 
 
 def _axis_shares(mesh, name: str, size: int) -> np.ndarray:
@@ -95,10 +135,12 @@ class SpeedMonitor(tf.estimator.SessionRunHook):
     """
 
     def __init__(self, every: int, on_sample: Callable, on_step: Optional[Callable] = None,
-                 warmup: int = 3, trace: bool = True):
+                 warmup: int = 3, trace: bool = True, probe: Optional[Dict[int, str]] = None):
         if every < 1:
             raise ValueError(f"re-balancing samples every N steps: N must be >= 1, got {every}")
         self.every, self.warmup, self.trace = int(every), int(warmup), bool(trace)
+        self.probe_devices = dict(probe) if probe else None
+        self._probes = None
         self.on_sample, self.on_step = on_sample, on_step
         self.steps = []  # (global step after the step, end time, seconds, traced)
         self._seen = 0
@@ -106,11 +148,15 @@ class SpeedMonitor(tf.estimator.SessionRunHook):
         self._step = None
         self._started = None
         self._traced = False
+        self.probe_time = 0.0  # seconds spent running probes, outside the steps
 
     def begin(self):
-        """Find the global step; a new segment starts counting from 0."""
+        """Find the global step (a new segment starts counting from 0); add the
+        probes to the graph when measuring by probe."""
         self._step = tf.train.get_global_step()
         self._seen = 0
+        if self.probe_devices:
+            self._probes = probe_ops(self.probe_devices)
 
     def _traces_now(self) -> bool:
         k = self._seen - self.warmup
@@ -126,7 +172,7 @@ class SpeedMonitor(tf.estimator.SessionRunHook):
         self._seen += 1
         self._traced = self._traces_now()
         self._started = time.perf_counter()
-        if not self._traced:
+        if not self._traced or self._probes is not None:
             return None
         return tf.train.SessionRunArgs(
             None, options=tf.RunOptions(trace_level=tf.RunOptions.FULL_TRACE))
@@ -140,7 +186,15 @@ class SpeedMonitor(tf.estimator.SessionRunHook):
         step = self._first + self._seen
         self.steps.append((step, end, seconds, self._traced))
         stop = False
-        if self._traced and run_values.run_metadata is not None:
+        if self._traced and self._probes is not None:
+            # after the step (its time is recorded above): the probes alone
+            metadata = tf.RunMetadata()
+            run_context.session.run(
+                list(self._probes.values()), run_metadata=metadata,
+                options=tf.RunOptions(trace_level=tf.RunOptions.FULL_TRACE))
+            self.probe_time += time.perf_counter() - end
+            stop = bool(self.on_sample(step, probe_seconds(metadata.step_stats)))
+        elif self._traced and run_values.run_metadata is not None:
             parts = step_breakdown(run_values.run_metadata.step_stats, seconds)
             busy = {int(task.split(":")[1]): p["compute"] for task, p in parts.items()
                     if task.startswith("worker:")}
@@ -151,15 +205,16 @@ class SpeedMonitor(tf.estimator.SessionRunHook):
             run_context.request_stop()
 
     def overhead(self) -> dict:
-        """What tracing cost: each traced step's time over the median untraced
-        step's, summed, as a share of all the steps' time."""
+        """What measuring cost: each traced step's time over the median untraced
+        step's, summed, plus the time spent running probes, as a share of all
+        the steps' time (probes included)."""
         plain = [s for _, _, s, traced in self.steps if not traced]
         traced = [s for _, _, s, t in self.steps if t]
-        total = sum(s for _, _, s, _ in self.steps)
+        total = sum(s for _, _, s, _ in self.steps) + self.probe_time
         if not plain or not traced or total <= 0:
             return {"traced_steps": len(traced), "overhead_fraction": None}
         median = float(np.median(plain))
-        extra = sum(max(0.0, s - median) for s in traced)
+        extra = sum(max(0.0, s - median) for s in traced) + self.probe_time
         return {"traced_steps": len(traced), "median_step_seconds": median,
                 "traced_step_seconds_mean": float(np.mean(traced)),
                 "overhead_fraction": extra / total}

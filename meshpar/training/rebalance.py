@@ -43,6 +43,15 @@ __all__ = ["RebalanceOptions", "train_rebalancing", "replan", "scaled_profile",
            "mesh_record"]
 
 
+# How a worker's live speed is measured: "trace": its busy op time in a traced
+# training step, against its share of the model (any device kinds); "probe":
+# the time of the same fixed matmul chain run on every worker at once after
+# the step (workers of one device kind; a CPU quota's holds fall inside it).
+# "auto": probe when all the mesh's devices are of one type (all CPU, or all
+# GPU), trace otherwise.
+MEASURES = ("auto", "trace", "probe")
+
+
 @dataclasses.dataclass(frozen=True)
 class RebalanceOptions:
     """How a run re-balances.
@@ -54,7 +63,8 @@ class RebalanceOptions:
     that many last samples; ``method``: the planner; ``elastic``: survive lost workers;
     ``poll_seconds``: how often the workers are probed; ``profile``: the workers'
     measured ClusterSpec, to re-plan with its per-step split cost and the
-    option of leaving a worker out (:func:`replan`).
+    option of leaving a worker out (:func:`replan`); ``measure``: ``"auto"``,
+    ``"trace"`` or ``"probe"`` (see ``MEASURES``).
     """
 
     rebalance: bool = True
@@ -65,6 +75,7 @@ class RebalanceOptions:
     elastic: bool = False
     poll_seconds: float = 1.0
     profile: Optional[object] = None
+    measure: str = "auto"
 
     def __post_init__(self):
         from meshpar.planning.planners import METHODS
@@ -78,6 +89,9 @@ class RebalanceOptions:
         if self.method not in METHODS:
             raise ValueError(f"rebalance method must be one of {', '.join(METHODS)}, "
                              f"got {self.method!r}")
+        if self.measure not in MEASURES:
+            raise ValueError(f"rebalance measure must be one of {', '.join(MEASURES)}, "
+                             f"got {self.measure!r}")
         if not self.poll_seconds > 0:
             raise ValueError(f"poll_seconds must be > 0, got {self.poll_seconds!r}")
 
@@ -103,6 +117,27 @@ def schedule_from_replans(replans: Sequence[dict]) -> List[tuple]:
         except (KeyError, TypeError) as err:
             raise ValueError(f"replans record {i}: missing or malformed {err}") from None
     return sorted(out, key=lambda item: item[0])
+
+
+def _probes(measure: str, mesh: MeshSpec) -> bool:
+    """Whether a segment on ``mesh`` measures by probe (``measure`` "auto": all
+    its devices of one type)."""
+    if measure != "auto":
+        return measure == "probe"
+    from meshpar.runtime.client import parse_worker_device
+
+    kinds = {(parse_worker_device(d)[1] or "CPU").split(":")[0].upper() for d in mesh.devices}
+    return len(kinds) == 1
+
+
+def _worker_devices(mesh: MeshSpec) -> Dict[int, str]:
+    """Worker task -> its first device on ``mesh`` (where its probe runs)."""
+    from meshpar.runtime.client import parse_worker_device
+
+    out: Dict[int, str] = {}
+    for device in mesh.devices:
+        out.setdefault(parse_worker_device(device)[0], device)
+    return out
 
 
 def _task_devices(mesh: MeshSpec) -> List[int]:
@@ -204,6 +239,7 @@ class _Run:
         self.samples: List[dict] = []
         self.pending: Optional[dict] = None
         self.streak: List[Dict[int, float]] = []
+        self.probing = False  # set per segment by train_rebalancing
 
     # ------------------------------------------------------------- deciding
     def on_sample(self, step: int, busy: Dict[int, float]) -> bool:
@@ -213,7 +249,10 @@ class _Run:
         busy = {t: b for t, b in busy.items() if t in self.work}
         if len(busy) < len(self.work):
             return self.on_step(step, probe=True)
-        speeds = speeds_from_busy(self.work, busy)
+        if self.probing:  # the same work on every worker
+            speeds = speeds_from_busy({t: 1.0 for t in busy}, busy)
+        else:
+            speeds = speeds_from_busy(self.work, busy)
         skew = imbalance(self.work, speeds)
         self.samples.append({"step": step, "busy_seconds": busy, "speeds": speeds,
                              "imbalance": skew})
@@ -371,8 +410,10 @@ def train_rebalancing(build: Callable, train_fn: Callable, max_steps: int, mesh:
             run.apply(step)  # a lost worker answers again: take it back now
         target = min([max_steps] + [s for s, _ in pending])
         est = build(run.mesh, run.tasks)
+        run.probing = options.rebalance and not schedule and _probes(options.measure, run.mesh)
         monitor = SpeedMonitor(options.every, run.on_sample, run.on_step,
-                               trace=options.rebalance and not schedule)
+                               trace=options.rebalance and not schedule,
+                               probe=_worker_devices(run.mesh) if run.probing else None)
         monitors.append(monitor)
         down, thread = _run_segment(
             lambda: est.train(train_fn, max_steps=target, hooks=[*hooks, monitor]),
