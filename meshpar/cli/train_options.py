@@ -222,8 +222,8 @@ def add_rebalance_options(parser) -> None:
                        help="measure each worker's speed while training (one traced step in "
                             "--rebalance-every) and re-plan the split when it drifts")
     group.add_argument("--rebalance-every", type=int, default=None,
-                       help="measure the workers after one step in N (probe or trace); with --elastic, "
-                            "probe lost workers as often (default: 10)")
+                       help="measure the workers after one step in N (probe or trace); "
+                            "with --elastic, probe lost workers as often (default: 10)")
     group.add_argument("--rebalance-threshold", type=float, default=None,
                        help="re-plan when the plan's step at the measured speeds is this "
                             "fraction longer than a balanced one, in (0, 1] (default: 0.1)")
