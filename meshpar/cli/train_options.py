@@ -219,7 +219,7 @@ def add_rebalance_options(parser) -> None:
     """``--rebalance``, ``--elastic`` and their settings (with ``--cluster``)."""
     group = parser.add_argument_group("re-balancing (with --cluster; docs/rebalance.md)")
     group.add_argument("--rebalance", action="store_true",
-                       help="measure each worker's speed while training (one traced step in "
+                       help="measure each worker's speed while training (after one step in "
                             "--rebalance-every) and re-plan the split when it drifts")
     group.add_argument("--rebalance-every", type=int, default=None,
                        help="measure the workers after one step in N (probe or trace); "
