@@ -28,9 +28,10 @@ from meshpar.runtime.client import parse_worker_device
 __all__ = ["worker_work", "speeds_from_busy", "imbalance", "SpeedMonitor", "probe_ops",
            "probe_seconds", "PROBE_SIZE", "PROBE_ROUNDS"]
 
-# The probe: a chain of PROBE_ROUNDS matmuls of PROBE_SIZE^2 matrices (~0.13
-# GFLOP, ~5-10 ms of one core), long against a 10 ms CPU-quota period so a
-# throttled worker's holds fall inside it.
+# The probe: a chain of PROBE_ROUNDS matmuls of PROBE_SIZE^2 matrices (~0.54
+# GFLOP, ~20 ms of one core), long against a 10 ms CPU-quota period so a
+# throttled worker's holds fall inside it (4 rounds often fit in one period's
+# allowance and measured full speed).
 PROBE_SIZE = 256
 PROBE_ROUNDS = 16
 _PROBE_SCOPE = "meshpar_speed_probe_"

@@ -141,9 +141,7 @@ def _worker_devices(mesh: MeshSpec) -> Dict[int, str]:
 
 
 def _task_devices(mesh: MeshSpec) -> List[int]:
-    from meshpar.runtime.client import parse_worker_device
-
-    return sorted({parse_worker_device(d)[0] for d in mesh.devices})
+    return sorted(_worker_devices(mesh))
 
 
 def replan(description, speeds: Dict[int, float], batch: int, method: str = "proportional",
