@@ -37,7 +37,7 @@ from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
-from meshpar.planning.cost_model import LOSS_ELEMS, CostModel
+from meshpar.planning.cost_model import LOSS_ELEMS, CostModel, ring_allreduce_seconds
 
 
 def constant_speeds(cost: CostModel) -> Optional[np.ndarray]:
@@ -268,7 +268,7 @@ def _row_per_sample(cost, prog, speed, split, frac, M, unit, dim_vars):
                     prog.add(_plus({mu: -1.0}, v), lo=-k)
                 comm_const += gathered / bw
                 comm_lin[mu] = comm_lin.get(mu, 0.0) - gathered / bw
-            comm_const += 2.0 * (M - 1) / M * reduced / bw
+            comm_const += ring_allreduce_seconds(reduced, M, bw, 0.0)  # latency: lat_total
             count = int(cost.comm_kind[l] > 0) + int(cost.backward_allreduce[l] > 0) \
                 + int(cost.backward_allconcat[l] > 0)
             lat_total += count * (M - 1) * lat
