@@ -33,7 +33,7 @@ COMMAND_MODULES = (
 EPILOG = """examples:
   meshpar demo                                   uneven split of a conv net on an emulated mesh
   meshpar plan --speeds 1.0,0.5,0.3,0.2 --model resattnet3d-small --batch 8 --method ga
-  meshpar data synth --out phantoms --n 200      write a synthetic NIfTI dataset
+  meshpar data synth --out phantoms --n 400      write a synthetic NIfTI dataset
   meshpar train --synthetic --model resattnet3d-small --speeds 0.9,0.3 --steps 50
 """
 

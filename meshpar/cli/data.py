@@ -1,6 +1,6 @@
 """``meshpar data``: write a synthetic NIfTI dataset, or check one.
 
-    meshpar data synth --out phantoms --n 200 [--shape 32,32,32] [--seed 0] [--ad-fraction 0.5]
+    meshpar data synth --out phantoms --n 400 [--shape 32,32,32] [--seed 0] [--ad-fraction 0.5]
     meshpar data check phantoms [--labels NC,AD] [--shape 32,32,32] [--content]
 """
 from __future__ import annotations
@@ -37,7 +37,7 @@ def _fraction(text: str) -> float:
 
 
 EPILOG = """examples:
-  meshpar data synth --out phantoms --n 200      200 phantoms, half NC and half AD
+  meshpar data synth --out phantoms --n 400      400 phantoms, half NC and half AD
   meshpar data check phantoms --content          validate labels.csv and every file
 """
 
@@ -53,10 +53,10 @@ def register(subparsers) -> None:
                            description="Write brain-like synthetic subjects (one label per diagnostic "
                                        "group) as .nii.gz files with labels.csv.",
                            epilog="example:\n"
-                                  "  meshpar data synth --out phantoms --n 200 --shape 32,32,32\n",
+                                  "  meshpar data synth --out phantoms --n 400 --shape 32,32,32\n",
                            formatter_class=argparse.RawDescriptionHelpFormatter)
     synth.add_argument("--out", required=True, help="dataset directory to create")
-    synth.add_argument("--n", type=int, default=200, help="number of subjects (default 200)")
+    synth.add_argument("--n", type=int, default=400, help="number of subjects (default 400)")
     synth.add_argument("--shape", type=_ints, default=(32, 32, 32), help="voxel grid, e.g. 32,32,32 (default)")
     synth.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     synth.add_argument("--labels", type=_names, default=("NC", "AD"),

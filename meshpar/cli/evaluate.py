@@ -55,7 +55,7 @@ def register(subparsers) -> None:
     parser.add_argument("--phantoms", choices=["geometric", "template"], default="geometric",
                         help="template: built on the MNI152 template (needs nilearn, "
                              "`pip install meshpar[template]`) (default: %(default)s)")
-    parser.add_argument("--n", type=int, default=128, help="phantoms per task and seed "
+    parser.add_argument("--n", type=int, default=400, help="phantoms per task and seed "
                                                           "(default: %(default)s)")
     parser.add_argument("--seeds", type=_int_list, default=[0, 1, 2, 3, 4],
                         help="data, fold and training seeds (default: 0,1,2,3,4)")

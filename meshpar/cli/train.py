@@ -34,6 +34,8 @@ from meshpar.cli.train_options import (  # noqa: F401  (mesh_from_speeds: re-exp
     rebalance_options, recipe_params, split_request)
 
 OPTIMIZER_DEFAULT_LR = {"adam": 1e-3, "momentum": 0.01, "sgd": 0.05}
+#: ``--checkpoint-every`` when --keep-best is on and no cadence is given
+KEEP_BEST_EVERY = 50
 
 
 EPILOG = """examples:
@@ -63,15 +65,19 @@ def register(subparsers) -> None:
                         help="skip (and count) unreadable, NaN or mislabelled subjects instead "
                              "of stopping at the first one")
     parser.add_argument("--checkpoint-every", type=int, default=None,
-                        help="checkpoint every N steps (default: at the end only)")
-    parser.add_argument("--keep-best", action="store_true",
+                        help="checkpoint every N steps (default: %d when keep-best is on by "
+                             "default, else at the end only)" % KEEP_BEST_EVERY)
+    parser.add_argument("--keep-best", action=argparse.BooleanOptionalAction, default=None,
                         help="score every --checkpoint-every checkpoint on the validation set and "
                              "keep the lowest-loss one in MODEL_DIR/best (the test set and "
-                             "`meshpar predict --checkpoint best` use it)")
-    parser.add_argument("--steps", type=int, default=50,
-                        help="train until this global step (default: 50); rerunning with the "
-                             "same --model-dir resumes from its last checkpoint")
-    parser.add_argument("--batch", type=int, default=4, help="global batch size (default: 4)")
+                             "`meshpar predict --checkpoint best` use it). Default: on when "
+                             "there is a validation batch and more than one checkpoint to "
+                             "choose from, off with --rebalance, --elastic, --replay-replans")
+    parser.add_argument("--steps", type=int, default=300,
+                        help="train until this global step (default: %(default)s); rerunning "
+                             "with the same --model-dir resumes from its last checkpoint")
+    parser.add_argument("--batch", type=int, default=8,
+                        help="global batch size (default: %(default)s)")
     parser.add_argument("--model-dir", help="checkpoint directory (default: a new temporary one)")
     parser.add_argument("--optimizer", choices=sorted(OPTIMIZER_DEFAULT_LR), default="adam")
     parser.add_argument("--lr", type=float, default=None,
@@ -84,10 +90,11 @@ def register(subparsers) -> None:
                         help="input channels; C > 1 reads 4-D NIfTI files holding C co-registered "
                              "volumes, channels last (default: the model's, 1 for MRI)")
     parser.add_argument("--augment", nargs="?", const="flip,affine", default=None,
-                        help="augment the training data, seeded by --seed: flip, affine or "
-                             "flip,affine (the value when the flag is given alone)")
-    parser.add_argument("--n-synthetic", type=int, default=64,
-                        help="subjects written by --synthetic (default: 64)")
+                        help="augment the training volumes, seeded by --seed: flip, affine, "
+                             "flip,affine (the flag alone) or none (default: flip; "
+                             "docs/accuracy.md measured affine hurting). NIfTI data only")
+    parser.add_argument("--n-synthetic", type=int, default=400,
+                        help="subjects written by --synthetic (default: %(default)s)")
     parser.add_argument("--val-fraction", type=float, default=0.25,
                         help="share of the non-test subjects held out for validation "
                              "(default: 0.25)")
@@ -126,12 +133,28 @@ def _check_args(args) -> None:
         raise ValueError("--val-fraction must be in [0, 1)")
     if args.checkpoint_every is not None and args.checkpoint_every < 1:
         raise ValueError("--checkpoint-every must be >= 1")
-    if args.keep_best and args.checkpoint_every is None:
-        raise ValueError("--keep-best scores the checkpoints of --checkpoint-every N: give N")
     if args.worker_times_every < 0:
         raise ValueError("--worker-times-every must be >= 0")
     check_mesh_args(args)
     args.rebalance_options = rebalance_options(args)
+    _resolve_keep_best(args)
+
+
+def _resolve_keep_best(args) -> None:
+    """--keep-best unset: on when there are several checkpoints to choose from (the
+    --checkpoint-every cadence, default KEEP_BEST_EVERY, below --steps) and the run
+    does not re-plan; whether a validation batch exists is known later
+    (``args.keep_best_auto`` lets that case turn it off without a warning)."""
+    args.keep_best_auto = args.keep_best is None
+    if args.keep_best and args.checkpoint_every is None:
+        raise ValueError("--keep-best scores the checkpoints of --checkpoint-every N: give N "
+                         f"(without the flag, keep-best is on by default every {KEEP_BEST_EVERY})")
+    if args.keep_best_auto:
+        every = args.checkpoint_every or KEEP_BEST_EVERY
+        args.keep_best = args.rebalance_options is None and args.steps > every
+    args.checkpoint_every_auto = bool(args.keep_best and args.checkpoint_every is None)
+    if args.checkpoint_every_auto:
+        args.checkpoint_every = KEEP_BEST_EVERY
 
 
 def run(args) -> int:
@@ -151,6 +174,13 @@ def run(args) -> int:
     with tempfile.TemporaryDirectory(prefix="meshpar-train-") as scratch:
         model_dir = args.model_dir or os.path.join(scratch, "model")
         data = _prepare_data(args, spec, scratch, model_dir)
+        if args.keep_best and data["eval_fn"] is None:
+            if not args.keep_best_auto:
+                print("keep-best: no validation batch (fewer validation subjects than --batch); "
+                      "keeping the last checkpoint", file=sys.stderr)
+            args.keep_best = False
+            if args.checkpoint_every_auto:
+                args.checkpoint_every = None
         params = recipe_params(args, data.get("class_counts"))
         if client is not None:
             for key in ("train_fn", "eval_fn"):
@@ -183,7 +213,8 @@ def _prepare_data(args, spec, scratch, model_dir) -> dict:
     if spec.module is models.vgg_cifar:
         if args.data:
             raise ValueError(f"{spec.name} trains on --synthetic images only")
-        if args.folds is not None or args.test_fraction is not None or args.augment:
+        if (args.folds is not None or args.test_fraction is not None
+                or augmentations(args.augment) and args.augment is not None):  # not "none"
             raise ValueError(f"{spec.name}'s synthetic images have no people to fold or "
                              "volumes to augment: --folds/--test-fraction/--augment need NIfTI")
         train_fn, eval_fn = inputs.synthetic_image_fns(
@@ -287,13 +318,10 @@ def _train(args, spec, lr, params, mesh_kwargs, model_dir, data, client=None,
     rebalanced = None  # with --rebalance/--elastic: replans, samples, monitor overhead
     started = time.perf_counter()
     try:
-        if args.keep_best and data["eval_fn"] is not None:
+        if args.keep_best:
             scores = train_keeping_best(est, data["train_fn"], data["eval_fn"], args.steps,
                                         args.checkpoint_every, hooks, guard)
         else:
-            if args.keep_best:
-                print("keep-best: no validation batch (fewer validation subjects than --batch); "
-                      "keeping the last checkpoint", file=sys.stderr)
             if args.rebalance_options is not None:
                 rebalanced, est = _train_rebalancing(args, spec, lr, params, model_fn,
                                                      model_dir, data, client, hooks, scratch)

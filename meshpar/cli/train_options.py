@@ -59,23 +59,30 @@ def add_recipe_options(parser) -> None:
                              "frequency in the training set) or one weight per class, e.g. 1,2")
     parser.add_argument("--focal-gamma", type=float, default=2.0,
                         help="focusing exponent of --loss focal (default: %(default)s)")
-    parser.add_argument("--lr-schedule", choices=sorted(SCHEDULES), default="constant",
+    parser.add_argument("--lr-schedule", choices=sorted(SCHEDULES), default="cosine",
                         help="learning rate over the steps: constant, cosine (to --lr-min at "
                              "--steps) or step (times --lr-decay-rate every --lr-decay-steps); "
-                             "all after --lr-warmup-steps of linear warm-up")
-    parser.add_argument("--lr-warmup-steps", type=int, default=0,
-                        help="linear learning-rate warm-up over the first N steps (default: 0)")
+                             "all after --lr-warmup-steps of linear warm-up (default: cosine)")
+    parser.add_argument("--lr-warmup-steps", type=int, default=None,
+                        help="linear learning-rate warm-up over the first N steps (default: "
+                             "10%% of --steps)")
     parser.add_argument("--lr-decay-steps", type=int, default=None,
                         help="step schedule: decay every N steps")
     parser.add_argument("--lr-decay-rate", type=float, default=0.1,
                         help="step schedule: factor per decay (default: %(default)s)")
     parser.add_argument("--lr-min", type=float, default=0.0,
                         help="cosine schedule: final learning rate (default: 0)")
-    parser.add_argument("--weight-decay", type=float, default=0.0,
+    parser.add_argument("--weight-decay", type=float, default=1e-3,
                         help="decoupled weight decay (AdamW-style) of kernels, not biases or "
-                             "batch-norm parameters (default: 0)")
+                             "batch-norm parameters (default: %(default)g)")
     parser.add_argument("--clip-norm", type=float, default=None,
                         help="clip gradients to this global norm (default: no clipping)")
+
+
+def lr_warmup_steps(args) -> int:
+    """``--lr-warmup-steps``, by default a tenth of ``--steps`` (30 of the default 300:
+    the recipe docs/accuracy.md measured)."""
+    return args.steps // 10 if args.lr_warmup_steps is None else args.lr_warmup_steps
 
 
 def recipe_params(args, class_counts=None) -> dict:
@@ -85,7 +92,7 @@ def recipe_params(args, class_counts=None) -> dict:
     the training subjects' ``class_counts``.
     """
     params = {"loss": args.loss, "lr_schedule": args.lr_schedule,
-              "warmup_steps": args.lr_warmup_steps, "total_steps": args.steps,
+              "warmup_steps": lr_warmup_steps(args), "total_steps": args.steps,
               "decay_rate": args.lr_decay_rate, "min_lr": args.lr_min,
               "weight_decay": args.weight_decay, "clip_norm": args.clip_norm}
     if args.lr_decay_steps is not None:
@@ -201,9 +208,16 @@ def split_request(args) -> dict:
                 test_fraction=args.test_fraction)
 
 
+#: ``--augment``'s default for NIfTI volumes (affine collapsed training: docs/accuracy.md)
+DEFAULT_AUGMENT = "flip"
+
+
 def augmentations(text) -> tuple:
-    """``--augment`` value -> the augmentation names (``()`` when off)."""
+    """``--augment`` value -> the augmentation names (``()`` for ``none``; None means
+    :data:`DEFAULT_AUGMENT`)."""
     if text is None:
+        text = DEFAULT_AUGMENT
+    if text.strip().lower() == "none":
         return ()
     from meshpar.data.transforms import AUGMENTATIONS
 
@@ -269,7 +283,7 @@ def rebalance_options(args):
         raise ValueError(f"{', '.join(tuned)} go(es) with --rebalance or --elastic")
     if args.mesh_impl != "meshpar":
         raise ValueError(f"{flag} re-plans uneven splits: use --mesh-impl meshpar")
-    if getattr(args, "keep_best", False):
+    if getattr(args, "keep_best", None):
         raise ValueError(f"{flag} and --keep-best are not combined; drop one")
     from meshpar.training.rebalance import RebalanceOptions
 
