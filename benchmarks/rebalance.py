@@ -142,14 +142,19 @@ def profile_workers(args, work) -> str:
     return path
 
 
+def _every(args) -> list:
+    """The sampling flags: meshpar train's defaults unless --every/--trigger say."""
+    return ((["--rebalance-every", str(args.every)] if args.every else [])
+            + (["--rebalance-trigger", str(args.trigger)] if args.trigger is not None else []))
+
+
 def scenario_drop(args, work) -> dict:
     runs = {}
-    variants = [("rebalance", ["--rebalance", "--rebalance-every", str(args.every)]),
+    variants = [("rebalance", ["--rebalance", *_every(args)]),
                 ("static", ["--replay-replans", os.path.join(work, "none.json")])]
     if args.profile:
         variants.append(("rebalance-profile", [
-            "--rebalance", "--rebalance-every", str(args.every),
-            "--rebalance-profile", profile_workers(args, work)]))
+            "--rebalance", *_every(args), "--rebalance-profile", profile_workers(args, work)]))
     for name, extra in variants:
         with open(os.path.join(work, "none.json"), "w", encoding="utf-8") as f:
             json.dump({"replans": []}, f)
@@ -195,7 +200,7 @@ def scenario_drop(args, work) -> dict:
 def scenario_kill(args, work) -> dict:
     with LocalCluster([0.9, 0.9], throttle=args.throttle) as cluster:
         summary = train(cluster, os.path.join(work, "kill"), args,
-                        ["--elastic", "--rebalance", "--rebalance-every", str(args.every)],
+                        ["--elastic", "--rebalance", *_every(args)],
                         args.kill_after, lambda: cluster.kill_worker(1))
     summary["_dir"] = "kill"
     lost = [r for r in summary["replans"] if r["reason"] == "lost worker"]
@@ -245,7 +250,10 @@ def main() -> int:
                         help="mesh of the two workers (default: data parallel, batch:2)")
     parser.add_argument("--steps", type=int, default=80)
     parser.add_argument("--batch", type=int, default=8)
-    parser.add_argument("--every", type=int, default=10)
+    parser.add_argument("--every", type=int, default=None,
+                        help="--rebalance-every of the runs (default: meshpar train's)")
+    parser.add_argument("--trigger", type=float, default=None,
+                        help="--rebalance-trigger of the runs (default: meshpar train's)")
     parser.add_argument("--checkpoint-every", type=int, default=10)
     parser.add_argument("--drop-at", type=int, default=20)
     parser.add_argument("--kill-after", type=int, default=20)

@@ -237,3 +237,48 @@ def test_auto_measures_by_probe_only_on_devices_of_one_type(measure, devices, pr
     from meshpar.training.rebalance import _probes
 
     assert _probes(measure, NS(devices=devices)) is probes
+
+
+def test_the_step_time_trigger_fires_once_per_level_change_and_not_on_one_odd_step():
+    from meshpar.training.live_speeds import StepTimeTrigger
+
+    trigger = StepTimeTrigger(window=5, threshold=0.15)
+    times = [0.1] * 10 + [0.5] + [0.1] * 10 + [0.25] * 12 + [0.1] * 12
+    fired = [i for i, t in enumerate(times) if trigger.observe(t)]
+    # the one 0.5 s step (a checkpoint) moves no median; each level change fires
+    # once, within window // 2 + 1 steps, then the new level is the baseline
+    assert fired == [23, 35]
+
+
+def test_a_monitor_samples_a_burst_of_steps_when_the_step_time_moves(monkeypatch):
+    """Regular samples one in ``every``; when the step time doubles, the next
+    ``burst`` steps are sampled too."""
+    from types import SimpleNamespace as NS
+
+    from meshpar.training import live_speeds
+    from meshpar.training.live_speeds import SpeedMonitor, StepTimeTrigger
+
+    sampled = []
+    monitor = SpeedMonitor(every=20, on_sample=lambda step, busy: sampled.append(step) and False,
+                           warmup=0, trigger=StepTimeTrigger(window=3, threshold=0.2), burst=2)
+    monitor._first, clock = 0, [0.0]
+    monkeypatch.setattr(live_speeds.time, "perf_counter", lambda: clock[0])
+    metadata = NS(step_stats=NS(dev_stats=[]))
+    for step in range(1, 61):
+        monitor.before_run(None)
+        clock[0] += 0.1 if step <= 30 else 0.2
+        monitor.after_run(NS(request_stop=lambda: None), NS(run_metadata=metadata))
+    assert monitor.triggers == [32]
+    assert sampled == [20, 33, 34, 40, 60]
+
+
+def test_a_profile_of_another_model_or_other_workers_is_refused_when_the_run_starts():
+    from meshpar.models import describe_model
+    from meshpar.training.rebalance import check_profile
+
+    description = describe_model("resattnet3d-small")
+    check_profile(_step_profile([1.0, 0.5]), description, 8, [0, 1])
+    with pytest.raises(ValueError, match="measured on model 'vgg-cifar'"):
+        check_profile(_step_profile([1.0, 0.5], model="vgg-cifar"), description, 8, [0, 1])
+    with pytest.raises(ValueError, match="no device of worker task.* 2"):
+        check_profile(_step_profile([1.0, 0.5]), description, 8, [0, 1, 2])

@@ -237,7 +237,11 @@ def add_rebalance_options(parser) -> None:
                             "--rebalance-every) and re-plan the split when it drifts")
     group.add_argument("--rebalance-every", type=int, default=None,
                        help="measure the workers after one step in N (probe or trace); "
-                            "with --elastic, probe lost workers as often (default: 10)")
+                            "with --elastic, probe lost workers as often (default: 50)")
+    group.add_argument("--rebalance-trigger", type=float, default=None,
+                       help="also measure at once (--rebalance-patience steps in a row) when "
+                            "the median step time moves by more than this fraction, in "
+                            "[0, 1); 0: only every N steps (default: 0.15)")
     group.add_argument("--rebalance-threshold", type=float, default=None,
                        help="re-plan when the plan's step at the measured speeds is this "
                             "fraction longer than a balanced one, in (0, 1] (default: 0.1)")
@@ -269,36 +273,35 @@ def rebalance_options(args):
     """The :class:`~meshpar.training.rebalance.RebalanceOptions` of the flags, or None
     when neither --rebalance, --elastic nor --replay-replans is given (ValueError for
     bad values or a missing --cluster)."""
-    tuned = [f"--rebalance-{k}"
-             for k in ("every", "threshold", "patience", "method", "profile", "measure")
+    given = [f"--rebalance-{k}"
+             for k in ("every", "trigger", "threshold", "patience", "method", "profile",
+                       "measure")
              if getattr(args, f"rebalance_{k}") is not None]
     if not (args.rebalance or args.elastic or args.replay_replans):
-        if tuned:
-            raise ValueError(f"{', '.join(tuned)} go(es) with --rebalance or --elastic")
+        if given:
+            raise ValueError(f"{', '.join(given)} go(es) with --rebalance or --elastic")
         return None
     flag = "--rebalance" if args.rebalance else "--elastic" if args.elastic else "--replay-replans"
     if not args.cluster:
         raise ValueError(f"{flag} needs --cluster (the workers it measures and re-plans over)")
-    if tuned and not (args.rebalance or args.elastic):
-        raise ValueError(f"{', '.join(tuned)} go(es) with --rebalance or --elastic")
+    if given and not (args.rebalance or args.elastic):
+        raise ValueError(f"{', '.join(given)} go(es) with --rebalance or --elastic")
     if args.mesh_impl != "meshpar":
         raise ValueError(f"{flag} re-plans uneven splits: use --mesh-impl meshpar")
     if getattr(args, "keep_best", None):
         raise ValueError(f"{flag} and --keep-best are not combined; drop one")
     from meshpar.training.rebalance import RebalanceOptions
 
-    every, threshold = args.rebalance_every, args.rebalance_threshold
-    patience, method = args.rebalance_patience, args.rebalance_method
-    profile = None
+    # flags not given keep RebalanceOptions' defaults (one place for them)
+    tuned = {k: getattr(args, f"rebalance_{k}")
+             for k in ("every", "trigger", "threshold", "patience", "method", "measure")
+             if getattr(args, f"rebalance_{k}") is not None}
     if args.rebalance_profile:
         from meshpar.planning.cluster import ClusterSpec
 
-        profile = ClusterSpec.load(args.rebalance_profile)
+        tuned["profile"] = ClusterSpec.load(args.rebalance_profile)
     try:
-        return RebalanceOptions(
-            rebalance=bool(args.rebalance), elastic=bool(args.elastic),
-            every=10 if every is None else every, threshold=0.1 if threshold is None else threshold,
-            patience=3 if patience is None else patience, method=method or "proportional",
-            profile=profile, measure=args.rebalance_measure or "auto")
+        return RebalanceOptions(rebalance=bool(args.rebalance), elastic=bool(args.elastic),
+                                **tuned)
     except ValueError as err:
         raise ValueError(f"--{str(err).replace(' ', '-', 1)}") from None

@@ -25,8 +25,8 @@ import tensorflow.compat.v1 as tf
 
 from meshpar.runtime.client import parse_worker_device
 
-__all__ = ["worker_work", "speeds_from_busy", "imbalance", "SpeedMonitor", "probe_ops",
-           "probe_seconds", "PROBE_SIZE", "PROBE_ROUNDS"]
+__all__ = ["worker_work", "speeds_from_busy", "imbalance", "SpeedMonitor", "StepTimeTrigger",
+           "probe_ops", "probe_seconds", "PROBE_SIZE", "PROBE_ROUNDS"]
 
 # The probe: a chain of PROBE_ROUNDS matmuls of PROBE_SIZE^2 matrices (~0.54
 # GFLOP, ~20 ms of one core), long against a 10 ms CPU-quota period so a
@@ -123,6 +123,42 @@ def imbalance(work: Dict[int, float], speeds: Dict[int, float]) -> float:
     return float(step / balanced)
 
 
+class StepTimeTrigger:
+    """Says when the step time has moved: the median of the last ``window`` step
+    times against a baseline (the median of the first ``window`` steps seen, or
+    of the first ``window`` after the last trigger), relative change beyond
+    ``threshold``. Step times cost nothing to measure, so a worker's slow-down
+    is noticed within a few steps while the measurement that says *which*
+    worker changed (a probe or a traced step) runs rarely.
+
+    >>> t = StepTimeTrigger(window=3, threshold=0.2)
+    >>> [t.observe(s) for s in (1.0, 1.0, 1.0, 1.1, 2.0, 2.0)]
+    [False, False, False, False, False, True]
+    """
+
+    def __init__(self, window: int = 5, threshold: float = 0.15):
+        if window < 1 or not threshold > 0:
+            raise ValueError(f"step-time trigger: window >= 1 and threshold > 0, got "
+                             f"{window}, {threshold}")
+        self.window, self.threshold = int(window), float(threshold)
+        self._recent: list = []
+        self._baseline: Optional[float] = None
+
+    def observe(self, seconds: float) -> bool:
+        """One untraced step's time; True when the level moved (then re-baselines)."""
+        self._recent = (self._recent + [float(seconds)])[-self.window:]
+        if len(self._recent) < self.window:
+            return False
+        level = float(np.median(self._recent))
+        if self._baseline is None:
+            self._baseline = level
+            return False
+        if abs(level / self._baseline - 1.0) <= self.threshold:
+            return False
+        self._baseline, self._recent = None, []
+        return True
+
+
 class SpeedMonitor(tf.estimator.SessionRunHook):
     """Times every training step and traces one in ``every`` (counted in this
     segment, the first after ``warmup`` steps) to measure each worker's busy
@@ -133,13 +169,21 @@ class SpeedMonitor(tf.estimator.SessionRunHook):
     after that step (its checkpoint is written by the estimator's saver).
     ``on_step(global_step)``, if given, is called after every step; True stops
     too. ``trace=False`` times steps only (no tracing).
+
+    ``trigger``: a :class:`StepTimeTrigger`; when it fires, the next ``burst``
+    steps are all sampled (so a change is measured ``burst`` times within a
+    few steps, while the regular samples stay one in ``every``).
     """
 
     def __init__(self, every: int, on_sample: Callable, on_step: Optional[Callable] = None,
-                 warmup: int = 3, trace: bool = True, probe: Optional[Dict[int, str]] = None):
+                 warmup: int = 3, trace: bool = True, probe: Optional[Dict[int, str]] = None,
+                 trigger: Optional[StepTimeTrigger] = None, burst: int = 3):
         if every < 1:
             raise ValueError(f"re-balancing samples every N steps: N must be >= 1, got {every}")
         self.every, self.warmup, self.trace = int(every), int(warmup), bool(trace)
+        self.trigger, self.burst = trigger, int(burst)
+        self._burst_left = 0
+        self.triggers = []  # global steps at which the step time moved
         self.probe_devices = dict(probe) if probe else None
         self._probes = None
         self.on_sample, self.on_step = on_sample, on_step
@@ -161,7 +205,7 @@ class SpeedMonitor(tf.estimator.SessionRunHook):
 
     def _traces_now(self) -> bool:
         k = self._seen - self.warmup
-        return self.trace and k > 0 and k % self.every == 0
+        return self.trace and k > 0 and (k % self.every == 0 or self._burst_left > 0)
 
     def after_create_session(self, session, coord):
         """The step this segment starts from (a variable read in the training
@@ -186,6 +230,12 @@ class SpeedMonitor(tf.estimator.SessionRunHook):
         seconds = end - self._started
         step = self._first + self._seen
         self.steps.append((step, end, seconds, self._traced))
+        if self._traced:
+            self._burst_left = max(0, self._burst_left - 1)
+        elif (self.trace and self.trigger is not None and self._seen > self.warmup
+              and self.trigger.observe(seconds)):
+            self._burst_left = self.burst
+            self.triggers.append(step)
         stop = False
         if self._traced and self._probes is not None:
             # after the step (its time is recorded above): the probes alone

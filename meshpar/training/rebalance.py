@@ -56,8 +56,10 @@ MEASURES = ("auto", "trace", "probe")
 class RebalanceOptions:
     """How a run re-balances.
 
-    ``rebalance``: measure and re-plan on drift; ``every``: trace one step in
-    N; ``threshold``: re-plan when the plan's step at the measured speeds is
+    ``rebalance``: measure and re-plan on drift; ``every``: measure after one
+    step in N; ``trigger``: also measure ``patience`` steps in a row as soon as
+    the median step time moves by more than this fraction (0: off; see
+    :class:`~meshpar.training.live_speeds.StepTimeTrigger`); ``threshold``: re-plan when the plan's step at the measured speeds is
     more than this fraction longer than a balanced step (and the new plan is
     predicted to gain at least as much); ``patience``: at the median speeds of
     that many last samples; ``method``: the planner; ``elastic``: survive lost workers;
@@ -68,7 +70,8 @@ class RebalanceOptions:
     """
 
     rebalance: bool = True
-    every: int = 10
+    every: int = 50
+    trigger: float = 0.15
     threshold: float = 0.10
     patience: int = 3
     method: str = "proportional"
@@ -82,6 +85,8 @@ class RebalanceOptions:
 
         if not isinstance(self.every, int) or self.every < 1:
             raise ValueError(f"rebalance every: need an integer >= 1 steps, got {self.every!r}")
+        if not 0.0 <= float(self.trigger) < 1.0:
+            raise ValueError(f"rebalance trigger must be in [0, 1), got {self.trigger!r}")
         if not 0.0 < float(self.threshold) <= 1.0:
             raise ValueError(f"rebalance threshold must be in (0, 1], got {self.threshold!r}")
         if not isinstance(self.patience, int) or self.patience < 1:
@@ -211,6 +216,16 @@ def scaled_profile(profile, speeds: Dict[int, float], description=None, batch: i
             extra["split_overhead"] = dict(overhead)
     return ClusterSpec(devices, bandwidth=profile.bandwidth, latency=profile.latency,
                        extra=extra)
+
+
+def check_profile(profile, description, batch: int, tasks: Sequence[int]) -> None:
+    """ValueError (one line) unless ``profile`` can re-plan this run: measured on
+    this model (when it is a model-step profile) and naming every worker task
+    of the mesh. Checked when the run starts, not at its first re-plan."""
+    from meshpar.planning.cost_model import CostModel
+
+    CostModel(description, profile, batch)  # refuses a profile of another model
+    scaled_profile(profile, {t: 1.0 for t in tasks})  # refuses missing tasks
 
 
 def _shape_of(mesh: MeshSpec) -> tuple:
@@ -390,10 +405,12 @@ def train_rebalancing(build: Callable, train_fn: Callable, max_steps: int, mesh:
     "monitor", "abandoned_threads", "step_times"}``.
     """
     from meshpar.training.inputs import checkpoint_step
-    from meshpar.training.live_speeds import SpeedMonitor
+    from meshpar.training.live_speeds import SpeedMonitor, StepTimeTrigger
 
     if client is None:
         raise ValueError("re-balancing and elastic training need a cluster (--cluster)")
+    if options.profile is not None:
+        check_profile(options.profile, description, batch, _task_devices(mesh))
     layout_of = layout_of or (lambda m: m.layout)
     run = _Run(mesh, client, description, batch, options, layout_of, log)
     pending = sorted(schedule, key=lambda item: item[0])
@@ -411,7 +428,9 @@ def train_rebalancing(build: Callable, train_fn: Callable, max_steps: int, mesh:
         run.probing = options.rebalance and not schedule and _probes(options.measure, run.mesh)
         monitor = SpeedMonitor(options.every, run.on_sample, run.on_step,
                                trace=options.rebalance and not schedule,
-                               probe=_worker_devices(run.mesh) if run.probing else None)
+                               probe=_worker_devices(run.mesh) if run.probing else None,
+                               trigger=StepTimeTrigger(threshold=options.trigger)
+                               if options.trigger else None, burst=options.patience)
         monitors.append(monitor)
         down, thread = _run_segment(
             lambda: est.train(train_fn, max_steps=target, hooks=[*hooks, monitor]),
@@ -451,6 +470,7 @@ def _result(run: _Run, monitors: list, abandoned: list) -> dict:
     overhead = sum(f * w for f, w in shares) / weight if weight else None
     return {"replans": run.replans, "samples": run.samples,
             "monitor": {"traced_steps": traced, "overhead_fraction": overhead,
-                        "every": run.options.every},
+                        "every": run.options.every, "trigger": run.options.trigger,
+                        "triggered_at_steps": [s for m in monitors for s in m.triggers]},
             "abandoned_threads": len([t for t in abandoned if t.is_alive()]),
             "step_times": [[s, sec] for s, _, sec, _ in steps]}
