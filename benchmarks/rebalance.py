@@ -194,7 +194,10 @@ def scenario_drop(args, work) -> dict:
                 for k, w in windows.items()},
             "steps_run": {k: steps_run(v) for k, v in runs.items()},
             "replay_equality": replay(reb, os.path.join(work, "drop-replay"), args,
-                                      [0.9, 0.9])}
+                                      [0.9, 0.9]),
+            "replay_equality_profile": replay(
+                runs["rebalance-profile"], os.path.join(work, "drop-profile-replay"), args,
+                [0.9, 0.9]) if "rebalance-profile" in runs else None}
 
 
 def scenario_kill(args, work) -> dict:
