@@ -184,3 +184,19 @@ def test_evaluate_refuses_bad_options(capsys):
     assert main(["evaluate", "--out", "x", "--data", "nowhere", "--labels", "A,B"]) == 2
     assert main(["evaluate", "--out", "x", "--labels", "A,B"]) == 2
     assert main(["evaluate", "--out", "x", "--n", "6", "--folds", "5"]) == 2
+
+
+def test_an_interrupted_cohort_is_written_again_and_a_foreign_directory_is_refused(tmp_path):
+    labels, shape = ("NC", "AD"), (16, 16, 16)
+    partial = tmp_path / "data" / "ad-nc-seed1.partial"
+    partial.mkdir(parents=True)
+    (partial / "half-written.nii.gz").write_bytes(b"cut off")
+    directory = protocol.prepare_phantoms(tmp_path, "ad-nc", labels, 1, 8, shape)
+    assert not partial.exists() and len(read_labels(directory, labels)) == 8
+    assert protocol.prepare_phantoms(tmp_path, "ad-nc", labels, 1, 8, shape) == directory
+    mine = tmp_path / "data" / "ad-nc-seed2"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me")
+    with pytest.raises(ValueError, match="not empty"):
+        protocol.prepare_phantoms(tmp_path, "ad-nc", labels, 2, 8, shape)
+    assert (mine / "notes.txt").read_text() == "keep me"

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -108,7 +109,17 @@ def prepare_phantoms(out_dir, task: str, labels: Sequence[str], seed: int, n: in
         from meshpar.data.template_phantoms import write_dataset
     else:
         raise ValueError(f"phantoms must be 'geometric' or 'template', got {kind!r}")
-    write_dataset(directory, n, shape=tuple(shape), seed=seed, label_set=tuple(labels))
+    # Written aside and renamed when complete: an interrupted protocol leaves a
+    # ``.partial`` directory (its own scratch, redone on the next call), never
+    # a half cohort under the real name that the next call would have to refuse.
+    if directory.exists() and any(directory.iterdir()):
+        raise ValueError(f"{directory} is not empty and holds no phantom cohort; refusing to "
+                         "overwrite it: use a new output directory")
+    partial = directory.with_name(directory.name + ".partial")
+    if partial.exists():
+        shutil.rmtree(partial)
+    write_dataset(partial, n, shape=tuple(shape), seed=seed, label_set=tuple(labels))
+    os.replace(partial, directory)
     return directory
 
 
