@@ -10,6 +10,7 @@ from __future__ import annotations
 import heapq
 import math
 
+from meshpar.core.graph_collectives import add_collectives
 from meshpar.planning.description import Layer, ModelDescription
 
 
@@ -90,6 +91,11 @@ def describe_mtf_graph(graph, name: str, batch_dim: str = "batch",
     A dimension that is only reduced (``reduce_sum``, a loss) or reaches the
     output (the class dimension of logits) gives no split
     (``split_dim=None``, ``comm=None``), as in the hand-written tables.
+
+    **Backward and batch-axis collectives.** ``backward_allreduce_elems``,
+    ``backward_allconcat_elems`` and ``batch_allreduce_elems`` are read from
+    the forward operations by :func:`meshpar.core.graph_collectives.add_collectives`
+    (the rules are in its module docstring).
     """
     import meshpar  # noqa: F401  (mesh_tensorflow import shim)
     import mesh_tensorflow as mtf
@@ -101,7 +107,7 @@ def describe_mtf_graph(graph, name: str, batch_dim: str = "batch",
     walk = _GraphWalk(ops, batch_dim, batch, mtf)
     if not walk.layers:
         raise ValueError(f"model {name!r}: no convolution or contracting einsum in the graph")
-    rows = [walk.row(op) for op in walk.layers]
+    rows = add_collectives(walk, [walk.row(op) for op in walk.layers])
     return ModelDescription(name=name, layers=tuple(rows), batch_dim=batch_dim,
                             input_elems=rows[0].in_elems, dtype_bytes=int(dtype_bytes))
 
