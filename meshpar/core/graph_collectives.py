@@ -28,7 +28,9 @@ lowering runs when a dimension is laid out (docs/cost_model.md's table):
 
 Only inputs that need a gradient count: computed from a trainable variable,
 not through ``stop_gradient``, by an operation the loss (an unconsumed
-output) depends on. Weights are left out: their gradients are the parameter
+output) depends on. The model-axis rules count per-sample tensors (with the
+batch dimension) only: a per-step one gathered or all-reduced over ``model``
+has no field. Weights are left out: their gradients are the parameter
 all-reduce the cost model prices from ``params``. A collective goes to a row
 split on the dimension that causes it (the operation's own row, else its
 owning layer's, else the first such row), since the cost model prices it when
@@ -57,12 +59,12 @@ def add_collectives(walk, rows: list) -> list:
     fields = [[0.0, 0.0, 0.0] for _ in rows]  # allreduce, allconcat, batch
     place = _Placement(walk, rows)
     for op in walk.ops:
-        acts = [t for t in walk.activations(op) if grads.get(t)]
+        acts = [t for t in walk.activations(op) if grads.get(t)] if to_loss.get(op) else []
         if isinstance(op, mtf.ReshapeOperation):
-            for x in acts:
+            for x in (t for t in acts if walk.batch_dim in _dims(t)):  # per sample
                 for d in (_dims(op.outputs[0]) - _dims(x)) & split_dims:
                     fields[place.on_dim(d, op)][1] += walk.per_sample(x)
-        elif to_loss.get(op):
+        else:
             around = set().union(*(_dims(t) for t in list(op.inputs) + list(op.outputs)))
             for x in acts:
                 missing = around - _dims(x)
