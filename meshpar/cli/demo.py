@@ -148,6 +148,9 @@ def train_on_plan(plan, steps: int, subjects: int, batch: int) -> int:
         return cli_main(["train", "--synthetic", "--model", "resattnet3d-small", "--plan", path,
                          "--steps", str(steps), "--batch", str(batch),
                          "--n-synthetic", str(subjects), "--lr", "1e-3", "--threads", "2",
+                         # one build of the mesh's graph: keep-best's chunks each rebuild it
+                         # (a demo of the split, not of the recipe; measured 56 s instead of 139 s)
+                         "--no-keep-best",
                          "--model-dir", os.path.join(tmp, "model")])
 
 
