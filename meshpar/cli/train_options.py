@@ -237,11 +237,11 @@ def add_rebalance_options(parser) -> None:
                             "--rebalance-every) and re-plan the split when it drifts")
     group.add_argument("--rebalance-every", type=int, default=None,
                        help="measure the workers after one step in N (probe or trace); "
-                            "with --elastic, probe lost workers as often (default: 50)")
+                            "with --elastic, probe lost workers as often (default: 10)")
     group.add_argument("--rebalance-trigger", type=float, default=None,
                        help="also measure at once (--rebalance-patience steps in a row) when "
                             "the median step time moves by more than this fraction, in "
-                            "[0, 1); 0: only every N steps (default: 0.15)")
+                            "[0, 1); 0: only every N steps (default: 0, off)")
     group.add_argument("--rebalance-threshold", type=float, default=None,
                        help="re-plan when the plan's step at the measured speeds is this "
                             "fraction longer than a balanced one, in (0, 1] (default: 0.1)")

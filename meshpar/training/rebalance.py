@@ -70,8 +70,8 @@ class RebalanceOptions:
     """
 
     rebalance: bool = True
-    every: int = 50
-    trigger: float = 0.15
+    every: int = 10
+    trigger: float = 0.0  # opt-in: at 0.15 it fired on noise here (docs/rebalance.md)
     threshold: float = 0.10
     patience: int = 3
     method: str = "proportional"
