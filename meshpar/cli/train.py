@@ -214,7 +214,7 @@ def _prepare_data(args, spec, scratch, model_dir) -> dict:
         if args.data:
             raise ValueError(f"{spec.name} trains on --synthetic images only")
         if (args.folds is not None or args.test_fraction is not None
-                or augmentations(args.augment) and args.augment is not None):  # not "none"
+                or args.augment is not None and augmentations(args.augment)):
             raise ValueError(f"{spec.name}'s synthetic images have no people to fold or "
                              "volumes to augment: --folds/--test-fraction/--augment need NIfTI")
         train_fn, eval_fn = inputs.synthetic_image_fns(
