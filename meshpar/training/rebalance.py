@@ -59,8 +59,9 @@ class RebalanceOptions:
     ``rebalance``: measure and re-plan on drift; ``every``: measure after one
     step in N; ``trigger``: also measure ``patience`` steps in a row as soon as
     the median step time moves by more than this fraction (0: off; see
-    :class:`~meshpar.training.live_speeds.StepTimeTrigger`); ``threshold``: re-plan when the plan's step at the measured speeds is
-    more than this fraction longer than a balanced step (and the new plan is
+    :class:`~meshpar.training.live_speeds.StepTimeTrigger`); ``threshold``:
+    re-plan when the plan's step at the measured speeds is more than this
+    fraction longer than a balanced step (and the new plan is
     predicted to gain at least as much); ``patience``: at the median speeds of
     that many last samples; ``method``: the planner; ``elastic``: survive lost workers;
     ``poll_seconds``: how often the workers are probed; ``profile``: the workers'
@@ -222,10 +223,9 @@ def check_profile(profile, description, batch: int, tasks: Sequence[int]) -> Non
     """ValueError (one line) unless ``profile`` can re-plan this run: measured on
     this model (when it is a model-step profile) and naming every worker task
     of the mesh. Checked when the run starts, not at its first re-plan."""
-    from meshpar.planning.cost_model import CostModel
-
-    CostModel(description, profile, batch)  # refuses a profile of another model
-    scaled_profile(profile, {t: 1.0 for t in tasks})  # refuses missing tasks
+    # the same scaling a re-plan does: refuses missing tasks, and its cost
+    # model refuses a profile of another model
+    scaled_profile(profile, {t: 1.0 for t in tasks}, description, batch)
 
 
 def _shape_of(mesh: MeshSpec) -> tuple:
