@@ -52,11 +52,14 @@ def _conv_dense_graph(train=True):
 
 def test_conv_and_dense_graph_gives_exact_per_sample_numbers():
     table = describe_mtf_graph(_conv_dense_graph(), "toy")
-    conv, dense = table.layers
+    conv, gather, dense = table.layers
     # conv: 2 * (3*3*3*5 filter) * 16 positions, + bias add and ReLU on 16*5 outputs each
     assert conv == Layer(name="conv2d", kind="conv2d", flops=2.0 * 135 * 16 + 80 + 80,
                          params=135 + 5, in_elems=48, out_elems=80,
-                         split_dim="f", split_size=5, comm="allconcat")
+                         split_dim="f", split_size=5)
+    # the rename gathers the split output: a row of its own, at the size it gathers
+    assert gather == Layer(name="reshape", kind="gather", flops=0.0, in_elems=80,
+                           out_elems=80, split_dim="f", split_size=5, comm="allconcat")
     # dense: 2 * 80 * 7, + the loss: square (7 outputs) and mean (7 inputs) per sample;
     # units is only reduced by the loss, so it is not a split
     assert dense == Layer(name="einsum", kind="dense", flops=2.0 * 80 * 7 + 7 + 7,
@@ -83,6 +86,7 @@ def test_extraction_does_not_change_the_graph():
 
 
 def test_dense_contracted_by_the_next_dense_is_an_allreduce_and_weights_may_be_derived():
+    # the all-reduce is of the contracting layer's output, on its row (split on hidden)
     graph = mtf.Graph()
     mesh = mtf.Mesh(graph, "mesh")
     batch, d_in = mtf.Dimension("batch", 4), mtf.Dimension("d_in", 6)
@@ -93,8 +97,8 @@ def test_dense_contracted_by_the_next_dense_is_an_allreduce_and_weights_may_be_d
     mtf.einsum([h, w2], output_shape=[batch, mtf.Dimension("out", 2)])
     first, second = describe_mtf_graph(graph, "mlp").layers
     assert (first.kind, first.params, first.flops) == ("dense", 18, 2.0 * 6 * 3)
-    assert (first.split_dim, first.split_size, first.comm) == ("hidden", 3, "allreduce")
-    assert (second.split_dim, second.comm) == (None, None)
+    assert (first.split_dim, first.split_size, first.comm) == ("hidden", 3, None)
+    assert (second.split_dim, second.comm, second.out_elems) == ("hidden", "allreduce", 2)
 
 
 def test_conv_transpose_counts_input_positions():
@@ -105,10 +109,11 @@ def test_conv_transpose_counts_input_positions():
     y = mtf.layers.conv2d_transpose(x, mtf.Dimension("f", 2), filter_size=(2, 2),
                                     strides=(2, 2), name="up")
     mtf.rename_dimension(y, "f", "f_all")
-    (layer,) = describe_mtf_graph(graph, "up").layers
+    layer, gather = describe_mtf_graph(graph, "up").layers
     assert layer.kind == "conv2d_transpose"
     assert layer.flops == 2.0 * (2 * 2 * 2 * 4) * 9
-    assert (layer.out_elems, layer.split_dim, layer.comm) == (6 * 6 * 2, "f", "allconcat")
+    assert (layer.out_elems, layer.split_dim) == (6 * 6 * 2, "f")
+    assert (gather.out_elems, gather.split_dim, gather.comm) == (6 * 6 * 2, "f", "allconcat")
 
 
 def test_a_graph_without_the_batch_dimension_or_layers_is_an_error():
@@ -148,8 +153,9 @@ def test_extracted_table_agrees_with_the_hand_written_describe(name):
     # ~8 ops/element vs 9, the training loss): within 1% on these models
     assert extracted.flops == pytest.approx(described.flops, rel=0.01)
     assert extracted.input_elems == described.input_elems
-    for layer in extracted.layers:  # every split needs a collective, and only those
-        assert (layer.split_dim is None) == (layer.comm is None)
+    # every split dimension has a forward collective (on a gather or contracting row)
+    assert {l.split_dim for l in extracted.layers if l.comm} == set(extracted.split_dims)
+    assert all(l.split_dim for l in extracted.layers if l.comm)
 
 
 def test_extracted_table_is_batch_size_independent_and_round_trips_as_json():

@@ -47,8 +47,9 @@ def _dims(t) -> set:
     return {d.name for d in t.shape.dims}
 
 
-def add_collectives(walk, rows: list) -> list:
-    """``rows`` (one per ``walk.layers``) with the three collective fields set."""
+def add_collectives(walk, rows: list, row_ops: list) -> list:
+    """``rows`` (``row_ops[i]`` the operation behind ``rows[i]``) with the three
+    collective fields set."""
     mtf = walk.mtf
     split_dims = {row.split_dim for row in rows if row.split_dim}
     grads = _needs_gradient(walk)
@@ -57,7 +58,7 @@ def add_collectives(walk, rows: list) -> list:
     layer_set = set(walk.layers)
     to_layer = _reaches(walk, lambda op: op in layer_set)
     fields = [[0.0, 0.0, 0.0] for _ in rows]  # allreduce, allconcat, batch
-    place = _Placement(walk, rows)
+    place = _Placement(walk, rows, row_ops)
     for op in walk.ops:
         acts = [t for t in walk.activations(op) if grads.get(t)] if to_loss.get(op) else []
         if isinstance(op, mtf.ReshapeOperation):
@@ -114,13 +115,15 @@ def _reaches(walk, is_target) -> dict:
 class _Placement:
     """Which row of the table a collective is written on."""
 
-    def __init__(self, walk, rows):
+    def __init__(self, walk, rows, row_ops):
         self.walk, self.rows = walk, rows
-        self.row_of = {op: i for i, op in enumerate(walk.layers)}
+        self.row_of = {}
+        for i, op in enumerate(row_ops):
+            self.row_of.setdefault(op, i)  # a layer's own row, not its all-reduce row
 
     def on_dim(self, dim, op) -> int:
         """A row split on ``dim``: ``op``'s own, its owner's, else the first."""
-        for cand in (op, self.walk.owner(op) if op not in self.row_of else None):
+        for cand in (op, self.walk.owner(op)):
             i = self.row_of.get(cand)
             if i is not None and self.rows[i].split_dim == dim:
                 return i

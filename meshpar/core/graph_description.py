@@ -11,6 +11,7 @@ import heapq
 import math
 
 from meshpar.core.graph_collectives import add_collectives
+from meshpar.core.graph_forward import layer_rows
 from meshpar.planning.description import Layer, ModelDescription
 
 
@@ -37,8 +38,10 @@ def describe_mtf_graph(graph, name: str, batch_dim: str = "batch",
     Returns
     -------
     ModelDescription
-        One :class:`Layer` per layer operation, in graph order, named after
-        the operation (``"net/s0b0/conv1/conv3d"``).
+        In graph order, each named after its operation: one :class:`Layer`
+        per layer operation (``"net/s0b0/conv1/conv3d"``), one per gather
+        (kind ``"gather"``), and the rows that hold a forward all-reduce or a
+        whole parameter (see **Forward collectives**).
 
     Raises
     ------
@@ -74,8 +77,10 @@ def describe_mtf_graph(graph, name: str, batch_dim: str = "batch",
     arithmetic) are per-step, not per-sample, and are left out. ``params``
     are the trainable variables behind a layer's weight operands; any other
     trainable variable read in the forward part (biases, batch-norm scale and
-    offset) goes to the layer owning its first reader. Activation elements
-    are per sample: a layer's activation operands in, its output out.
+    offset) goes to the layer owning its first reader, unless the split of
+    that layer's row does not fit the variable (**Forward collectives**).
+    Activation elements are per sample: a layer's activation operands in,
+    its output out.
 
     **Splits.** A layer *produces* the dimensions of its output that its
     activation operands lack: a convolution's output-filter dimension (the
@@ -84,13 +89,19 @@ def describe_mtf_graph(graph, name: str, batch_dim: str = "batch",
     produced dimension that (a) appears in no activation the layer's input
     is computed from (so a projection back to an existing dimension, as an
     attention output projection, is not a split) and (b) needs a collective
-    when split; ``comm`` names it, from the first operation in graph order
-    that removes the dimension on the way down: a reshape or
-    ``rename_dimension`` gives ``"allconcat"`` (the gather before the next
-    layer), an einsum or convolution contracting it gives ``"allreduce"``.
-    A dimension that is only reduced (``reduce_sum``, a loss) or reaches the
-    output (the class dimension of logits) gives no split
-    (``split_dim=None``, ``comm=None``), as in the hand-written tables.
+    when split: the first operation in graph order that removes the
+    dimension on the way down is a reshape or ``rename_dimension`` (a gather
+    before the next layer) or an einsum or convolution contracting it (an
+    all-reduce). A dimension that is only reduced (``reduce_sum``, a loss)
+    or reaches the output (the class dimension of logits) gives no split, as
+    in the hand-written tables.
+
+    **Forward collectives** are on the rows where the lowering runs them, at
+    the size of the tensor it moves (:mod:`meshpar.core.graph_forward`): a
+    row per gather (the pooled tensor, once per dimension however many
+    layers produce it), the all-reduce of a split contraction on the
+    contracting layer's row, split on the contracted dimension (the scores,
+    the logits); a producing layer's row has ``comm=None``.
 
     **Backward and batch-axis collectives.** ``backward_allreduce_elems``,
     ``backward_allconcat_elems`` and ``batch_allreduce_elems`` are read from
@@ -107,9 +118,11 @@ def describe_mtf_graph(graph, name: str, batch_dim: str = "batch",
     walk = _GraphWalk(ops, batch_dim, batch, mtf)
     if not walk.layers:
         raise ValueError(f"model {name!r}: no convolution or contracting einsum in the graph")
-    rows = add_collectives(walk, [walk.row(op) for op in walk.layers])
+    rows, row_ops = layer_rows(walk)
+    rows = add_collectives(walk, rows, row_ops)
+    first = rows[row_ops.index(walk.layers[0])]  # not a row of an operation before it
     return ModelDescription(name=name, layers=tuple(rows), batch_dim=batch_dim,
-                            input_elems=rows[0].in_elems, dtype_bytes=int(dtype_bytes))
+                            input_elems=first.in_elems, dtype_bytes=int(dtype_bytes))
 
 
 def _is_gradient_op(op) -> bool:
@@ -160,7 +173,8 @@ class _GraphWalk:
                        and batch_dim in _dim_names(op.outputs[0])]
         self.produced_by = {op: self.produced(op) for op in self.layers}
         self.extra_flops = {op: 0.0 for op in self.layers}
-        self.params = {op: 0 for op in self.layers}
+        # trainable Variable -> (owning layer, the non-layer operation reading it or None)
+        self.homes = {}
         if self.layers:
             self._charge()
 
@@ -227,7 +241,7 @@ class _GraphWalk:
         return [d.name for d in y.shape.dims if d.name not in have]
 
     # -- pass 2: element-wise FLOPs and stray variables to their owning layer
-    def _op_flops(self, op) -> float:
+    def op_flops(self, op) -> float:
         mtf = self.mtf
         free = tuple(getattr(mtf, cls) for cls in (
             "Variable", "ReadVariable", "ImportOperation", "ImportLaidOutTensorOperation",
@@ -255,29 +269,26 @@ class _GraphWalk:
         return before[-1]
 
     def _charge(self):
-        assigned = set()
+        """Element-wise FLOPs to their owning layer; each trainable variable's home (its
+        first reading layer, else the owner of its first reader) for the row builder."""
         layer_set = set(self.layers)
         for layer in self.layers:
             for t in layer.inputs:
                 for var in sorted(self.weights.get(t, ()), key=lambda v: v.name):
-                    if var.trainable and var not in assigned:
-                        assigned.add(var)
-                        self.params[layer] += var.shape.size
+                    if var.trainable:
+                        self.homes.setdefault(var, (layer, None))
         for op in self.ops:
             if op in layer_set or (op.outputs and all(t in self.weights for t in op.outputs)):
                 continue  # a layer, or weight-only arithmetic
-            owner = None
             stray = [var for t in op.inputs for var in sorted(self.weights.get(t, ()),
                                                                 key=lambda v: v.name)
-                     if var.trainable and var not in assigned]
-            flops = self._op_flops(op)
+                     if var.trainable and var not in self.homes]
+            flops = self.op_flops(op)
             if stray or flops:
                 owner = self.owner(op)
                 self.extra_flops[owner] += flops
-            for var in stray:
-                if var not in assigned:
-                    assigned.add(var)
-                    self.params[owner] += var.shape.size
+                for var in stray:
+                    self.homes.setdefault(var, (owner, op))
 
     # -- splits
     def collective(self, op, dim: str):
@@ -304,21 +315,24 @@ class _GraphWalk:
                 return "allreduce"
         return None
 
-    def row(self, op) -> Layer:
-        y = op.outputs[0]
+    def split_of(self, op):
+        """The last produced dimension that is new to the layer's input and needs a
+        collective when split (the row's ``split_dim``), or None."""
         seen = set().union(*(self.ancestry.get(t, set()) for t in self.activations(op)))
-        split_dim = comm = None
         for dim in reversed([d for d in self.produced(op) if d not in seen]):
-            comm = self.collective(op, dim)
-            if comm is not None:
-                split_dim = dim
-                break
+            if self.collective(op, dim) is not None:
+                return dim
+        return None
+
+    def row(self, op, split_dim=None, comm=None) -> Layer:
+        """The layer's row, split on ``split_dim`` (parameters are placed later)."""
+        y = op.outputs[0]
+        sizes = {d.name: d.size for t in list(op.inputs) + [y] for d in t.shape.dims}
         return Layer(
             name=op.name, kind=self.kind(op),
             flops=self.layer_flops(op) + self.extra_flops[op],
-            params=int(self.params[op]),
             in_elems=int(round(sum(self.per_sample(t) for t in self.activations(op)))),
             out_elems=int(round(self.per_sample(y))),
             split_dim=split_dim,
-            split_size=y.shape.get_dim_by_name(split_dim).size if split_dim else None,
+            split_size=sizes[split_dim] if split_dim else None,
             comm=comm)
