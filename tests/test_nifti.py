@@ -236,3 +236,27 @@ def test_a_resumed_stream_starts_where_the_checkpoint_left_it(good):
         np.testing.assert_array_equal(a, b)
     with pytest.raises(ValueError, match="start"):
         make_tf_dataset(good, (8, 8, 8), batch_size=2, start=-1)
+
+
+def test_augmented_epochs_normalise_each_subject_once(good, monkeypatch):
+    """The z-score (Otsu mask, mean, std) runs before the random steps, so it is
+    cached with the subject: augmented epochs only flip. Per example it took the
+    CPU the training step needed (docs/measuring.md)."""
+    from meshpar.data import transforms
+    from meshpar.data.transforms import default_transform
+
+    calls = []
+    original = transforms.ZScore.__call__
+    monkeypatch.setattr(transforms.ZScore, "__call__",
+                        lambda self, vol: calls.append(vol.path) or original(self, vol))
+    source = NiftiDataset(good, (8, 8, 8), transform=default_transform((8, 8, 8),
+                                                                       augment=("flip",)))
+    plain = {i: source.load(i)[0] for i in range(len(source))}
+    calls.clear()
+    for epoch in range(3):
+        for i in range(len(source)):
+            x, _ = source.load(i, np.random.default_rng([epoch, i]))
+            # an augmented example is its subject's normalised volume, flipped or not
+            assert (np.array_equal(x, plain[i])
+                    or np.array_equal(x, plain[i][::-1])), (epoch, i)
+    assert len(calls) == len(source)

@@ -15,7 +15,7 @@ the file name).
 Each loaded :class:`Volume` (array + affine + file name) goes through a
 pre-processing chain from :mod:`meshpar.data.transforms` (by default
 :func:`~meshpar.data.transforms.default_transform`: reorient, resample,
-augment, z-score).
+z-score, augment).
 
 Bad data raise :class:`BadSubjectError` (a ``ValueError``) naming the file:
 missing file, unreadable/corrupt/truncated file, wrong number of dimensions,

@@ -320,10 +320,20 @@ def default_transform(
     augment: Union[bool, Sequence[str]] = True,
     mask: Union[str, float, Callable] = "otsu",
 ) -> Compose:
-    """The standard chain: reorient to RAS, resample, [augment], z-score.
+    """The standard chain: reorient to RAS, resample, z-score, [augment].
 
     ``augment``: True for every step of :data:`AUGMENTATIONS` (left-right
     flip, then a small affine), False for none, or a sequence of their names.
+
+    The random steps come last so that everything before them is done once
+    per subject and cached (:class:`~meshpar.data.nifti.NiftiDataset`): an
+    augmented example then costs one flip (a copy), not an Otsu threshold and
+    a z-score per example. With the z-score after the flip, the per-example
+    Python work of the input pipeline took the CPU the training step needed
+    (resattnet3d-small, batch 32, one process: 121 against 207 samples/s
+    without augmentation). A flip leaves the intensity statistics as they
+    are; the small affine moves them slightly (interpolation at the edges),
+    so its output is normalised before, not after, the transform.
 
     With ``spacing`` (mm) the volume is resampled to that voxel size and then
     centre cropped/padded to ``shape`` (geometry kept); without, it is
@@ -342,6 +352,6 @@ def default_transform(
     if unknown:
         raise ValueError(f"unknown augmentation {', '.join(map(repr, unknown))}; "
                          f"choose from {', '.join(AUGMENTATIONS)}")
-    steps += [AUGMENTATIONS[n]() for n in AUGMENTATIONS if n in names]
     steps.append(ZScore(mask))
+    steps += [AUGMENTATIONS[n]() for n in AUGMENTATIONS if n in names]
     return Compose(steps)

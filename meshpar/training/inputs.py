@@ -145,7 +145,8 @@ def synthetic_image_fns(n: int, shape: Sequence[int], val_fraction: float, batch
     def train_fn():
         stream = tf.data.Dataset.from_tensor_slices((xt, yt)).shuffle(
             len(xt), seed=seed).batch(batch, drop_remainder=True).repeat()
-        return stream.skip(checkpoint_step(model_dir))
+        # prefetch: the next batch is made while the step runs, not inside it
+        return stream.skip(checkpoint_step(model_dir)).prefetch(2)
 
     def eval_fn():
         return tf.data.Dataset.from_tensor_slices((xv, yv)).batch(batch, drop_remainder=True)
