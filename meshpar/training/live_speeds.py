@@ -24,6 +24,7 @@ import numpy as np
 import tensorflow.compat.v1 as tf
 
 from meshpar.runtime.client import parse_worker_device
+from meshpar.training.step_trigger import StepTimeTrigger  # noqa: F401 (re-exported)
 
 __all__ = ["worker_work", "speeds_from_busy", "imbalance", "SpeedMonitor", "StepTimeTrigger",
            "probe_ops", "probe_seconds", "PROBE_SIZE", "PROBE_ROUNDS"]
@@ -121,42 +122,6 @@ def imbalance(work: Dict[int, float], speeds: Dict[int, float]) -> float:
     step = max(work[t] / speeds[t] for t in work)
     balanced = sum(work.values()) / sum(speeds[t] for t in work)
     return float(step / balanced)
-
-
-class StepTimeTrigger:
-    """Says when the step time has moved: the median of the last ``window`` step
-    times against a baseline (the median of the first ``window`` steps seen, or
-    of the first ``window`` after the last trigger), relative change beyond
-    ``threshold``. Step times cost nothing to measure, so a worker's slow-down
-    is noticed within a few steps while the measurement that says *which*
-    worker changed (a probe or a traced step) runs rarely.
-
-    >>> t = StepTimeTrigger(window=3, threshold=0.2)
-    >>> [t.observe(s) for s in (1.0, 1.0, 1.0, 1.1, 2.0, 2.0)]
-    [False, False, False, False, False, True]
-    """
-
-    def __init__(self, window: int = 5, threshold: float = 0.15):
-        if window < 1 or not threshold > 0:
-            raise ValueError(f"step-time trigger: window >= 1 and threshold > 0, got "
-                             f"{window}, {threshold}")
-        self.window, self.threshold = int(window), float(threshold)
-        self._recent: list = []
-        self._baseline: Optional[float] = None
-
-    def observe(self, seconds: float) -> bool:
-        """One untraced step's time; True when the level moved (then re-baselines)."""
-        self._recent = (self._recent + [float(seconds)])[-self.window:]
-        if len(self._recent) < self.window:
-            return False
-        level = float(np.median(self._recent))
-        if self._baseline is None:
-            self._baseline = level
-            return False
-        if abs(level / self._baseline - 1.0) <= self.threshold:
-            return False
-        self._baseline, self._recent = None, []
-        return True
 
 
 class SpeedMonitor(tf.estimator.SessionRunHook):
