@@ -87,3 +87,44 @@ def test_model_step_profile_times_whole_training_steps_per_batch_size():
     assert profile.extra["work"] == "model-step" and profile.extra["model"] == "vgg-cifar-small"
     for d in profile.devices:
         assert [w for w, _ in d.profile] == pytest.approx([step_flops, 2 * step_flops])
+
+
+def test_rounds_interleave_the_strategies_and_keep_the_median_run(monkeypatch):
+    """Every strategy runs once per round, round after round; a row is its median
+    run (the lower middle of an even count) with every run's rate; a strategy
+    that cannot run is skipped once, not retried."""
+    calls, rates = [], {"a": [3.0, 9.0, 5.0], "b": [7.0, 1.0, 4.0]}
+
+    def fake_run(model, plan, cluster_file, work, name, steps, batch, upstream=False,
+                 seed=0, log=print, run=0):
+        calls.append((name, run))
+        if name == "c":
+            raise RuntimeError("Mesh-TF cannot express it")
+        return {"samples_per_second": rates[name][run], "run": run}
+
+    monkeypatch.setattr(bench_train, "run_strategy", fake_run)
+    runs = {}
+    plans = {name: (None, False) for name in "abc"}
+    bench_train._run_rounds("m", plans, ["a", "b", "c"], runs, 3, "f", "w", 8, 4, 0,
+                            log=lambda *a: None)
+    assert calls == [("a", 0), ("b", 0), ("c", 0), ("a", 1), ("b", 1), ("a", 2), ("b", 2)]
+    assert runs["c"] == "Mesh-TF cannot express it"
+    a = bench_train._median_run(runs["a"])
+    assert a["samples_per_second"] == 5.0 and a["run"] == 2
+    assert a["samples_per_second_runs"] == [3.0, 9.0, 5.0] and a["runs"] == 3
+    assert a["samples_per_second_min_max"] == [3.0, 9.0]
+    assert bench_train._median_run(runs["b"][:2])["samples_per_second"] == 1.0  # lower middle
+    # a later call (the alone rows run their first round before the plans are made)
+    # only adds the runs a strategy lacks
+    calls.clear()
+    rates["a"].append(6.0)
+    rates["b"].append(2.0)
+    bench_train._run_rounds("m", plans, ["a", "b", "c"], runs, 4, "f", "w", 8, 4, 0,
+                            log=lambda *a: None)
+    assert calls == [("a", 3), ("b", 3)]
+
+
+def test_bench_train_refuses_zero_rounds_in_one_line(capsys):
+    assert main(["bench", "train", "--rounds", "0"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--rounds" in err[0]

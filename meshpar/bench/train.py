@@ -42,14 +42,17 @@ def _train_argv(model: str, cluster_file: str, plan_file: str, steps: int, batch
 
 
 def run_strategy(model: str, plan, cluster_file: str, work: str, name: str, steps: int,
-                 batch: int, upstream: bool = False, seed: int = 0, log=print) -> dict:
-    """Train ``model`` on ``plan`` through ``meshpar train --cluster``; its JSON summary."""
+                 batch: int, upstream: bool = False, seed: int = 0, log=print,
+                 run: int = 0) -> dict:
+    """Train ``model`` on ``plan`` through ``meshpar train --cluster``; its JSON summary.
+    ``run`` numbers repeated runs of one strategy (each trains from scratch in its
+    own model directory)."""
     plan_file = os.path.join(work, f"{model}-{name}.plan.json")
     plan.save(plan_file)
     argv = _train_argv(model, cluster_file, plan_file, steps, batch,
                        trace_step=max(2, (3 * steps) // 4),
-                       model_dir=os.path.join(work, f"{model}-{name}"), upstream=upstream,
-                       seed=seed)
+                       model_dir=os.path.join(work, f"{model}-{name}-run{run}"),
+                       upstream=upstream, seed=seed)
     started = time.perf_counter()
     proc = subprocess.run(argv, capture_output=True, text=True,
                           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
@@ -102,36 +105,65 @@ def _same_plan(a, b) -> bool:
             and a.split_sizes == b.split_sizes)
 
 
+def _median_run(runs: list) -> dict:
+    """The run of median samples/s (the lower middle one of an even count), with
+    every run's rate and their spread: its trace and step statistics stay those of
+    one real run."""
+    ordered = sorted(runs, key=lambda r: r["samples_per_second"])
+    row = dict(ordered[(len(ordered) - 1) // 2])
+    rates = [r["samples_per_second"] for r in runs]
+    row.update(samples_per_second_runs=rates, runs=len(runs),
+               samples_per_second_min_max=[min(rates), max(rates)])
+    return row
+
+
+def _run_rounds(model: str, plans: dict, names: Sequence[str], runs: dict, rounds: int,
+                cluster_file: str, work: str, steps: int, batch: int, seed: int, log) -> None:
+    """Run each of ``names`` once per round, round after round (strategies
+    interleaved, so a slow spell of the shared machine hits them all alike);
+    ``runs[name]`` collects the summaries, or the skip message of a plan that
+    cannot run."""
+    for r in range(rounds):
+        if rounds > 1:
+            log(f"  round {r + 1} of {rounds}")
+        for name in names:
+            if isinstance(runs.get(name), str) or len(runs.get(name, [])) > r:
+                continue
+            plan, upstream = plans[name]
+            try:
+                runs.setdefault(name, []).append(run_strategy(
+                    model, plan, cluster_file, work, name, steps, batch, upstream=upstream,
+                    seed=seed, log=log, run=r))
+            except RuntimeError as err:  # e.g. a split Mesh-TF cannot express
+                runs[name] = str(err)
+                log(f"  {name:<20} skipped: {err}")
+
+
 def bench_model(model: str, profile, cluster_file: str, work: str, steps: int, batch: int,
-                seed: int, log) -> dict:
-    """All strategies for one model; the result dict of that model."""
+                seed: int, log, rounds: int = 1) -> dict:
+    """All strategies for one model; the result dict of that model. With
+    ``rounds`` > 1 every strategy runs that many times, interleaved, and each row
+    is its median run; the proportional plans use the first round's alone rates."""
     from meshpar.planning.planners import plan as make_plan
     from meshpar.models import describe_model
 
     n = len(profile.devices)
-    rows = {}
-    log(f"{model}: batch {batch}, {steps} steps per strategy")
-    plans = {}
-    for task in range(n):
-        plans[f"alone-{task}"] = (alone_plan(model, profile, batch, task), False)
-        rows[f"alone-{task}"] = run_strategy(model, plans[f"alone-{task}"][0], cluster_file,
-                                             work, f"alone-{task}", steps, batch, seed=seed,
-                                             log=log)
-    standalone = [rows[f"alone-{t}"]["samples_per_second"] for t in range(n)]
-    plans.update(strategy_plans(model, profile, batch, standalone))
+    log(f"{model}: batch {batch}, {steps} steps per strategy, {rounds} round(s)")
+    plans = {f"alone-{task}": (alone_plan(model, profile, batch, task), False)
+             for task in range(n)}
+    runs = {}
+    _run_rounds(model, plans, list(plans), runs, 1, cluster_file, work, steps, batch, seed, log)
+    plans.update(strategy_plans(model, profile, batch,
+                                [runs[f"alone-{t}"][0]["samples_per_second"] for t in range(n)]))
     started = time.perf_counter()
     plans["planner"] = (make_plan(describe_model(model), profile, batch, method="ga",
                                   seed=seed, subsets=True), False)
     planning_seconds = time.perf_counter() - started
-    for name, (plan, upstream) in plans.items():
-        if name.startswith("alone-"):
-            continue
-        try:
-            rows[name] = run_strategy(model, plan, cluster_file, work, name, steps, batch,
-                                      upstream=upstream, seed=seed, log=log)
-        except RuntimeError as err:  # e.g. a split Mesh-TF cannot express
-            rows[name] = {"skipped": str(err)}
-            log(f"  {name:<20} skipped: {err}")
+    _run_rounds(model, plans, list(plans), runs, rounds, cluster_file, work, steps, batch, seed,
+                log)
+    rows = {name: ({"skipped": got} if isinstance(got, str) else _median_run(got))
+            for name, got in runs.items()}
+    standalone = [rows[f"alone-{t}"]["samples_per_second"] for t in range(n)]
     ideal = sum(standalone)
     baseline = rows.get("mtf-even-filter", {}).get("samples_per_second")
     for name, row in rows.items():
@@ -152,7 +184,8 @@ def bench_model(model: str, profile, cluster_file: str, work: str, steps: int, b
                 row["vs_mtf_even_filter"] = rate / baseline
             row["predicted_over_measured"] = plan.predicted_step_seconds / row[
                 "step_seconds_median"]
-    return {"model": model, "batch": batch, "steps": steps, "ideal_samples_per_second": ideal,
+    return {"model": model, "batch": batch, "steps": steps, "rounds": rounds,
+            "ideal_samples_per_second": ideal,
             "standalone_samples_per_second": standalone, "planning_seconds": planning_seconds,
             "strategies": rows}
 
@@ -160,7 +193,7 @@ def bench_model(model: str, profile, cluster_file: str, work: str, steps: int, b
 def run_benchmark(models: Sequence[str] = DEFAULT_MODELS,
                   speeds: Sequence[float] = DEFAULT_SPEEDS, cluster_file: Optional[str] = None,
                   steps: int = 60, batch: int = 8, seed: int = 0, throttle: str = "auto",
-                  profile_repeats: int = 3, log=print) -> dict:
+                  profile_repeats: int = 3, rounds: int = 1, log=print) -> dict:
     """Run every model's strategies on one cluster; the JSON-ready result."""
     from meshpar.models import get
     from meshpar.runtime.cluster_files import ExistingCluster
@@ -171,6 +204,8 @@ def run_benchmark(models: Sequence[str] = DEFAULT_MODELS,
         get(name)  # unknown names fail before any worker starts
     if steps < 8:
         raise ValueError(f"--steps must be >= 8 (warm-up plus steady steps), got {steps}")
+    if rounds < 1:
+        raise ValueError(f"--rounds must be >= 1, got {rounds}")
     started = time.time()
     context = ExistingCluster(cluster_file) if cluster_file else LocalCluster(speeds,
                                                                               throttle=throttle)
@@ -185,7 +220,8 @@ def run_benchmark(models: Sequence[str] = DEFAULT_MODELS,
             profile = profile_cluster_workers(cluster.addresses, repeats=profile_repeats,
                                               model=m, batch=batch, log=log)
             profiles[m] = profile.to_dict()
-            results.append(bench_model(m, profile, tf_cluster, work, steps, batch, seed, log))
+            results.append(bench_model(m, profile, tf_cluster, work, steps, batch, seed, log,
+                                       rounds=rounds))
     return {"benchmark": "train", "cluster": {
                 "workers": len(cluster.addresses), "speeds": list(getattr(cluster, "speeds", [])),
                 "describe": cluster.describe(), "throttle": getattr(cluster, "throttle", "none")},
@@ -215,6 +251,8 @@ def format_table(result: dict) -> str:
                     for k in ("compute", "communication", "idle"))
                 for task, parts in r.get("step_breakdown", {}).items())
             same = f"  (same plan as {r['same_as']})" if r.get("same_as") else ""
+            if r.get("runs", 1) > 1:
+                same += "  runs {:.1f}-{:.1f}".format(*r["samples_per_second_min_max"])
             lines.append(
                 f"  {name:<20} {r['mesh']:<16} {r['samples_per_second']:9.2f} "
                 f"{lo:6.1f}-{hi:<6.1f} {r['of_ideal']:6.2f} "

@@ -46,6 +46,9 @@ def register(subparsers) -> None:
     train.add_argument("--steps", type=int, default=60, help="training steps per strategy "
                                                              "(default %(default)s)")
     train.add_argument("--batch", type=int, default=8, help="global batch (default %(default)s)")
+    train.add_argument("--rounds", type=int, default=1,
+                       help="runs of every strategy, interleaved round after round; each row "
+                            "is the median run, with the others' rates (default %(default)s)")
     train.set_defaults(func=run_train)
     parser.set_defaults(func=lambda args: parser.print_help() or 2)
 
@@ -110,6 +113,6 @@ def run_train(args) -> int:
     log = _log(args)
     result = bench_train.run_benchmark(models, speeds, cluster_file=args.cluster,
                                        steps=args.steps, batch=args.batch, seed=args.seed,
-                                       throttle=args.throttle, log=log)
+                                       throttle=args.throttle, rounds=args.rounds, log=log)
     return _report(args, bench_train, result, log)
 
