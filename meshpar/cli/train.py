@@ -295,7 +295,7 @@ def _train(args, spec, lr, params, mesh_kwargs, model_dir, data, client=None,
     tf.logging.set_verbosity(tf.logging.ERROR)
     model_fn = E.build_model_fn(spec, optimizer=args.optimizer, learning_rate=lr,
                                 save_checkpoints_steps=args.checkpoint_every or max(args.steps, 1),
-                                **mesh_kwargs)
+                                stage_input=True, **mesh_kwargs)
     est = tf.estimator.Estimator(model_fn, model_dir=model_dir, params=params,
                                  config=E.run_config(model_dir, seed=args.seed,
                                                      threads=args.threads,
@@ -376,7 +376,8 @@ def _train_rebalancing(args, spec, lr, params, model_fn, model_dir, data, client
 
     def build(mesh, tasks):
         fn = E.build_model_fn(spec, mesh=mesh, optimizer=args.optimizer, learning_rate=lr,
-                              save_checkpoints_steps=args.checkpoint_every or max(args.steps, 1))
+                              save_checkpoints_steps=args.checkpoint_every or max(args.steps, 1),
+                              stage_input=True)
         config = E.run_config(model_dir, seed=args.seed, threads=args.threads,
                               cluster_client=client)
         client.restrict(config.session_config, tasks)

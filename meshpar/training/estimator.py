@@ -46,6 +46,7 @@ import tensorflow.compat.v1 as tf
 from meshpar import models
 from meshpar.core import optim
 from meshpar.planning.plan import parse_mesh_shape
+from meshpar.training import staging
 from meshpar.training.recipe import Recipe
 
 tf_estimator = tf.estimator
@@ -181,7 +182,8 @@ def build_model_fn(model, plan=None, *, mesh: Optional[MeshSpec] = None,
                    learning_rate: float = 1e-3,
                    save_checkpoints_steps: int = 1000,
                    keep_checkpoint_max: int = 5,
-                   params: Optional[Mapping] = None) -> Callable:
+                   params: Optional[Mapping] = None,
+                   stage_input: bool = False) -> Callable:
     """A ``model_fn`` for ``tf.estimator.Estimator`` running ``model`` on a mesh.
 
     Parameters
@@ -206,6 +208,12 @@ def build_model_fn(model, plan=None, *, mesh: Optional[MeshSpec] = None,
         Default recipe (:class:`~meshpar.training.recipe.Recipe` keys: loss,
         metrics, schedule, weight decay, clipping); the estimator's own
         ``params`` override it key by key.
+    stage_input : bool
+        Train each step on the batch fetched during the step before
+        (:mod:`meshpar.training.staging`), so the workers do not wait for the
+        input pipeline at the start of a step. Same batches in the same order;
+        for a training stream that repeats forever (``meshpar train``'s): with a
+        finite one, its last batch is fetched but not trained on.
 
     The input ``features`` are a static-shape batch (``drop_remainder=True``)
     ``[B, *input_shape]`` or a dict with key ``"volume"`` or ``"image"``;
@@ -238,6 +246,10 @@ def build_model_fn(model, plan=None, *, mesh: Optional[MeshSpec] = None,
             raise ValueError(f"{mode} needs labels")
         if labels is not None:
             labels = tf.cast(tf.reshape(labels, [batch]), tf.int32)
+        staged = []  # (put op, first-batch hook) when training
+        if is_training and stage_input:
+            features, labels, put, hook = staging.stage(features, labels)
+            staged = [put, hook]
         global_step = tf.train.get_or_create_global_step()
         rate = recipe.learning_rate(learning_rate, global_step) if is_training else learning_rate
         lowering, logits, loss, update_ops = lower_model(
@@ -267,7 +279,7 @@ def build_model_fn(model, plan=None, *, mesh: Optional[MeshSpec] = None,
                 mode, loss=tf_loss, evaluation_hooks=[restore_hook],
                 eval_metric_ops={**metrics, **extra})
 
-        with tf.control_dependencies(update_ops):
+        with tf.control_dependencies(update_ops + staged[:1]):
             train_op = tf.assign_add(global_step, 1).op
         tf.summary.scalar("loss", tf_loss)
         tf.summary.scalar("accuracy", tf.reduce_mean(tf.cast(tf.equal(classes, labels),
@@ -284,7 +296,8 @@ def build_model_fn(model, plan=None, *, mesh: Optional[MeshSpec] = None,
                 model_dir, save_steps=save_checkpoints_steps, saver=saver,
                 listeners=[mtf.MtfCheckpointSaverListener(lowering)]))
         return tf_estimator.EstimatorSpec(mode, loss=tf_loss, train_op=train_op,
-                                          training_chief_hooks=chief_hooks)
+                                          training_chief_hooks=chief_hooks,
+                                          training_hooks=staged[1:])
 
     model_fn.mesh = mesh
     model_fn.spec = spec
