@@ -1,6 +1,7 @@
 """Remote profiling of real workers, and the whole-network benchmark end to end through
 `meshpar train --cluster` (tiny model, few steps: structure, not speed)."""
 import json
+import math
 
 import pytest
 
@@ -128,3 +129,42 @@ def test_bench_train_refuses_zero_rounds_in_one_line(capsys):
     assert main(["bench", "train", "--rounds", "0"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--rounds" in err[0]
+
+
+def _step_profile(model, ms_by_worker, sizes=(1, 2, 4, 8)):
+    """A model-step ClusterSpec whose workers' standalone steps take ``ms`` at ``sizes``."""
+    from meshpar.models import describe_model
+    from meshpar.planning.cluster import DeviceSpec
+
+    flops = 3.0 * describe_model(model).flops
+    points = {f"/job:worker/task:{i}/device:CPU:0": [[b * flops, b * flops / (t / 1e3)]
+                                                     for b, t in zip(sizes, ms)]
+              for i, ms in enumerate(ms_by_worker)}
+    devices = tuple(DeviceSpec(f"w{i}", d, tuple(map(tuple, p)))
+                    for i, (d, p) in enumerate(points.items()))
+    return ClusterSpec(devices, extra={"work": "model-step", "alone_profile": points})
+
+
+def test_batch_split_bound_is_the_best_integer_split_of_the_standalone_steps():
+    """Fast worker 12/20/38/67 ms for 1/2/4/8 samples, slow 40/63/140/215: the
+    split 7/1 is best (max(fast at 7, slow at 1) = max(~60, 40) ms); 6/2 is
+    worse (slow at 2 = 63 ms). Against the ideal 8/67 + 8/215 samples/ms."""
+    profile = _step_profile("resattnet3d-small", [[12, 20, 38, 67], [40, 63, 140, 215]])
+    bound = bench_train.batch_split_bound(profile, "resattnet3d-small", 8)
+    assert bound["sizes"] == [7, 1]
+    # the fast worker's speed at 7 samples, log-log between its 4- and 8-sample points
+    w = math.log(7 / 4) / math.log(2)
+    per_sample = math.exp((1 - w) * math.log(4 / 0.038) + w * math.log(8 / 0.067))
+    assert bound["step_seconds"] == pytest.approx(7 / per_sample)  # ~0.060 s > slow's 0.040
+    ideal = 8 / 0.067 + 8 / 0.215
+    assert bound["ideal_samples_per_second"] == pytest.approx(ideal)
+    assert bound["of_ideal"] == pytest.approx(8 / bound["step_seconds"] / ideal)
+    assert bound["of_ideal"] < 0.9  # fixed per-step costs: short of the ideal before any sync
+    # equal workers whose step has no fixed part split evenly and reach the ideal
+    linear = _step_profile("resattnet3d-small", [[10, 20, 40, 80], [10, 20, 40, 80]])
+    even = bench_train.batch_split_bound(linear, "resattnet3d-small", 8)
+    assert even["sizes"] == [4, 4] and even["of_ideal"] == pytest.approx(1.0)
+    # a worker too slow to help is left idle
+    lopsided = _step_profile("resattnet3d-small", [[10, 20, 40, 80], [300, 600, 1200, 2400]])
+    assert bench_train.batch_split_bound(lopsided, "resattnet3d-small", 8)["sizes"] == [8, 0]
+    assert bench_train.batch_split_bound(ClusterSpec.from_speeds([1, 1]), "vgg-cifar", 8) is None

@@ -100,6 +100,49 @@ def alone_plan(model_name: str, profile, batch: int, task: int):
     return build_plan(f"alone-{task}", cost, 1, 1, [0], [1.0], [1.0])
 
 
+def batch_split_bound(profile, model_name: str, batch: int) -> Optional[dict]:
+    """How far any batch split could go if synchronising were free: the integer
+    split of ``batch`` over the workers whose slowest share is fastest, timed from
+    each worker's measured standalone step at every batch size (the profile's
+    ``alone_profile``, interpolated as the cost model does), against the ideal
+    from the same profile (each worker alone on the whole batch). A step costs a
+    worker a fixed part whatever its share (per-op scheduling, the optimizer), so
+    small shares lose: this bound is below 1 before any communication.
+    None for a profile without standalone model-step points."""
+    from meshpar.models import describe_model
+    from meshpar.planning.cluster import DeviceSpec
+
+    alone = (profile.extra or {}).get("alone_profile")
+    if not alone or profile.extra.get("work") != "model-step":
+        return None
+    flops = 3.0 * describe_model(model_name).flops  # per sample, as the profile counts it
+    specs = [DeviceSpec(name=f"w{i}", device=d, profile=tuple(map(tuple, points)))
+             for i, (d, points) in enumerate(alone.items())]
+    # seconds[i][b]: worker i's step on b samples (0 for an idle worker)
+    seconds = [[0.0] + [b * flops / s.speed_at(b * flops) for b in range(1, batch + 1)]
+               for s in specs]
+    best = None
+    for limit in sorted({t for row in seconds for t in row[1:]}):
+        # the most samples each worker finishes within `limit`, until they cover the batch
+        takes = [max(b for b in range(batch + 1) if row[b] <= limit) for row in seconds]
+        if sum(takes) >= batch:
+            best = (limit, _trim(takes, batch, seconds))
+            break
+    step, sizes = best
+    ideal = sum(batch / row[batch] for row in seconds)
+    return {"sizes": sizes, "step_seconds": step, "samples_per_second": batch / step,
+            "ideal_samples_per_second": ideal, "of_ideal": batch / step / ideal}
+
+
+def _trim(takes: list, batch: int, seconds: list) -> list:
+    """Shrink the shares that overshoot the batch, slowest step first."""
+    takes = list(takes)
+    while sum(takes) > batch:
+        i = max(range(len(takes)), key=lambda k: seconds[k][takes[k]])
+        takes[i] -= 1
+    return takes
+
+
 def _same_plan(a, b) -> bool:
     return (a.mesh_shape == b.mesh_shape and a.devices == b.devices
             and a.split_sizes == b.split_sizes)
@@ -186,6 +229,7 @@ def bench_model(model: str, profile, cluster_file: str, work: str, steps: int, b
                 "step_seconds_median"]
     return {"model": model, "batch": batch, "steps": steps, "rounds": rounds,
             "ideal_samples_per_second": ideal,
+            "batch_split_bound": batch_split_bound(profile, model, batch),
             "standalone_samples_per_second": standalone, "planning_seconds": planning_seconds,
             "strategies": rows}
 
@@ -237,6 +281,11 @@ def format_table(result: dict) -> str:
         lines.append(f"{m['model']} (batch {m['batch']}): ideal {m['ideal_samples_per_second']:.2f}"
                      " samples/s = " + " + ".join(f"{r:.2f}" for r in
                                                   m["standalone_samples_per_second"]))
+        bound = m.get("batch_split_bound")
+        if bound:
+            lines.append(f"  best batch split if synchronising were free (standalone steps per "
+                         f"batch size): {'/'.join(map(str, bound['sizes']))}, "
+                         f"{bound['of_ideal']:.2f} of the profile's ideal")
         lines.append(f"  {'strategy':<20} {'mesh':<16} {'samples/s':>9} {'p25-p75':>13} "
                      f"{'ideal':>6} {'vs mtf':>6} {'vs 1':>5} {'pred/meas':>9}  "
                      "traced step: compute/comm/idle per worker")
