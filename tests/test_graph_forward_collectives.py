@@ -10,7 +10,7 @@ import mesh_tensorflow as mtf
 import tensorflow.compat.v1 as tf
 
 import test_collective_pricing as pricing
-from test_description import _built_model_graph
+from test_graph_description_collectives import _graph_description, tf_graph  # noqa: F401
 from meshpar.core.graph_description import describe_mtf_graph
 from meshpar.planning.description import Layer
 
@@ -37,16 +37,6 @@ RULE_CASES = [
 ]
 
 
-@pytest.fixture(autouse=True)
-def tf_graph():
-    with tf.Graph().as_default() as graph:
-        tf.set_random_seed(1)
-        yield graph
-
-
-def _graph_description(name):
-    _, graph = _built_model_graph(name)
-    return describe_mtf_graph(graph, name)
 
 
 @pytest.mark.parametrize("name,mesh_shape,layout_rules,weights", pricing.CASES + RULE_CASES)
