@@ -196,6 +196,9 @@ def bench_model(model: str, profile, cluster_file: str, work: str, steps: int, b
              for task in range(n)}
     runs = {}
     _run_rounds(model, plans, list(plans), runs, 1, cluster_file, work, steps, batch, seed, log)
+    failed = [f"{name}: {got}" for name, got in runs.items() if isinstance(got, str)]
+    if failed:  # no ideal without every worker's standalone rate
+        raise RuntimeError("; ".join(failed))
     plans.update(strategy_plans(model, profile, batch,
                                 [runs[f"alone-{t}"][0]["samples_per_second"] for t in range(n)]))
     started = time.perf_counter()
