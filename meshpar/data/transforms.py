@@ -332,8 +332,9 @@ def default_transform(
     Python work of the input pipeline took the CPU the training step needed
     (resattnet3d-small, batch 32, one process: 121 against 207 samples/s
     without augmentation). A flip leaves the intensity statistics as they
-    are; the small affine moves them slightly (interpolation at the edges),
-    so its output is normalised before, not after, the transform.
+    are, so a flipped example is exactly the normalised volume flipped; the
+    small affine is applied to the normalised volume, so its output is close
+    to, not exactly, zero mean and unit spread (interpolation at the edges).
 
     With ``spacing`` (mm) the volume is resampled to that voxel size and then
     centre cropped/padded to ``shape`` (geometry kept); without, it is
