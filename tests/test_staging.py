@@ -48,10 +48,12 @@ def test_staged_training_sees_the_same_batches_in_the_same_order(tmp_path):
         runs[stage_input] = (history.losses, _weights(est))
     (plain_losses, plain), (staged_losses, staged) = runs[False], runs[True]
     assert len(staged_losses) == 7
-    np.testing.assert_array_equal(staged_losses, plain_losses)
+    # equal up to float rounding of two graphs that differ by the staging ops; a
+    # stream shifted by one batch moves them by far more (measured: up to 0.14)
+    np.testing.assert_allclose(staged_losses, plain_losses, rtol=0, atol=1e-6)
     assert plain.keys() == staged.keys()
     for name in plain:
-        np.testing.assert_array_equal(staged[name], plain[name], err_msg=name)
+        np.testing.assert_allclose(staged[name], plain[name], rtol=0, atol=1e-6, err_msg=name)
 
 
 def test_a_staged_run_resumed_from_a_checkpoint_equals_an_uninterrupted_one(tmp_path):
@@ -66,7 +68,7 @@ def test_a_staged_run_resumed_from_a_checkpoint_equals_an_uninterrupted_one(tmp_
     resumed.train(lambda: _input()().skip(3), max_steps=6)
     a, b = _weights(straight), _weights(resumed)
     for name in a:
-        np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+        np.testing.assert_allclose(a[name], b[name], rtol=0, atol=1e-6, err_msg=name)
 
 
 def test_staging_refuses_a_batch_of_unknown_size():
