@@ -42,9 +42,7 @@ from __future__ import annotations
 
 import dataclasses
 
-
-def _dims(t) -> set:
-    return {d.name for d in t.shape.dims}
+from meshpar.core.graph_forward import dim_names, first_rows
 
 
 def add_collectives(walk, rows: list, row_ops: list) -> list:
@@ -62,22 +60,22 @@ def add_collectives(walk, rows: list, row_ops: list) -> list:
     for op in walk.ops:
         acts = [t for t in walk.activations(op) if grads.get(t)] if to_loss.get(op) else []
         if isinstance(op, mtf.ReshapeOperation):
-            for x in (t for t in acts if walk.batch_dim in _dims(t)):  # per sample
-                for d in (_dims(op.outputs[0]) - _dims(x)) & split_dims:
+            for x in (t for t in acts if walk.batch_dim in dim_names(t)):  # per sample
+                for d in (dim_names(op.outputs[0]) - dim_names(x)) & split_dims:
                     fields[place.on_dim(d, op)][1] += walk.per_sample(x)
         else:
-            around = set().union(*(_dims(t) for t in list(op.inputs) + list(op.outputs)))
+            around = set().union(*(dim_names(t) for t in list(op.inputs) + list(op.outputs)))
             for x in acts:
-                missing = around - _dims(x)
-                if walk.batch_dim in _dims(x):
+                missing = around - dim_names(x)
+                if walk.batch_dim in dim_names(x):
                     for d in missing & split_dims:
                         fields[place.on_dim(d, op)][0] += walk.per_sample(x)
                 elif walk.batch_dim in missing:
                     fields[place.for_tensor(x, split_dims, op)][2] += x.shape.size
         if to_layer.get(op) and op not in layer_set and any(
-                walk.batch_dim in _dims(t) for t in walk.activations(op)):
+                walk.batch_dim in dim_names(t) for t in walk.activations(op)):
             for y in op.outputs:
-                if walk.batch_dim not in _dims(y):
+                if walk.batch_dim not in dim_names(y):
                     fields[place.for_tensor(y, split_dims, op)][2] += y.shape.size
     return [dataclasses.replace(row, backward_allreduce_elems=int(round(ar)),
                                 backward_allconcat_elems=int(round(ac)),
@@ -117,9 +115,7 @@ class _Placement:
 
     def __init__(self, walk, rows, row_ops):
         self.walk, self.rows = walk, rows
-        self.row_of = {}
-        for i, op in enumerate(row_ops):
-            self.row_of.setdefault(op, i)  # a layer's own row, not its all-reduce row
+        self.row_of = first_rows(row_ops)
 
     def on_dim(self, dim, op) -> int:
         """A row split on ``dim``: ``op``'s own, its owner's, else the first."""
@@ -132,7 +128,7 @@ class _Placement:
     def for_tensor(self, t, split_dims, op) -> int:
         """A row split on ``t``'s split dimension, else one not split (the owner if it is
         not, else the first)."""
-        own = sorted(_dims(t) & split_dims)
+        own = sorted(dim_names(t) & split_dims)
         if own:
             return self.on_dim(own[0], op)
         owner = self.row_of[op] if op in self.row_of else self.row_of[self.walk.owner(op)]

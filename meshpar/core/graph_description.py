@@ -11,7 +11,7 @@ import heapq
 import math
 
 from meshpar.core.graph_collectives import add_collectives
-from meshpar.core.graph_forward import layer_rows
+from meshpar.core.graph_forward import dim_names, layer_rows
 from meshpar.planning.description import Layer, ModelDescription
 
 
@@ -147,10 +147,6 @@ def _batch_size(ops, batch_dim: str, name: str) -> int:
     raise ValueError(f"model {name!r}: no dimension named {batch_dim!r} in the graph")
 
 
-def _dim_names(t) -> set:
-    return {d.name for d in t.shape.dims}
-
-
 class _GraphWalk:
     """One pass over the forward operations: weights, ancestry, layers, owners."""
 
@@ -170,7 +166,7 @@ class _GraphWalk:
         for op in ops:
             self._visit(op)
         self.layers = [op for op in ops if self.kind(op) is not None
-                       and batch_dim in _dim_names(op.outputs[0])]
+                       and batch_dim in dim_names(op.outputs[0])]
         self.produced_by = {op: self.produced(op) for op in self.layers}
         self.extra_flops = {op: 0.0 for op in self.layers}
         # trainable Variable -> (owning layer, the non-layer operation reading it or None)
@@ -196,7 +192,7 @@ class _GraphWalk:
         seen = set().union(*(self.ancestry.get(t, set()) for t in op.inputs
                              if t not in self.weights)) if op.inputs else set()
         for t in op.outputs:
-            self.ancestry[t] = seen | _dim_names(t)
+            self.ancestry[t] = seen | dim_names(t)
 
     def activations(self, op) -> list:
         return [t for t in op.inputs if t not in self.weights]
@@ -206,15 +202,15 @@ class _GraphWalk:
             if isinstance(op, cls):
                 return kind
         if isinstance(op, self.mtf.EinsumOperation):
-            out = _dim_names(op.outputs[0])
-            if not any(_dim_names(t) - out for t in op.inputs):
+            out = dim_names(op.outputs[0])
+            if not any(dim_names(t) - out for t in op.inputs):
                 return None  # element-wise product
             return "attention" if len(self.activations(op)) == len(op.inputs) else "dense"
         return None
 
     # -- per-sample sizes
     def per_sample(self, t) -> float:
-        return t.shape.size / self.batch if self.batch_dim in _dim_names(t) else float(t.shape.size)
+        return t.shape.size / self.batch if self.batch_dim in dim_names(t) else float(t.shape.size)
 
     def layer_flops(self, op) -> float:
         y = op.outputs[0]
@@ -236,8 +232,8 @@ class _GraphWalk:
         acts = self.activations(op)
         if self.kind(op) == "attention":
             return [d.name for d in y.shape.dims
-                    if not all(d.name in _dim_names(t) for t in acts)]
-        have = set().union(*(_dim_names(t) for t in acts)) if acts else set()
+                    if not all(d.name in dim_names(t) for t in acts)]
+        have = set().union(*(dim_names(t) for t in acts)) if acts else set()
         return [d.name for d in y.shape.dims if d.name not in have]
 
     # -- pass 2: element-wise FLOPs and stray variables to their owning layer
@@ -255,14 +251,14 @@ class _GraphWalk:
             sized = op.inputs
         else:
             sized = op.outputs
-        return float(sum(self.per_sample(t) for t in sized if self.batch_dim in _dim_names(t)))
+        return float(sum(self.per_sample(t) for t in sized if self.batch_dim in dim_names(t)))
 
     def owner(self, op):
         i = self.index[op]
         before = [layer for layer in self.layers if self.index[layer] < i]
         if not before:
             return self.layers[0]
-        names = set().union(*(_dim_names(t) for t in list(op.inputs) + list(op.outputs)))
+        names = set().union(*(dim_names(t) for t in list(op.inputs) + list(op.outputs)))
         for layer in reversed(before):
             if names.intersection(self.produced_by[layer]):
                 return layer
@@ -305,7 +301,7 @@ class _GraphWalk:
         push(op.outputs[0])
         while heap:
             _, _, c = heapq.heappop(heap)
-            kept = [t for t in c.outputs if dim in _dim_names(t)]
+            kept = [t for t in c.outputs if dim in dim_names(t)]
             if kept:
                 for t in kept:
                     push(t)

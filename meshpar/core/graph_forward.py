@@ -53,8 +53,18 @@ import dataclasses
 from meshpar.planning.description import Layer
 
 
-def _dims(t) -> set:
+def dim_names(t) -> set:
+    """The names of an mtf tensor's dimensions."""
     return {d.name for d in t.shape.dims}
+
+
+def first_rows(row_ops) -> dict:
+    """Operation -> the index of its first row (a layer's own row comes before
+    its all-reduce row)."""
+    at = {}
+    for i, op in enumerate(row_ops):
+        at.setdefault(op, i)
+    return at
 
 
 def layer_rows(walk) -> tuple:
@@ -74,12 +84,12 @@ def layer_rows(walk) -> tuple:
 def _layer_entries(walk, op, dim, split_dims) -> list:
     """The layer's row, and an all-reduce row when it also contracts a split dim."""
     i, y = walk.index[op], op.outputs[0]
-    contracted = sorted(set().union(*(_dims(t) for t in op.inputs)) & split_dims - _dims(y))
+    contracted = sorted(set().union(*(dim_names(t) for t in op.inputs)) & split_dims - dim_names(y))
     if dim is None and contracted:
         return [(i, 0, op, walk.row(op, contracted[0], "allreduce"))]
     if dim is None:  # a slice of a split dimension its operands carry, if any
-        kept = sorted(set().union(*(_dims(t) for t in walk.activations(op)))
-                      & _dims(y) & split_dims)
+        kept = sorted(set().union(*(dim_names(t) for t in walk.activations(op)))
+                      & dim_names(y) & split_dims)
         return [(i, 0, op, walk.row(op, kept[0] if kept else None))]
     elems = int(round(walk.per_sample(y)))
     return [(i, 0, op, walk.row(op, dim))] + [
@@ -96,10 +106,10 @@ def _gather_entries(walk, split_dims) -> list:
         if not isinstance(op, walk.mtf.ReshapeOperation):
             continue
         for x in walk.activations(op):
-            if walk.batch_dim not in _dims(x):
+            if walk.batch_dim not in dim_names(x):
                 continue  # a per-step tensor: no per-step model-axis field
             elems = int(round(walk.per_sample(x)))
-            for j, d in enumerate(sorted((_dims(x) - _dims(op.outputs[0])) & split_dims)):
+            for j, d in enumerate(sorted((dim_names(x) - dim_names(op.outputs[0])) & split_dims)):
                 entries.append((walk.index[op], j, op, Layer(
                     name=op.name if j == 0 else f"{op.name}/{d}", kind="gather", flops=0.0,
                     in_elems=elems, out_elems=elems, split_dim=d, split_size=_size(op, d),
@@ -113,7 +123,7 @@ def _with_reader_entries(walk, entries, split_dims) -> list:
     split_of = {op: row.split_dim for _, tie, op, row in entries if tie == 0}
     readers = {}  # reading operation -> the layer that owned it (and its FLOPs)
     for var, (layer, reader) in walk.homes.items():
-        if reader is not None and split_of[layer] and not _dims(var.outputs[0]) & split_dims:
+        if reader is not None and split_of[layer] and not dim_names(var.outputs[0]) & split_dims:
             readers.setdefault(reader, layer)
     moved = {}
     for reader, layer in readers.items():
@@ -129,12 +139,10 @@ def _with_reader_entries(walk, entries, split_dims) -> list:
 
 def _place_params(walk, rows, row_ops, split_dims) -> list:
     """``rows`` with every trainable variable's size on one row (see the module doc)."""
-    at = {}
-    for i, op in enumerate(row_ops):
-        at.setdefault(op, i)  # a layer's own row comes before its all-reduce row
+    at = first_rows(row_ops)
     params = [0] * len(rows)
     for var, (layer, reader) in walk.homes.items():
-        own = _dims(var.outputs[0]) & split_dims
+        own = dim_names(var.outputs[0]) & split_dims
         i = at[layer]
         if own and rows[i].split_dim not in own:
             i = next(j for j, row in enumerate(rows) if row.split_dim in own)

@@ -92,6 +92,11 @@ class StepTimeTrigger:
     def band(self) -> Optional[float]:
         """Half-width of the band around the reference, in log step time
         (None while settling)."""
+        stats = self._centre_and_band()
+        return None if stats is None else stats[1]
+
+    def _centre_and_band(self) -> Optional[tuple]:
+        """``(reference median, band)`` in log step time, None while settling."""
         n = len(self._reference)
         if n < self.settle:
             return None
@@ -99,7 +104,7 @@ class StepTimeTrigger:
         sigma = _MAD_TO_SIGMA * _median(abs(x - centre) for x in self._reference)
         # the level and the reference are both medians: the band is on their difference
         se = _MEDIAN_SE * sigma * math.sqrt(1.0 / self.window + 1.0 / n)
-        return max(math.log1p(self.threshold), self.z * se)
+        return centre, max(math.log1p(self.threshold), self.z * se)
 
     def shift(self) -> Optional[float]:
         """The level over the reference, as a ratio minus 1 (None while settling)."""
@@ -118,11 +123,12 @@ class StepTimeTrigger:
         (the trigger then re-settles on the new level)."""
         x = math.log(max(float(seconds), 1e-9))
         self._recent.append(x)
-        band = self.band()
-        if band is None:  # settling: every step joins the reference
+        stats = self._centre_and_band()
+        if stats is None:  # settling: every step joins the reference
             self._reference.append(x)
             return False
-        delta = _median(self._recent) - _median(self._reference)
+        centre, band = stats
+        delta = _median(self._recent) - centre
         self._pending.append(x)
         if abs(delta) <= band / 2:
             self._admit()
