@@ -84,7 +84,8 @@ def layer_rows(walk) -> tuple:
 def _layer_entries(walk, op, dim, split_dims) -> list:
     """The layer's row, and an all-reduce row when it also contracts a split dim."""
     i, y = walk.index[op], op.outputs[0]
-    contracted = sorted(set().union(*(dim_names(t) for t in op.inputs)) & split_dims - dim_names(y))
+    operands = set().union(*(dim_names(t) for t in op.inputs))
+    contracted = sorted(operands & split_dims - dim_names(y))
     if dim is None and contracted:
         return [(i, 0, op, walk.row(op, contracted[0], "allreduce"))]
     if dim is None:  # a slice of a split dimension its operands carry, if any
