@@ -41,8 +41,15 @@ is not split.
 from __future__ import annotations
 
 import dataclasses
+import types
 
 from meshpar.core.graph_forward import dim_names, first_rows
+
+
+BACKWARD_BATCH_SUMS = "meshpar_backward_batch_sums"
+"""Attribute of a custom-gradient operation: the mtf.Shapes its backward all-reduces
+over the batch besides its weights' gradients (without it the operation is priced
+as one op)."""
 
 
 def add_collectives(walk, rows: list, row_ops: list) -> list:
@@ -57,8 +64,22 @@ def add_collectives(walk, rows: list, row_ops: list) -> list:
     to_layer = _reaches(walk, lambda op: op in layer_set)
     fields = [[0.0, 0.0, 0.0] for _ in rows]  # allreduce, allconcat, batch
     place = _Placement(walk, rows, row_ops)
+    # mtf differentiates a custom-gradient operation with its own function, not
+    # the operations inside it: those get no gradient rule; the operation
+    # declares the batch all-reduces of its backward (see _layers.batch_norm).
+    # Forward, the operations inside run as usual and the operation itself
+    # only passes their outputs on.
+    custom = [op for op in walk.ops if isinstance(op, mtf.CustomGradientOperation)]
+    inside = {f for op in custom for f in op._forward_operations}  # noqa: SLF001
+    for op in custom:
+        if to_loss.get(op) and hasattr(op, BACKWARD_BATCH_SUMS):
+            for shape in getattr(op, BACKWARD_BATCH_SUMS):
+                t = types.SimpleNamespace(shape=shape)  # a tensor's shape, no tensor
+                fields[place.for_tensor(t, split_dims, op)][2] += shape.size
     for op in walk.ops:
-        acts = [t for t in walk.activations(op) if grads.get(t)] if to_loss.get(op) else []
+        declared = op in custom and hasattr(op, BACKWARD_BATCH_SUMS)
+        acts = [t for t in walk.activations(op) if grads.get(t)] if (
+            to_loss.get(op) and op not in inside and not declared) else []
         if isinstance(op, mtf.ReshapeOperation):
             for x in (t for t in acts if walk.batch_dim in dim_names(t)):  # per sample
                 for d in (dim_names(op.outputs[0]) - dim_names(x)) & split_dims:
@@ -72,7 +93,7 @@ def add_collectives(walk, rows: list, row_ops: list) -> list:
                         fields[place.on_dim(d, op)][0] += walk.per_sample(x)
                 elif walk.batch_dim in missing:
                     fields[place.for_tensor(x, split_dims, op)][2] += x.shape.size
-        if to_layer.get(op) and op not in layer_set and any(
+        if to_layer.get(op) and op not in layer_set and op not in custom and any(
                 walk.batch_dim in dim_names(t) for t in walk.activations(op)):
             for y in op.outputs:
                 if walk.batch_dim not in dim_names(y):

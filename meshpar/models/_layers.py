@@ -7,9 +7,9 @@ filter dimension of a network can have its own layout rule.
 Batch normalisation
 -------------------
 :func:`batch_norm` normalises with the statistics of the *global* batch in
-training (``mtf.reduce_mean`` over the batch dimension, an all-reduce when the
-batch is split), so a data-parallel mesh computes exactly what one device
-computes on the whole batch. It keeps moving averages (initialised to 0 and 1,
+training (a sum over the batch dimension, an all-reduce when the batch is
+split), so a data-parallel mesh computes exactly what one device computes on
+the whole batch; its hand-written gradient synchronises once per layer. It keeps moving averages (initialised to 0 and 1,
 not mtf's random moving mean) and uses them in evaluation; the moving-average
 assignments are returned as update operations for the training step.
 """
@@ -18,6 +18,8 @@ from __future__ import annotations
 import meshpar  # noqa: F401  (installs the mesh_tensorflow import shim)
 import mesh_tensorflow as mtf
 import tensorflow.compat.v1 as tf
+
+from meshpar.core.graph_collectives import BACKWARD_BATCH_SUMS
 
 
 def he_initializer():
@@ -136,17 +138,71 @@ def batch_norm(x, channel_dim, is_training, momentum=0.9, epsilon=1e-5, name="bn
                                        initializer=tf.zeros_initializer(), trainable=False)
         moving_var = mtf.get_variable(x.mesh, "moving_variance", [channel_dim], dtype=dtype,
                                       initializer=tf.ones_initializer(), trainable=False)
-        updates = []
-        if is_training:
-            mean, variance = batch_statistics(x, channel_dim, shift=moving_mean)
-            y = (x - mean) * mtf.rsqrt(variance + epsilon)
-            updates = [
-                mtf.assign(moving_mean, moving_mean * momentum + mean * (1.0 - momentum)),
-                mtf.assign(moving_var, moving_var * momentum + variance * (1.0 - momentum)),
-            ]
-        else:
+        if not is_training:
             y = (x - moving_mean) * mtf.rsqrt(moving_var + epsilon)
-        return y * scale + offset, updates
+            return y * scale + offset, []
+        y, mean, variance = _normalise_training(x, scale, offset, moving_mean, channel_dim,
+                                                epsilon)
+        updates = [
+            mtf.assign(moving_mean, moving_mean * momentum + mean * (1.0 - momentum)),
+            mtf.assign(moving_var, moving_var * momentum + variance * (1.0 - momentum)),
+        ]
+        return y, updates
+
+
+def _normalise_training(x, scale, offset, shift, channel_dim, epsilon):
+    """``(y, mean, variance)`` of batch normalisation in training, with a hand-written
+    gradient that needs ONE collective when the batch is split.
+
+    Differentiated op by op, ``y = (x - mean) * rsqrt(var + eps) * scale + offset``
+    all-reduces four per-channel tensors in the backward pass (the gradients of
+    ``scale``, ``offset``, ``mean`` and ``rsqrt``), two of them on the path to
+    ``dx``: each is a point where every device waits for the slowest. The
+    closed form needs two per-channel sums, ``sum(dy)`` and ``sum(dy * xhat)``,
+    which are the gradients of ``offset`` and ``scale`` as well; they are reduced
+    locally to ``[batch, channel]``, stacked and reduced over the batch together
+    (as :func:`batch_statistics` does forward). The forward pass is two passes
+    over ``x`` (``x * a + b`` with per-channel ``a``, ``b``) instead of four.
+    Every mesh, one device included, computes this same formula.
+    """
+    count = x.shape.size // channel_dim.size
+
+    def forward(x, scale, offset):
+        mean, variance = batch_statistics(x, channel_dim, shift=shift)
+        a = scale * mtf.rsqrt(variance + epsilon)
+        return x * a + (offset - mean * a), mean, variance
+
+    def backward(explicit_inputs, all_inputs, forward_operations, outputs, output_grads):
+        del forward_operations
+        x, scale, _ = explicit_inputs
+        _, mean, variance = outputs
+        dy, dmean, dvariance = output_grads
+        rstd = mtf.rsqrt(variance + epsilon)
+        xhat = (x - mean) * rstd
+        batch_dims = [d for d in x.shape.dims[:1] if d != channel_dim]
+        stat = mtf.Dimension(f"{channel_dim.name}_bngrad", 2)
+        local = mtf.stack([mtf.reduce_sum(dy, output_shape=batch_dims + [channel_dim]),
+                           mtf.reduce_sum(dy * xhat, output_shape=batch_dims + [channel_dim])],
+                          stat.name, axis=0)
+        d_offset, d_scale = mtf.unstack(
+            mtf.reduce_sum(local, output_shape=[stat, channel_dim]), stat)
+        a = scale * rstd
+        dx = (dy - (d_offset + xhat * d_scale) * (1.0 / count)) * a
+        # mean and variance are outputs too (the moving averages read them); a
+        # gradient reaching them through another path is added exactly.
+        if dmean is not None:
+            dx += dmean * (1.0 / count)
+        if dvariance is not None:
+            dx += xhat * (dvariance * (2.0 / count) / rstd)
+        # The shift (the moving mean, under stop_gradient) is the only other
+        # input: zeros rather than None, which mtf reports as a warning.
+        return [dx, d_scale, d_offset] + [mtf.zeros_like(t) for t in all_inputs[3:]]
+
+    y, mean, variance = mtf.custom_gradient(forward, backward, [x, scale, offset])
+    # for the graph-derived cost tables: the backward all-reduces over the batch
+    # nothing but the gradients of scale and offset, priced as parameters
+    setattr(y.operation, BACKWARD_BATCH_SUMS, [])
+    return y, mean, variance
 
 
 def gather(x, old_name, new_name):

@@ -54,10 +54,10 @@ __all__ = ["ResAttNet3DConfig", "describe", "layout_rules", "split_dim_names", "
 # FLOPs per element for the element-wise parts the table counts.
 _NORM_FLOPS_PER_ELEM = 9   # shifted sums of x and x^2, normalise, scale, offset, ReLU
 _POOL_FLOPS_PER_ELEM = 1
-# Batch-axis all-reduce of a batch norm per channel and step (besides its
-# parameters' gradients): the statistics [2, C] forward, and the gradients of
-# the mean and of the normalising factor (C each) backward.
-_NORM_SYNC_PER_CHANNEL = 4
+# Batch-axis all-reduce of a batch norm per channel and step besides its
+# parameters' gradients: the statistics [2, C] forward. Backward it all-reduces
+# sum(dy) and sum(dy * xhat), which are the gradients of offset and scale.
+_NORM_SYNC_PER_CHANNEL = 2
 
 
 @dataclass(frozen=True)
