@@ -59,7 +59,7 @@ def numpy_reference(kind, steps=STEPS):
     return np.array(losses), w
 
 
-def train(kind, mesh, race_free=True, steps=STEPS, check_only=False):
+def train(kind, mesh, race_free=True, steps=STEPS, check_only=False, bucket=True):
     """Train the tiny net with mtf on ``mesh``; losses and final weights.
 
     With ``check_only``, return :func:`optim.unordered_reads` of one step instead.
@@ -76,8 +76,9 @@ def train(kind, mesh, race_free=True, steps=STEPS, check_only=False):
         w2 = mtf.get_variable(m, "w2", [hidden, out], initializer=tf.constant_initializer(W2))
         y = mtf.einsum([mtf.tanh(mtf.einsum([x, w1], [batch, hidden])), w2], [batch, out])
         loss = mtf.reduce_mean(mtf.square(y))
-        step = optim.race_free_update_ops if race_free else optim.naive_update_ops
-        updates = step(graph, loss, optim.make_optimizer(kind, LEARNING_RATES[kind]))
+        rule = optim.make_optimizer(kind, LEARNING_RATES[kind])
+        updates = (optim.race_free_update_ops(graph, loss, rule, bucket=bucket) if race_free
+                   else optim.naive_update_ops(graph, loss, rule))
         n = int(np.prod([int(a.split(":")[1]) for a in shape.split(";")]))
         impl = HeterogeneousMeshImpl(shape, layout, [""] * n, split_weights=weights)
         lowering = mtf.Lowering(graph, {m: impl})
@@ -139,3 +140,53 @@ def test_after_all_accepts_pending_allreduce_gradients():
         out = lowering.export_to_tf_tensor(gated)
         with tf.Session(config=ONE_THREAD) as sess:
             np.testing.assert_allclose(sess.run(out), [5.0, 5.0])
+
+
+@pytest.mark.parametrize("kind", ["sgd", "adam"])
+def test_gradients_all_reduced_together_equal_one_by_one(kind):
+    together = train(kind, "batch 2 x hidden 3, uneven", bucket=True)
+    apart = train(kind, "batch 2 x hidden 3, uneven", bucket=False)
+    np.testing.assert_allclose(together[0], apart[0], atol=1e-7, rtol=0)
+    for got, want in zip(together[1], apart[1]):
+        np.testing.assert_allclose(got, want, atol=1e-7, rtol=1e-6)
+
+
+def test_the_weight_gradients_cross_the_batch_axis_in_one_all_reduce(monkeypatch):
+    """w1 and w2 (both split on hidden, uneven) each have a gradient summed over the
+    split batch: two all-reduces one by one, one together (besides the forward
+    contraction over hidden and the loss's mean)."""
+    from meshpar.core.collectives import UnevenCollectives
+
+    calls = []
+    original = UnevenCollectives.allreduce
+
+    def counting(self, x, mesh_axes, reduction_fn_string):
+        calls.append(self._op.name if self._op is not None else "")
+        return original(self, x, mesh_axes, reduction_fn_string)
+
+    monkeypatch.setattr(UnevenCollectives, "allreduce", counting)
+    train("sgd", "batch 2 x hidden 3, uneven", check_only=True, bucket=False)
+    apart, calls[:] = list(calls), []
+    train("sgd", "batch 2 x hidden 3, uneven", check_only=True, bucket=True)
+    assert sorted(apart) == ["einsum/gradients/einsum_1", "einsum_1",
+                             "einsum_1/gradients/einsum_1", "reduce_mean/reduce"]
+    assert sorted(calls) == ["allreduce_together", "einsum_1", "reduce_mean/reduce"]
+
+
+def test_allreduce_together_passes_reduced_tensors_through():
+    with tf.Graph().as_default():
+        graph = mtf.Graph()
+        m = mtf.Mesh(graph, "mesh")
+        a, b = mtf.Dimension("a", 5), mtf.Dimension("b", 2)
+        x = mtf.import_tf_tensor(m, tf.constant(np.arange(10, dtype=np.float32).reshape(5, 2)),
+                                 [a, b])
+        pending = mtf.reduce_sum(x, output_shape=[b])  # split a -> pending all-reduce
+        whole = x * 2.0  # nothing pending
+        outs = optim.allreduce_together([pending, whole])
+        impl = HeterogeneousMeshImpl("all:2", "a:all", ["", ""], split_weights={"all": [3, 2]})
+        lowering = mtf.Lowering(graph, {m: impl})
+        got = [lowering.export_to_tf_tensor(t) for t in outs]
+        with tf.Session(config=ONE_THREAD) as sess:
+            summed, doubled = sess.run(got)
+    np.testing.assert_array_equal(summed, [20.0, 25.0])
+    np.testing.assert_array_equal(doubled, np.arange(10).reshape(5, 2) * 2.0)

@@ -61,6 +61,7 @@ __all__ = [
     "Adam",
     "make_optimizer",
     "race_free_update_ops",
+    "allreduce_together",
     "naive_update_ops",
     "unordered_reads",
 ]
@@ -261,7 +262,7 @@ def _variables_and_grads(graph, loss, variables):
 
 
 def race_free_update_ops(graph, loss, optimizer, variables=None,
-                         extra_dependencies: Iterable = ()) -> list:
+                         extra_dependencies: Iterable = (), bucket: bool = True) -> list:
     """Gradient step whose every variable update runs after the whole backward pass.
 
     Parameters
@@ -276,6 +277,9 @@ def race_free_update_ops(graph, loss, optimizer, variables=None,
     extra_dependencies : iterable of mtf.Tensor
         Other tensors the caller fetches in the same ``session.run`` (logits,
         metrics): the updates wait for them too.
+    bucket : bool
+        All-reduce the gradients together (:func:`allreduce_together`), one
+        message per device pair instead of one per variable.
 
     Returns
     -------
@@ -283,9 +287,69 @@ def race_free_update_ops(graph, loss, optimizer, variables=None,
         The update (assign) operations; lower them and group their lowered ops.
     """
     variables, grads = _variables_and_grads(graph, loss, variables)
+    if bucket:
+        reduced = iter(allreduce_together([g for g in grads if g is not None]))
+        grads = [None if g is None else next(reduced) for g in grads]
     barrier = [g for g in grads if g is not None] + [loss] + list(extra_dependencies)
     gated = [None if g is None else after_all(g, barrier) for g in grads]
     return optimizer.apply_grads(gated, variables)
+
+
+class AllreduceTogether(mtf.Operation):
+    """Identity of several tensors whose pending all-reduces run as ONE per group of
+    mesh axes (a flat concatenation of every slice, reduced, then split back).
+
+    The weight gradients of a data-parallel step are sums over the batch that mtf
+    all-reduces one by one (``LazyAllreduceSum``): dozens of small messages a
+    step, each a point where a device waits for the others. Together they are
+    one message per device pair. Each element is the same sum as before.
+    Inputs without a pending all-reduce pass through.
+    """
+
+    def __init__(self, xs: Sequence, name: Optional[str] = None):
+        if not xs:
+            raise ValueError("allreduce_together: no tensors")
+        super().__init__(list(xs), xs[0].mesh, name=name or "allreduce_together")
+        self._outputs = [mtf.Tensor(self, x.shape, x.dtype) for x in xs]
+
+    @property
+    def has_gradient(self):
+        """False: used on gradients, after differentiation."""
+        return False
+
+    def lower(self, lowering):
+        """Group pending all-reduces by (mesh axes, dtype); one all-reduce a group."""
+        mesh_impl = lowering.mesh_impl(self)
+        groups = {}
+        for x, y in zip(self.inputs, self.outputs):
+            lowered = lowering.tensors[x]
+            if isinstance(lowered, mtf.LazyAllreduceSum):
+                key = (tuple(sorted(lowered.mesh_axes)), x.dtype)
+                groups.setdefault(key, []).append((y, lowered))
+            else:
+                lowering.set_tensor_lowering(y, lowered)
+        for (axes, _), members in groups.items():
+            parts = [lazy.laid_out_input for _, lazy in members]
+            flat = mesh_impl.slicewise(
+                lambda *ts: tf.concat([tf.reshape(t, [-1]) for t in ts], 0), *parts)
+            reduced = mesh_impl.allreduce(flat, list(axes), "SUM")
+
+            def unflatten(flat_slice, *ts):
+                sizes = [t.shape.num_elements() for t in ts]
+                pieces = tf.split(flat_slice, sizes) if len(ts) > 1 else [flat_slice]
+                return tuple(tf.reshape(p, t.shape) for p, t in zip(pieces, ts))
+
+            outs = mesh_impl.slicewise(unflatten, reduced, *parts)
+            outs = outs if isinstance(outs, tuple) else (outs,)
+            for (y, lazy), out in zip(members, outs):
+                if lazy.add_counter_fn:
+                    lazy.add_counter_fn()
+                lowering.set_tensor_lowering(y, out)
+
+
+def allreduce_together(xs: Sequence) -> list:
+    """``xs`` unchanged, their pending all-reduces run together (:class:`AllreduceTogether`)."""
+    return AllreduceTogether(list(xs)).outputs
 
 
 def naive_update_ops(graph, loss, optimizer, variables=None) -> list:
