@@ -58,3 +58,19 @@ def run_lowered(graph, mesh, impl, tensors, extra_tf=()):
 
 def max_abs_diff(a, b):
     return float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))))
+
+
+def record_allreduces(monkeypatch) -> list:
+    """A list that receives the name of the mtf op behind every all-reduce lowered
+    from now on in the test (meshpar's mesh implementation)."""
+    from meshpar.core.collectives import UnevenCollectives
+
+    calls = []
+    original = UnevenCollectives.allreduce
+
+    def recording(self, x, mesh_axes, reduction_fn_string):
+        calls.append(self._op.name if self._op is not None else "")
+        return original(self, x, mesh_axes, reduction_fn_string)
+
+    monkeypatch.setattr(UnevenCollectives, "allreduce", recording)
+    return calls

@@ -7,9 +7,9 @@ import meshpar  # noqa: F401  (import shim before mesh_tensorflow)
 import mesh_tensorflow as mtf
 import tensorflow.compat.v1 as tf
 
-from meshpar.core.collectives import UnevenCollectives
 from meshpar.core.mesh_impl import HeterogeneousMeshImpl
 from meshpar.models import _layers as L
+from mtf_helpers import record_allreduces
 
 SHAPE = (5, 3, 4, 3, 6)  # batch, d, h, w, channels
 EPS = 1e-5
@@ -88,14 +88,7 @@ def test_uneven_batch_split_equals_one_device():
 
 
 def _count_allreduces(monkeypatch, closed_form):
-    calls = []
-    original = UnevenCollectives.allreduce
-
-    def counting(self, x, mesh_axes, reduction_fn_string):
-        calls.append(self._op.name if self._op is not None else "")
-        return original(self, x, mesh_axes, reduction_fn_string)
-
-    monkeypatch.setattr(UnevenCollectives, "allreduce", counting)
+    calls = record_allreduces(monkeypatch)
     with tf.Graph().as_default():
         tf.set_random_seed(1)
         graph, mesh, _ = _build(closed_form)

@@ -13,6 +13,7 @@ import tensorflow.compat.v1 as tf
 
 from meshpar.core import optim
 from meshpar.core.mesh_impl import HeterogeneousMeshImpl
+from mtf_helpers import record_allreduces
 
 ONE_THREAD = tf.ConfigProto(intra_op_parallelism_threads=1, inter_op_parallelism_threads=1)
 RNG = np.random.RandomState(0)
@@ -155,16 +156,7 @@ def test_the_weight_gradients_cross_the_batch_axis_in_one_all_reduce(monkeypatch
     """w1 and w2 (both split on hidden, uneven) each have a gradient summed over the
     split batch: two all-reduces one by one, one together (besides the forward
     contraction over hidden and the loss's mean)."""
-    from meshpar.core.collectives import UnevenCollectives
-
-    calls = []
-    original = UnevenCollectives.allreduce
-
-    def counting(self, x, mesh_axes, reduction_fn_string):
-        calls.append(self._op.name if self._op is not None else "")
-        return original(self, x, mesh_axes, reduction_fn_string)
-
-    monkeypatch.setattr(UnevenCollectives, "allreduce", counting)
+    calls = record_allreduces(monkeypatch)
     train("sgd", "batch 2 x hidden 3, uneven", check_only=True, bucket=False)
     apart, calls[:] = list(calls), []
     train("sgd", "batch 2 x hidden 3, uneven", check_only=True, bucket=True)
