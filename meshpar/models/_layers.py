@@ -9,9 +9,10 @@ Batch normalisation
 :func:`batch_norm` normalises with the statistics of the *global* batch in
 training (a sum over the batch dimension, an all-reduce when the batch is
 split), so a data-parallel mesh computes exactly what one device computes on
-the whole batch; its hand-written gradient synchronises once per layer. It keeps moving averages (initialised to 0 and 1,
-not mtf's random moving mean) and uses them in evaluation; the moving-average
-assignments are returned as update operations for the training step.
+the whole batch; its hand-written gradient synchronises once per layer. It
+keeps moving averages (initialised to 0 and 1, not mtf's random moving mean)
+and uses them in evaluation; the moving-average assignments are returned as
+update operations for the training step.
 """
 from __future__ import annotations
 
