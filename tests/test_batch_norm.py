@@ -52,21 +52,17 @@ def _build(closed_form: bool):
 
 
 def _run(closed_form, impl):
-    with tf.Graph().as_default():
-        tf.set_random_seed(1)
-        return _run_in_graph(closed_form, impl)
-
-
-def _run_in_graph(closed_form, impl):
-    graph, mesh, tensors = _build(closed_form)
-    lowering = mtf.Lowering(graph, {mesh: impl})
-    outs = [lowering.export_to_tf_tensor(t) for t in tensors]
     config = tf.ConfigProto(device_count={"CPU": 2}, intra_op_parallelism_threads=1,
                             inter_op_parallelism_threads=1)
-    with tf.Session(config=config) as sess:
-        sess.run(tf.global_variables_initializer())
-        sess.run(lowering.copy_masters_to_slices())
-        return sess.run(outs)
+    with tf.Graph().as_default():
+        tf.set_random_seed(1)
+        graph, mesh, tensors = _build(closed_form)
+        lowering = mtf.Lowering(graph, {mesh: impl})
+        outs = [lowering.export_to_tf_tensor(t) for t in tensors]
+        with tf.Session(config=config) as sess:
+            sess.run(tf.global_variables_initializer())
+            sess.run(lowering.copy_masters_to_slices())
+            return sess.run(outs)
 
 
 NAMES = ["y", "mean", "variance", "loss", "dx", "dscale", "doffset"]

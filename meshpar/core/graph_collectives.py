@@ -69,17 +69,17 @@ def add_collectives(walk, rows: list, row_ops: list) -> list:
     # declares the batch all-reduces of its backward (_layers._normalise_training).
     # Forward, the operations inside run as usual and the operation itself
     # only passes their outputs on.
-    custom = [op for op in walk.ops if isinstance(op, mtf.CustomGradientOperation)]
+    custom = {op for op in walk.ops if isinstance(op, mtf.CustomGradientOperation)}
     inside = {f for op in custom for f in op._forward_operations}  # noqa: SLF001
-    for op in custom:
-        if to_loss.get(op) and hasattr(op, BACKWARD_BATCH_SUMS):
+    declared = {op for op in custom if hasattr(op, BACKWARD_BATCH_SUMS)}
+    for op in declared:
+        if to_loss.get(op):
             for shape in getattr(op, BACKWARD_BATCH_SUMS):
                 t = types.SimpleNamespace(shape=shape)  # a tensor's shape, no tensor
                 fields[place.for_tensor(t, split_dims, op)][2] += shape.size
     for op in walk.ops:
-        declared = op in custom and hasattr(op, BACKWARD_BATCH_SUMS)
         acts = [t for t in walk.activations(op) if grads.get(t)] if (
-            to_loss.get(op) and op not in inside and not declared) else []
+            to_loss.get(op) and op not in inside and op not in declared) else []
         if isinstance(op, mtf.ReshapeOperation):
             for x in (t for t in acts if walk.batch_dim in dim_names(t)):  # per sample
                 for d in (dim_names(op.outputs[0]) - dim_names(x)) & split_dims:

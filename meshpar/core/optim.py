@@ -336,11 +336,10 @@ class AllreduceTogether(mtf.Operation):
 
             def unflatten(flat_slice, *ts):
                 sizes = [t.shape.num_elements() for t in ts]
-                pieces = tf.split(flat_slice, sizes) if len(ts) > 1 else [flat_slice]
+                pieces = tf.split(flat_slice, sizes)
                 return tuple(tf.reshape(p, t.shape) for p, t in zip(pieces, ts))
 
-            outs = mesh_impl.slicewise(unflatten, reduced, *parts)
-            outs = outs if isinstance(outs, tuple) else (outs,)
+            outs = mesh_impl.slicewise(unflatten, reduced, *parts)  # a tuple: one per part
             for (y, lazy), out in zip(members, outs):
                 if lazy.add_counter_fn:
                     lazy.add_counter_fn()

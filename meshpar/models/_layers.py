@@ -108,17 +108,28 @@ def batch_statistics(x, channel_dim, shift=None):
     when the mean is large against the spread; clamped at 0. Every mesh
     computes this same formula.
     """
-    batch_dims = [d for d in x.shape.dims[:1] if d != channel_dim]
     count = x.shape.size // channel_dim.size
     centred = x if shift is None else x - mtf.stop_gradient(shift)
-    s1 = mtf.reduce_sum(centred, output_shape=batch_dims + [channel_dim])
-    s2 = mtf.reduce_sum(mtf.square(centred), output_shape=batch_dims + [channel_dim])
-    stat = mtf.Dimension(f"{channel_dim.name}_bnstat", 2)
-    sums = mtf.reduce_sum(mtf.stack([s1, s2], stat.name, axis=0),
-                          output_shape=[stat, channel_dim]) * (1.0 / count)
-    offset, mean_sq = mtf.unstack(sums, stat)
+    sums, stat = _channel_sums([centred, mtf.square(centred)], channel_dim, "bnstat")
+    offset, mean_sq = mtf.unstack(sums * (1.0 / count), stat)
     mean = offset if shift is None else offset + mtf.stop_gradient(shift)
     return mean, mtf.relu(mean_sq - mtf.square(offset))
+
+
+def _channel_sums(parts, channel_dim, tag):
+    """``(sums, stat)``: each of ``parts`` (tensors shaped like the activation) summed
+    over every dimension but ``channel_dim``, as one ``[stat, channel]`` tensor.
+
+    Each part is reduced locally to ``[batch, channel]`` first (the batch
+    dimension kept: no communication), then the parts are stacked and reduced
+    over the batch together: ONE all-reduce when the batch is split.
+    """
+    x = parts[0]
+    local_shape = [d for d in x.shape.dims[:1] if d != channel_dim] + [channel_dim]
+    stat = mtf.Dimension(f"{channel_dim.name}_{tag}", len(parts))
+    local = mtf.stack([mtf.reduce_sum(p, output_shape=local_shape) for p in parts],
+                      stat.name, axis=0)
+    return mtf.reduce_sum(local, output_shape=[stat, channel_dim]), stat
 
 
 def batch_norm(x, channel_dim, is_training, momentum=0.9, epsilon=1e-5, name="bn"):
@@ -160,10 +171,10 @@ def _normalise_training(x, scale, offset, shift, channel_dim, epsilon):
     ``scale``, ``offset``, ``mean`` and ``rsqrt``), two of them on the path to
     ``dx``: each is a point where every device waits for the slowest. The
     closed form needs two per-channel sums, ``sum(dy)`` and ``sum(dy * xhat)``,
-    which are the gradients of ``offset`` and ``scale`` as well; they are reduced
-    locally to ``[batch, channel]``, stacked and reduced over the batch together
-    (as :func:`batch_statistics` does forward). The forward pass is two passes
-    over ``x`` (``x * a + b`` with per-channel ``a``, ``b``) instead of four.
+    which are the gradients of ``offset`` and ``scale`` as well, reduced together
+    by :func:`_channel_sums` (as :func:`batch_statistics` does forward). The
+    forward pass is two passes over ``x`` (``x * a + b`` with per-channel ``a``,
+    ``b``) instead of four.
     Every mesh, one device included, computes this same formula.
     """
     count = x.shape.size // channel_dim.size
@@ -180,13 +191,8 @@ def _normalise_training(x, scale, offset, shift, channel_dim, epsilon):
         dy, dmean, dvariance = output_grads
         rstd = mtf.rsqrt(variance + epsilon)
         xhat = (x - mean) * rstd
-        batch_dims = [d for d in x.shape.dims[:1] if d != channel_dim]
-        stat = mtf.Dimension(f"{channel_dim.name}_bngrad", 2)
-        local = mtf.stack([mtf.reduce_sum(dy, output_shape=batch_dims + [channel_dim]),
-                           mtf.reduce_sum(dy * xhat, output_shape=batch_dims + [channel_dim])],
-                          stat.name, axis=0)
-        d_offset, d_scale = mtf.unstack(
-            mtf.reduce_sum(local, output_shape=[stat, channel_dim]), stat)
+        sums, stat = _channel_sums([dy, dy * xhat], channel_dim, "bngrad")
+        d_offset, d_scale = mtf.unstack(sums, stat)
         a = scale * rstd
         dx = (dy - (d_offset + xhat * d_scale) * (1.0 / count)) * a
         # mean and variance are outputs too (the moving averages read them); a
