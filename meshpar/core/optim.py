@@ -32,8 +32,12 @@ Adam       ``m, v`` moments, bias-corrected step (tf.train.AdamOptimizer)
 =========  ==========================================================
 
 ``learning_rate`` may be a scalar mtf.Tensor (a schedule); ``weight_decay``
-adds decoupled decay ``lr * weight_decay * w`` (AdamW) of the kernels to the
-same write.
+adds decoupled decay ``lr * weight_decay * w`` (AdamW) of the kernels.
+
+By default (``fused=True``) each variable slice is updated by one TF kernel
+(``ResourceApplyAdam`` and friends, :mod:`meshpar.core.fused_apply`) instead of
+a dozen element-wise ops; ``fused=False`` writes the rule as mtf arithmetic.
+Same variables and slots either way; results differ by float32 rounding.
 
 Any ``mtf.optimize.Optimizer`` (e.g. ``AdafactorOptimizer``) can be passed to
 :func:`race_free_update_ops` instead; its per-variable rule is used behind the
@@ -52,6 +56,8 @@ from typing import Iterable, Optional, Sequence
 import meshpar  # noqa: F401  (installs the mesh_tensorflow import shim)
 import mesh_tensorflow as mtf
 import tensorflow.compat.v1 as tf
+
+from meshpar.core import fused_apply
 
 __all__ = [
     "AfterAll",
@@ -144,47 +150,93 @@ def _decayed(step, var, learning_rate, weight_decay: float):
     return step + var.outputs[0] * (learning_rate * weight_decay)
 
 
-class Sgd(mtf.optimize.Optimizer):
+def _decay_rate(var, learning_rate, weight_decay: float):
+    """``learning_rate * weight_decay`` for a kernel, None where nothing decays (the fused
+    form of :func:`_decayed`)."""
+    if not weight_decay or var.outputs[0].shape.ndims < 2:
+        return None
+    return learning_rate * weight_decay
+
+
+def _slot(var, suffix: str):
+    return mtf.get_variable(var.mesh, var.name + suffix, var.shape, dtype=var.dtype,
+                            initializer=tf.zeros_initializer(), trainable=False)
+
+
+class _Fusable(mtf.optimize.Optimizer):
+    """``fused=True`` (the default) lowers each variable's update to one TF kernel per
+    slice (:mod:`meshpar.core.fused_apply`) where the variables allow it; ``False``
+    writes the same rule as mtf arithmetic (a dozen ops per variable)."""
+
+    fused = True
+
+    def _use_fused(self, var) -> bool:
+        return self.fused and fused_apply.fusable([var])
+
+    def apply_grads(self, grads, variables):
+        """Every variable's update; mtf's own Assigns combined as ``mtf.optimize`` does,
+        fused updates kept as they are (``combine_assignments`` takes only Assigns)."""
+        ops = []
+        for grad, var in zip(grads, variables):
+            ops.extend(self.apply_grad(grad, var))
+        assigns = [op for op in ops if isinstance(op, mtf.Assign)]
+        others = [op for op in ops if not isinstance(op, mtf.Assign)]
+        if assigns:
+            assigns = variables[0].graph.combine_assignments(assigns)
+        return others + assigns
+
+
+class Sgd(_Fusable):
     """Plain SGD: ``w -= lr * g`` (``+ lr * weight_decay * w`` for kernels)."""
 
-    def __init__(self, learning_rate: float, weight_decay: float = 0.0):
+    def __init__(self, learning_rate: float, weight_decay: float = 0.0, fused: bool = True):
         self.learning_rate = _rate(learning_rate)
         self.weight_decay = float(weight_decay)
+        self.fused = bool(fused)
 
     def apply_grad(self, grad, var):
         """``var -= learning_rate * grad`` (no update for a None gradient)."""
         if grad is None:
             return []
+        if self._use_fused(var):
+            return [fused_apply.FusedApply(
+                var, [], grad, [self.learning_rate], fused_apply.sgd_kernel,
+                decay=_decay_rate(var, self.learning_rate, self.weight_decay))]
         return [mtf.assign_sub(var, _decayed(grad * self.learning_rate, var, self.learning_rate,
                                              self.weight_decay))]
 
 
-class Momentum(mtf.optimize.Optimizer):
+class Momentum(_Fusable):
     """SGD with momentum, as ``tf.train.MomentumOptimizer``.
 
     ``v = momentum * v + g``, then ``w -= lr * v`` with the *new* ``v`` (mtf's
     own ``MomentumOptimizer`` subtracts the old one, which lags a step).
     """
 
-    def __init__(self, learning_rate: float, momentum: float = 0.9, weight_decay: float = 0.0):
+    def __init__(self, learning_rate: float, momentum: float = 0.9, weight_decay: float = 0.0,
+                 fused: bool = True):
         self.learning_rate = _rate(learning_rate)
         self.momentum = float(momentum)
         self.weight_decay = float(weight_decay)
+        self.fused = bool(fused)
 
     def apply_grad(self, grad, var):
         """Update the momentum slot and the variable (no update for a None gradient)."""
         if grad is None:
             return []
-        slot = mtf.get_variable(
-            var.mesh, var.name + "/momentum", var.shape, dtype=var.dtype,
-            initializer=tf.zeros_initializer(), trainable=False)
+        slot = _slot(var, "/momentum")
+        if self._use_fused(var):
+            return [fused_apply.FusedApply(
+                var, [slot], grad, [self.learning_rate],
+                fused_apply.momentum_kernel(self.momentum),
+                decay=_decay_rate(var, self.learning_rate, self.weight_decay))]
         new_slot = slot * self.momentum + grad
         return [mtf.assign(slot, new_slot),
                 mtf.assign_sub(var, _decayed(new_slot * self.learning_rate, var,
                                              self.learning_rate, self.weight_decay))]
 
 
-class Adam(mtf.optimize.Optimizer):
+class Adam(_Fusable):
     """Adam with bias correction, as ``tf.train.AdamOptimizer``.
 
     ``beta1^t`` and ``beta2^t`` are mtf scalar variables (``<scope>/beta1_power``,
@@ -193,7 +245,9 @@ class Adam(mtf.optimize.Optimizer):
     """
 
     def __init__(self, learning_rate: float, beta1: float = 0.9, beta2: float = 0.999,
-                 epsilon: float = 1e-8, name: str = "adam", weight_decay: float = 0.0):
+                 epsilon: float = 1e-8, name: str = "adam", weight_decay: float = 0.0,
+                 fused: bool = True):
+        self.fused = bool(fused)
         self.learning_rate = _rate(learning_rate)
         self.weight_decay = float(weight_decay)
         self.beta1 = float(beta1)
@@ -221,15 +275,20 @@ class Adam(mtf.optimize.Optimizer):
         ops = [mtf.assign(power1, new_power1), mtf.assign(power2, new_power2)]
         # lr_t = lr * sqrt(1 - beta2^t) / (1 - beta1^t)
         lr_t = mtf.sqrt(1.0 - new_power2) / (1.0 - new_power1) * self.learning_rate
+        kernel = fused_apply.adam_kernel(self.beta1, self.beta2, self.epsilon)
         for grad, var in pairs:
-            ops.extend(self._apply(grad, var, lr_t))
+            if self._use_fused(var):
+                # The kernel computes lr_t from the rate and the two powers itself.
+                ops.append(fused_apply.FusedApply(
+                    var, [_slot(var, "/adam_m"), _slot(var, "/adam_v")], grad,
+                    [self.learning_rate, new_power1, new_power2], kernel,
+                    decay=_decay_rate(var, self.learning_rate, self.weight_decay)))
+            else:
+                ops.extend(self._apply(grad, var, lr_t))
         return ops
 
     def _apply(self, grad, var, lr_t):
-        m = mtf.get_variable(var.mesh, var.name + "/adam_m", var.shape, dtype=var.dtype,
-                             initializer=tf.zeros_initializer(), trainable=False)
-        v = mtf.get_variable(var.mesh, var.name + "/adam_v", var.shape, dtype=var.dtype,
-                             initializer=tf.zeros_initializer(), trainable=False)
+        m, v = _slot(var, "/adam_m"), _slot(var, "/adam_v")
         new_m = m * self.beta1 + grad * (1.0 - self.beta1)
         new_v = v * self.beta2 + mtf.square(grad) * (1.0 - self.beta2)
         step = _decayed(new_m / (mtf.sqrt(new_v) + self.epsilon) * lr_t, var,
@@ -384,7 +443,10 @@ def unordered_reads(fetches) -> list:
     closure = _ancestors(roots)
     writes, reads = {}, {}
     for op in closure:
-        if op.type in _ASSIGN_TYPES and op.inputs:
+        if op.type in fused_apply.APPLY_KERNEL_WRITES:
+            for handle in list(op.inputs)[:fused_apply.APPLY_KERNEL_WRITES[op.type]]:
+                writes.setdefault(handle.op, []).append(op)
+        elif op.type in _ASSIGN_TYPES and op.inputs:
             var = op.inputs[0].op
             if var.type in _VARIABLE_TYPES:
                 writes.setdefault(var, []).append(op)
