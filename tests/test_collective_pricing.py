@@ -99,6 +99,7 @@ def _layout(name, model_dims="all", batch=True):
 
 
 VGG = "vgg-cifar-small"
+PAIRS = "vgg-cifar-small-pairs"
 TINY = "resattnet3d-tiny"
 CASES = [
     # data parallel: gradient all-reduce of every parameter, the mean loss
@@ -108,6 +109,10 @@ CASES = [
     # hybrid with a partial layout: conv1 and conv3 replicated, the others split
     (VGG, "batch:2;model:2", _layout(VGG, ["conv2_filters", "conv4_filters", "fc1_units"]),
      {"batch": [1, 1], "model": [2, 1]}),
+    # split pairs: the second conv of a pair contracts over the first's split
+    # filters (all-reduce of its output), no gathers between the two
+    (PAIRS, "model:3", _layout(PAIRS, batch=False), {"model": [3, 2, 1]}),
+    (PAIRS, "batch:2;model:2", _layout(PAIRS), {"batch": [2, 1], "model": [2, 1]}),
     # batch norm, residual blocks (projection and identity shortcuts), attention
     (TINY, "batch:2;model:2", _layout(TINY), {"batch": [1, 1], "model": [3, 1]}),
     # partial: the stem and attention key split, the rest replicated
@@ -136,3 +141,16 @@ def test_the_backward_of_a_filter_split_layer_is_a_full_allreduce_not_a_reduce_s
     conv1_out = 2 * 8 * 8 * 6 * 4  # batch x positions x filters x float32
     pool2_out = 2 * 4 * 4 * 6 * 4
     assert counted["model"] == 2 * conv1_out + pool2_out
+
+
+def test_a_split_pair_sends_less_than_two_gathered_filter_splits():
+    """conv1+conv2 as a pair on two devices: the second's output all-reduced (2 S),
+    against conv1's output gathered (S) and its gradient all-reduced (2 S) plus the
+    pooled conv2 output gathered when both are split with gathers."""
+    pair = counted_bytes(PAIRS, "model:2", _layout(PAIRS, ["conv1_filters"], batch=False),
+                         {}, batch=2)
+    conv2_out = 2 * 8 * 8 * 6 * 4  # batch x positions x filters x float32
+    assert pair["model"] == 2 * conv2_out
+    both = counted_bytes(VGG, "model:2", _layout(VGG, ["conv1_filters", "conv2_filters"],
+                                                   batch=False), {}, batch=2)
+    assert both["model"] > pair["model"]

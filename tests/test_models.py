@@ -19,6 +19,9 @@ TINY_3D = ResAttNet3DConfig.small(input_shape=(8, 8, 8), stem_filters=5, stage_f
                                   attention_stages=(1,), name="tiny3d")
 TINY_VGG = VggCifarConfig.small(image_shape=(8, 8), filters=(5, 7), pool_every=1,
                                 dense_units=(7,), num_classes=3, name="tiny-vgg")
+TINY_VGG_PAIRS = VggCifarConfig.small(image_shape=(8, 8), filters=(5, 7, 6, 4), pool_every=2,
+                                      dense_units=(7,), num_classes=3, split_pairs=True,
+                                      name="tiny-vgg-pairs")
 
 
 @pytest.fixture(autouse=True)
@@ -112,7 +115,8 @@ def test_odd_volume_downsamples_like_tf_same_padding():
     assert logits.shape.to_integer_list == [2, 2]
 
 
-@pytest.mark.parametrize("module,config", [(resattnet3d, TINY_3D), (vgg_cifar, TINY_VGG)])
+@pytest.mark.parametrize("module,config", [(resattnet3d, TINY_3D), (vgg_cifar, TINY_VGG),
+                                           (vgg_cifar, TINY_VGG_PAIRS)])
 def test_uneven_hybrid_mesh_gives_the_one_device_logits(module, config):
     one = _run_logits(module, config, HeterogeneousMeshImpl("all:1", "", [""]))
     hybrid = _run_logits(module, config, HeterogeneousMeshImpl(
@@ -193,3 +197,47 @@ def test_configs_and_layer_tables_import_no_tensorflow():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_split_pairs_keep_the_first_split_and_lay_out_only_its_filters():
+    """Pairs (1, 2) and (3, 4): the second of each contracts over the first's split
+    filters (its own filters are whole); no gather of a pair's first output."""
+    assert vgg_cifar.split_dim_names(TINY_VGG_PAIRS) == ["conv1_filters", "conv3_filters",
+                                                         "fc1_units"]
+    graph, _, _, _ = _build_graph(vgg_cifar, TINY_VGG_PAIRS)
+    dims = _graph_dims(graph)
+    assert "conv1_channels" not in dims and "conv3_channels" not in dims
+    assert "conv2_channels" in dims and "conv4_channels" in dims
+    table = vgg_cifar.describe(TINY_VGG_PAIRS)
+    second = next(layer for layer in table.layers if layer.name == "conv2")
+    assert (second.split_dim, second.comm) == ("conv1_filters", "allreduce")
+    # An odd conv whose output pools cannot start a pair: pool_every=1 pairs nothing.
+    unpaired = VggCifarConfig.small(image_shape=(8, 8), filters=(5, 7), pool_every=1,
+                                    split_pairs=True)
+    assert vgg_cifar.split_dim_names(unpaired) == vgg_cifar.split_dim_names(
+        VggCifarConfig.small(image_shape=(8, 8), filters=(5, 7), pool_every=1))
+
+
+def test_split_pairs_gradients_on_an_uneven_hybrid_mesh_equal_one_device():
+    """The backward of a pair (input gradient of the second stays split, the first's
+    is all-reduced) gives one device's weight gradients."""
+    def gradients(impl):
+        with tf.Graph().as_default():
+            graph, mesh, logits, _ = _build_graph(vgg_cifar, TINY_VGG_PAIRS, batch=5)
+            loss = mtf.reduce_sum(mtf.square(logits))
+            variables = graph.trainable_variables
+            grads = mtf.gradients([loss], [v.outputs[0] for v in variables])
+            lowering = mtf.Lowering(graph, {mesh: impl})
+            outs = [lowering.export_to_tf_tensor(g) for g in grads]
+            with tf.Session(config=ONE_THREAD) as sess:
+                sess.run(tf.global_variables_initializer())
+                sess.run(lowering.copy_masters_to_slices())
+                return sess.run(outs)
+
+    one = gradients(HeterogeneousMeshImpl("all:1", "", [""]))
+    hybrid = gradients(HeterogeneousMeshImpl(
+        "batch:2;model:3", vgg_cifar.layout_rules(TINY_VGG_PAIRS), [""] * 6,
+        split_weights={"batch": [2, 1], "model": [3, 2, 1]}))
+    assert len(one) == len(hybrid) == 12  # 4 convs and 2 dense layers, kernel and bias
+    for want, got in zip(one, hybrid):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())

@@ -14,7 +14,8 @@ name                   what                                             TensorFl
 
 :func:`get` maps the model names used on the command line and in plans
 (``resattnet3d-small``, ``resattnet3d-full`` alias ``resattnet3d``,
-``resattnet3d-tiny``, ``vgg-cifar``, ``vgg-cifar-small``) to a module and a
+``resattnet3d-tiny``, ``vgg-cifar``, ``vgg-cifar-small``, and the split-pair
+variants ``vgg-cifar-pairs``, ``vgg-cifar-small-pairs``) to a module and a
 configuration; it is the one registry the planner, the trainer and the
 benchmarks share. Nothing here imports TensorFlow.
 """
@@ -68,6 +69,10 @@ _REGISTRY = {
         attention_stages=(1,), name="resattnet3d-tiny")),
     "vgg-cifar": (vgg_cifar, VggCifarConfig.cifar10, {}),
     "vgg-cifar-small": (vgg_cifar, VggCifarConfig.small, {}),
+    "vgg-cifar-pairs": (vgg_cifar, VggCifarConfig.cifar10,
+                        dict(split_pairs=True, name="vgg-cifar-pairs")),
+    "vgg-cifar-small-pairs": (vgg_cifar, VggCifarConfig.small,
+                              dict(split_pairs=True, name="vgg-cifar-small-pairs")),
 }
 
 

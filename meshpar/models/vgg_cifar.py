@@ -16,6 +16,16 @@ pooling and is gathered (all-concat, renamed ``conv{i}_channels``) before the
 next convolution. ``fc1_units`` split makes the last dense layer a split
 contraction (all-reduce of the logits). ``batch`` goes over ``batch``.
 
+Split pairs (``split_pairs=True``, registered as ``vgg-cifar-pairs``): the
+convolutions go two by two; the first of a pair splits its filters and keeps
+its output split (no gather), the second contracts over that split dimension
+(each device convolves its channel slice with its slice of the kernel) and its
+partial outputs are all-reduced, so its own filters stay whole. A pair costs
+one all-reduce forward (the second's output) and one backward (the first's
+input gradient), instead of two gathers and two all-reduces. Which activations
+are gathered is part of the graph, so this is a model variant, not only a
+layout.
+
 Pure Python at import time; :func:`build` imports Mesh-TensorFlow.
 """
 from __future__ import annotations
@@ -55,6 +65,7 @@ class VggCifarConfig:
     dense_units: tuple = (256,)
     num_classes: int = 10
     name: str = "vgg-cifar"
+    split_pairs: bool = False
 
     def __post_init__(self):
         object.__setattr__(self, "image_shape", tuple(int(s) for s in self.image_shape))
@@ -94,11 +105,27 @@ def _conv_plan(config: VggCifarConfig):
         cin = f
 
 
+def _pair_role(config: VggCifarConfig, i: int) -> str:
+    """``"first"``, ``"second"`` or ``""``: conv ``i``'s place in a split pair. Pairs
+    are (1, 2), (3, 4), ...; a first must not pool (its output stays split into the
+    second) and an odd last conv is unpaired."""
+    if not config.split_pairs:
+        return ""
+    n = len(config.filters)
+    if i % 2 == 1 and i < n and i % config.pool_every != 0:
+        return "first"
+    if i % 2 == 0 and (i - 1) % config.pool_every != 0:
+        return "second"
+    return ""
+
+
 def split_dim_names(config: VggCifarConfig) -> list:
-    """Names of the dimensions laid out on the model axis: every conv's filters, every
-    dense layer's units, in network order.
+    """Names of the dimensions laid out on the model axis: every conv's filters (with
+    split pairs, the first conv's of each pair), every dense layer's units, in
+    network order.
     """
-    names = [f"conv{i}_filters" for i, _, _, _ in _conv_plan(config)]
+    names = [f"conv{i}_filters" for i, _, _, _ in _conv_plan(config)
+             if _pair_role(config, i) != "second"]
     names += [f"fc{k}_units" for k in range(1, len(config.dense_units) + 1)]
     return names
 
@@ -119,19 +146,36 @@ def describe(config: Optional[VggCifarConfig] = None) -> ModelDescription:
     layers = []
     for i, cin, f, pool in _conv_plan(config):
         positions = h * w
-        layers.append(Layer(
-            name=f"conv{i}", kind="conv2d",
-            flops=2.0 * 9 * cin * f * positions + 2.0 * positions * f,  # + bias, ReLU
-            params=9 * cin * f + f, in_elems=positions * cin, out_elems=positions * f,
-            split_dim=f"conv{i}_filters", split_size=f,
-            comm=None if pool else "allconcat",
-            # the gradient of the (whole) input is a partial sum over the filters
-            backward_allreduce_elems=0 if i == 1 else positions * cin))
+        role = _pair_role(config, i)
+        flops = 2.0 * 9 * cin * f * positions + 2.0 * positions * f  # + bias, ReLU
+        if role == "second":
+            # A split contraction over the first's filters: the partial outputs are
+            # all-reduced; the input gradient stays split (local). Bias and ReLU
+            # act on the whole sum, on every device (a row of their own, like the
+            # logits' bias).
+            layers.append(Layer(
+                name=f"conv{i}", kind="conv2d", flops=2.0 * 9 * cin * f * positions,
+                params=9 * cin * f, in_elems=positions * cin, out_elems=positions * f,
+                split_dim=f"conv{i - 1}_filters", split_size=cin, comm="allreduce"))
+            layers.append(Layer(
+                name=f"conv{i}_bias", kind="add", flops=2.0 * positions * f, params=f,
+                in_elems=positions * f, out_elems=positions * f))
+        else:
+            layers.append(Layer(
+                name=f"conv{i}", kind="conv2d", flops=flops,
+                params=9 * cin * f + f, in_elems=positions * cin, out_elems=positions * f,
+                split_dim=f"conv{i}_filters", split_size=f,
+                comm=None if pool or role == "first" else "allconcat",
+                # the gradient of the (whole) input is a partial sum over the filters
+                backward_allreduce_elems=0 if i == 1 else positions * cin))
         if pool:
             h, w = h // 2, w // 2
+            split = role != "second"
             layers.append(Layer(name=f"pool{i}", kind="pool", flops=float(positions * f),
                                 in_elems=positions * f, out_elems=h * w * f,
-                                split_dim=f"conv{i}_filters", split_size=f, comm="allconcat"))
+                                split_dim=f"conv{i}_filters" if split else None,
+                                split_size=f if split else None,
+                                comm="allconcat" if split else None))
     units = h * w * config.filters[-1]
     last = None  # the split dimension the logits contract over
     for k, u in enumerate(config.dense_units, start=1):
@@ -205,7 +249,8 @@ def build(inputs, config: Optional[VggCifarConfig] = None, mesh=None,
             x = mtf.relu(L.conv2d(x, out_dim, 3, name=f"conv{i}"))
             if pool:
                 x = mtf.layers.max_pool2d(x, (2, 2), name=f"pool{i}")
-            x = L.gather(x, out_dim.name, f"conv{i}_channels")
+            if _pair_role(config, i) != "first":  # a pair's first stays split
+                x = L.gather(x, out_dim.name, f"conv{i}_channels")
         batch_dims = x.shape.dims[:-3]
         flat = mtf.Dimension("flat", x.shape.dims[-3].size * x.shape.dims[-2].size
                              * x.shape.dims[-1].size)
