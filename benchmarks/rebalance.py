@@ -13,6 +13,12 @@ separate process, as a user would run it.
 (b) Worker 1 is killed after the checkpoint at ``--kill-after``, with
     ``--elastic --rebalance``: the run re-plans on worker 0 and reaches the
     final step.
+(c) ``--steady-steps N``: what measuring costs when nothing changes. Both
+    workers stay at 0.9; ``--rebalance`` runs and static runs of N steps
+    alternate (``--steady-rounds`` each, on one cluster); the cost is one minus
+    the ratio of their median rates after warm-up, next to the monitor's own
+    account (``rebalance_monitor.overhead_fraction``), and any re-plan the
+    monitor made without cause is listed.
 
 In both, the steps each run executed are listed from its step times: every
 step once, except in (b) the steps after the last checkpoint before the kill,
@@ -216,6 +222,31 @@ def scenario_kill(args, work) -> dict:
                                       [0.9, 0.9])}
 
 
+def scenario_steady(args, work) -> dict:
+    """(c): rebalance and static runs alternating on one unchanging cluster."""
+    none = os.path.join(work, "none.json")
+    with open(none, "w", encoding="utf-8") as f:
+        json.dump({"replans": []}, f)
+    variants = {"rebalance": ["--rebalance", *_every(args)],
+                "static": ["--replay-replans", none]}
+    steady = argparse.Namespace(**{**vars(args), "steps": args.steady_steps})
+    rates = {name: [] for name in variants}
+    monitor, replans = [], []
+    with LocalCluster([0.9, 0.9], throttle=args.throttle) as cluster:
+        for r in range(args.steady_rounds):
+            for name, extra in variants.items():
+                summary = train(cluster, os.path.join(work, f"steady-{name}-{r}"), steady, extra)
+                rates[name].append(rate(summary, args.batch, 10, args.steady_steps))
+                if name == "rebalance":
+                    monitor.append((summary.get("rebalance_monitor") or {}).get(
+                        "overhead_fraction"))
+                    replans.extend(r_["step"] for r_ in summary["replans"])
+    medians = {name: float(np.median(v)) for name, v in rates.items()}
+    return {"steps": args.steady_steps, "rates_samples_per_s": rates, "median": medians,
+            "cost_fraction": 1.0 - medians["rebalance"] / medians["static"],
+            "monitor_overhead_fraction": monitor, "replans_without_cause_at": replans}
+
+
 def _slim(summary) -> dict:
     keep = ("replans", "log", "rebalance_monitor", "rebalance_samples", "samples_per_second",
             "wall_seconds", "steps", "last_loss", "step_times")
@@ -266,20 +297,31 @@ def main() -> int:
                         help="also run --rebalance with --rebalance-profile (the workers "
                              "profiled first with meshpar profile --cluster --model)")
     parser.add_argument("--skip-kill", action="store_true",
-                        help="run the drop scenario only")
+                        help="skip the kill scenario")
+    parser.add_argument("--skip-drop", action="store_true",
+                        help="skip the drop scenario")
+    parser.add_argument("--steady-steps", type=int, default=0,
+                        help="also measure what monitoring costs on an unchanging cluster: "
+                             "runs of this many steps (0: skip)")
+    parser.add_argument("--steady-rounds", type=int, default=3,
+                        help="rebalance and static runs each, alternating (default 3)")
     parser.add_argument("--out", default=OUT)
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     load = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="meshpar-rebalance-") as work:
         result = {"config": vars(args), "loadavg_at_start": load,
-                  "drop": scenario_drop(args, work),
-                  "kill": None if args.skip_kill else scenario_kill(args, work)}
+                  "drop": None if args.skip_drop else scenario_drop(args, work),
+                  "kill": None if args.skip_kill else scenario_kill(args, work),
+                  "steady": scenario_steady(args, work) if args.steady_steps else None}
     result["loadavg_at_end"] = os.getloadavg()
     with open(os.path.join(args.out, "rebalance.json"), "w", encoding="utf-8") as f:
         json.dump(result, f, indent=1)
-    plot(result, os.path.join(args.out, "rebalance.png"))
-    print(json.dumps({k: v for k, v in result["drop"].items() if k != "runs"}, indent=1))
+    if result["drop"] is not None:
+        plot(result, os.path.join(args.out, "rebalance.png"))
+        print(json.dumps({k: v for k, v in result["drop"].items() if k != "runs"}, indent=1))
+    if result["steady"] is not None:
+        print(json.dumps(result["steady"], indent=1))
     if result["kill"] is not None:
         print(json.dumps({k: v for k, v in result["kill"].items() if k != "run"}, indent=1))
     return 0
