@@ -13,6 +13,7 @@ import math
 import sys
 
 from meshpar.cli.parsing import parse_speeds
+from meshpar.models import names as model_names
 
 METHODS = ("ga", "exact", "proportional", "even")
 
@@ -36,8 +37,8 @@ def register(subparsers) -> None:
     # The old name of --profile; "cluster file" now always means TF's cluster file.
     parser.add_argument("--cluster", dest="profile_alias", help=argparse.SUPPRESS)
     parser.add_argument("--model", default="resattnet3d-small",
-                        help="built-in model: vgg-cifar, vgg-cifar-small, resattnet3d-small, "
-                             "resattnet3d (default: %(default)s)")
+                        help="built-in model: " + ", ".join(model_names())
+                             + " (default: %(default)s)")
     parser.add_argument("--batch", type=int, default=8, help="global batch size (default: 8)")
     parser.add_argument("--method", choices=METHODS, default="ga")
     parser.add_argument("--seed", type=int, default=0, help="GA seed (default: 0)")

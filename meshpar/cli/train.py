@@ -32,6 +32,7 @@ from meshpar.cli.train_options import (  # noqa: F401  (mesh_from_speeds: re-exp
     add_mesh_options, add_rebalance_options, add_recipe_options, add_split_options,
     augmentations, check_mesh_args, cluster_client, mesh_arguments, mesh_from_speeds,
     rebalance_options, recipe_params, split_request)
+from meshpar.models import names as model_names
 
 OPTIMIZER_DEFAULT_LR = {"adam": 1e-3, "momentum": 0.01, "sgd": 0.05}
 #: ``--checkpoint-every`` when --keep-best is on and no cadence is given
@@ -58,8 +59,8 @@ def register(subparsers) -> None:
     source.add_argument("--synthetic", action="store_true",
                         help="train on synthetic phantoms written to a temporary directory")
     parser.add_argument("--model", default="resattnet3d-small",
-                        help="resattnet3d-small, resattnet3d-tiny, resattnet3d-full, vgg-cifar, "
-                             "vgg-cifar-small (default: %(default)s)")
+                        help="built-in model: " + ", ".join(model_names())
+                             + " (default: %(default)s)")
     add_mesh_options(parser)
     parser.add_argument("--skip-bad", action="store_true",
                         help="skip (and count) unreadable, NaN or mislabelled subjects instead "
