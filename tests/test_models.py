@@ -126,6 +126,30 @@ def test_uneven_hybrid_mesh_gives_the_one_device_logits(module, config):
     np.testing.assert_allclose(hybrid, one, atol=1e-5)
 
 
+def _weight_gradients(build, layout_rules):
+    """Gradients of sum(logits^2) for every trainable variable, on one device and on
+    an uneven 2 x 3 hybrid mesh laid out by ``layout_rules``. ``build(mesh)`` builds
+    the model in the current graph and returns its logits."""
+    def gradients(impl):
+        with tf.Graph().as_default():
+            tf.set_random_seed(1)
+            graph = mtf.Graph()
+            mesh = mtf.Mesh(graph, "mesh")
+            loss = mtf.reduce_sum(mtf.square(build(mesh)))
+            grads = mtf.gradients([loss], [v.outputs[0] for v in graph.trainable_variables])
+            lowering = mtf.Lowering(graph, {mesh: impl})
+            outs = [lowering.export_to_tf_tensor(g) for g in grads]
+            with tf.Session(config=ONE_THREAD) as sess:
+                sess.run(tf.global_variables_initializer())
+                sess.run(lowering.copy_masters_to_slices())
+                return sess.run(outs)
+
+    return (gradients(HeterogeneousMeshImpl("all:1", "", [""])),
+            gradients(HeterogeneousMeshImpl("batch:2;model:3", layout_rules, [""] * 6,
+                                            split_weights={"batch": [2, 1],
+                                                           "model": [3, 2, 1]})))
+
+
 def test_float64_gradients_on_an_uneven_hybrid_mesh_equal_one_device_to_rounding():
     """In float64 the uneven split changes nothing but rounding (~1e-14). In
     float32, batch-norm backward over large volumes amplifies reduction-order
@@ -136,27 +160,9 @@ def test_float64_gradients_on_an_uneven_hybrid_mesh_equal_one_device_to_rounding
                                      stage_filters=(5, 7), attention_stages=(1,),
                                      stem_pool=False, name="tiny3d-f64")
     x = np.random.RandomState(0).randn(5, 8, 8, 8, 1)
-
-    def gradients(impl):
-        with tf.Graph().as_default():
-            tf.set_random_seed(1)
-            graph = mtf.Graph()
-            mesh = mtf.Mesh(graph, "mesh")
-            logits, _ = resattnet3d.build(tf.constant(x, tf.float64), config, mesh=mesh)
-            loss = mtf.reduce_sum(mtf.square(logits))
-            variables = graph.trainable_variables
-            grads = mtf.gradients([loss], [v.outputs[0] for v in variables])
-            lowering = mtf.Lowering(graph, {mesh: impl})
-            outs = [lowering.export_to_tf_tensor(g) for g in grads]
-            with tf.Session(config=ONE_THREAD) as sess:
-                sess.run(tf.global_variables_initializer())
-                sess.run(lowering.copy_masters_to_slices())
-                return sess.run(outs)
-
-    one = gradients(HeterogeneousMeshImpl("all:1", "", [""]))
-    hybrid = gradients(HeterogeneousMeshImpl(
-        "batch:2;model:3", resattnet3d.layout_rules(config), [""] * 6,
-        split_weights={"batch": [2, 1], "model": [3, 2, 1]}))
+    one, hybrid = _weight_gradients(
+        lambda mesh: resattnet3d.build(tf.constant(x, tf.float64), config, mesh=mesh)[0],
+        resattnet3d.layout_rules(config))
     assert len(one) == len(hybrid) > 20
     for want, got in zip(one, hybrid):
         np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
@@ -221,23 +227,10 @@ def test_split_pairs_keep_the_first_split_and_lay_out_only_its_filters():
 def test_split_pairs_gradients_on_an_uneven_hybrid_mesh_equal_one_device():
     """The backward of a pair (input gradient of the second stays split, the first's
     is all-reduced) gives one device's weight gradients."""
-    def gradients(impl):
-        with tf.Graph().as_default():
-            graph, mesh, logits, _ = _build_graph(vgg_cifar, TINY_VGG_PAIRS, batch=5)
-            loss = mtf.reduce_sum(mtf.square(logits))
-            variables = graph.trainable_variables
-            grads = mtf.gradients([loss], [v.outputs[0] for v in variables])
-            lowering = mtf.Lowering(graph, {mesh: impl})
-            outs = [lowering.export_to_tf_tensor(g) for g in grads]
-            with tf.Session(config=ONE_THREAD) as sess:
-                sess.run(tf.global_variables_initializer())
-                sess.run(lowering.copy_masters_to_slices())
-                return sess.run(outs)
-
-    one = gradients(HeterogeneousMeshImpl("all:1", "", [""]))
-    hybrid = gradients(HeterogeneousMeshImpl(
-        "batch:2;model:3", vgg_cifar.layout_rules(TINY_VGG_PAIRS), [""] * 6,
-        split_weights={"batch": [2, 1], "model": [3, 2, 1]}))
+    x = np.random.RandomState(1).randn(5, 8, 8, 3).astype(np.float32)
+    one, hybrid = _weight_gradients(
+        lambda mesh: vgg_cifar.build(tf.constant(x), TINY_VGG_PAIRS, mesh=mesh).logits,
+        vgg_cifar.layout_rules(TINY_VGG_PAIRS))
     assert len(one) == len(hybrid) == 12  # 4 convs and 2 dense layers, kernel and bias
     for want, got in zip(one, hybrid):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
