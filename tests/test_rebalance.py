@@ -262,38 +262,6 @@ def test_a_monitor_samples_a_burst_of_steps_when_the_step_time_moves(monkeypatch
     assert sampled == [20, 34, 35, 40, 60]
 
 
-def test_a_monitor_samples_the_first_steps_of_a_segment_when_asked(monkeypatch):
-    """``initial``: a plan wrong from its start is measured right after the warm-up,
-    not ``every`` steps later; then one in ``every`` again."""
-    from types import SimpleNamespace as NS
-
-    from meshpar.training import live_speeds
-    from meshpar.training.live_speeds import SpeedMonitor
-
-    def sampled_steps(**kwargs):
-        sampled = []
-        monitor = SpeedMonitor(every=20, on_sample=lambda step, busy: sampled.append(step) and False,
-                               warmup=3, **kwargs)
-        monitor._first, clock = 0, [0.0]
-        monkeypatch.setattr(live_speeds.time, "perf_counter", lambda: clock[0])
-        metadata = NS(step_stats=NS(dev_stats=[]))
-        for _ in range(45):
-            monitor.before_run(None)
-            clock[0] += 0.1
-            monitor.after_run(NS(request_stop=lambda: None), NS(run_metadata=metadata))
-        return sampled
-
-    assert sampled_steps(initial=3) == [4, 5, 6, 23, 43]
-    assert sampled_steps() == [23, 43]
-
-
-def test_rebalancing_measures_rarely_and_at_once_on_change_by_default():
-    from meshpar.training.rebalance import RebalanceOptions
-
-    options = RebalanceOptions()
-    assert options.every == 50 and options.trigger == 0.25
-
-
 def test_a_profile_of_another_model_or_other_workers_is_refused_when_the_run_starts():
     from meshpar.models import describe_model
     from meshpar.training.rebalance import check_profile

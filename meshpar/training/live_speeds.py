@@ -138,20 +138,15 @@ class SpeedMonitor(tf.estimator.SessionRunHook):
     ``trigger``: a :class:`StepTimeTrigger`; when it fires, the next ``burst``
     steps are all sampled (so a change is measured ``burst`` times within a
     few steps, while the regular samples stay one in ``every``).
-    ``initial``: the first ``initial`` steps after the warm-up of every segment
-    are sampled too, so a plan that is wrong from its start (a mis-profiled
-    worker, a re-plan that did not help) is measured at once, not ``every``
-    steps later; the trigger only sees changes.
     """
 
     def __init__(self, every: int, on_sample: Callable, on_step: Optional[Callable] = None,
                  warmup: int = 3, trace: bool = True, probe: Optional[Dict[int, str]] = None,
-                 trigger: Optional[StepTimeTrigger] = None, burst: int = 3,
-                 initial: int = 0):
+                 trigger: Optional[StepTimeTrigger] = None, burst: int = 3):
         if every < 1:
             raise ValueError(f"re-balancing samples every N steps: N must be >= 1, got {every}")
         self.every, self.warmup, self.trace = int(every), int(warmup), bool(trace)
-        self.trigger, self.burst, self.initial = trigger, int(burst), int(initial)
+        self.trigger, self.burst = trigger, int(burst)
         self._burst_left = 0
         self.triggers = []  # global steps at which the step time moved
         self.probe_devices = dict(probe) if probe else None
@@ -175,8 +170,7 @@ class SpeedMonitor(tf.estimator.SessionRunHook):
 
     def _traces_now(self) -> bool:
         k = self._seen - self.warmup
-        return self.trace and k > 0 and (k <= self.initial or k % self.every == 0
-                                         or self._burst_left > 0)
+        return self.trace and k > 0 and (k % self.every == 0 or self._burst_left > 0)
 
     def after_create_session(self, session, coord):
         """The step this segment starts from (a variable read in the training

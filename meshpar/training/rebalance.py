@@ -58,8 +58,7 @@ class RebalanceOptions:
 
     ``rebalance``: measure and re-plan on drift; ``every``: measure after one
     step in N; ``trigger``: also measure ``patience`` steps in a row as soon as
-    the median step time moves by more than this fraction, and at the start of
-    every segment (0: off, then only one step in ``every``; see
+    the median step time moves by more than this fraction (0: off; see
     :class:`~meshpar.training.live_speeds.StepTimeTrigger`); ``threshold``:
     re-plan when the plan's step at the measured speeds is more than this
     fraction longer than a balanced step (and the new plan is
@@ -72,10 +71,8 @@ class RebalanceOptions:
     """
 
     rebalance: bool = True
-    # Measure rarely, and at once when the step time moves or a segment starts:
-    # 1.5-1.7% of a steady run against 2.1-3.2% for one probe in 10 (docs/rebalance.md).
-    every: int = 50
-    trigger: float = 0.25
+    every: int = 10
+    trigger: float = 0.0  # opt-in: at 0.15 it fired on noise here (docs/rebalance.md)
     threshold: float = 0.10
     patience: int = 3
     method: str = "proportional"
@@ -433,8 +430,7 @@ def train_rebalancing(build: Callable, train_fn: Callable, max_steps: int, mesh:
                                trace=options.rebalance and not schedule,
                                probe=_worker_devices(run.mesh) if run.probing else None,
                                trigger=StepTimeTrigger(threshold=options.trigger)
-                               if options.trigger else None, burst=options.patience,
-                               initial=options.patience if options.trigger else 0)
+                               if options.trigger else None, burst=options.patience)
         monitors.append(monitor)
         down, thread = _run_segment(
             lambda: est.train(train_fn, max_steps=target, hooks=[*hooks, monitor]),
