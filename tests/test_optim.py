@@ -255,3 +255,18 @@ def test_fused_and_mtf_updates_keep_the_same_variables():
             return sorted((v.name, tuple(v.shape.to_integer_list)) for v in graph.all_variables)
     assert names(True) == names(False)
     assert any(n.endswith("/adam_v") for n, _ in names(True))
+
+
+def test_reference_variables_take_the_mtf_arithmetic():
+    """With resource variables off (``disable_v2_behavior`` does that) there is no
+    handle to update in place: the rule is written as mtf ops, and still trains as
+    the numpy reference says."""
+    tf.disable_resource_variables()
+    try:
+        losses, weights = train("adam", "batch 2 x hidden 3, uneven", fused=True)
+    finally:
+        tf.enable_resource_variables()
+    ref_losses, ref_weights = numpy_reference("adam", fused=False)
+    np.testing.assert_allclose(losses, ref_losses, atol=1e-6, rtol=0)
+    for got, want in zip(weights, ref_weights):
+        np.testing.assert_allclose(got, want, atol=1e-6, rtol=1e-5)

@@ -38,10 +38,12 @@ APPLY_KERNEL_WRITES = {
 
 
 def fusable(variables: Sequence) -> bool:
-    """True when every variable is float32 in its slices and as master: the kernels
-    update float32 resource variables in place; anything else takes the mtf path."""
-    return all(v.slice_dtype == tf.float32 and v.master_dtype == tf.float32
-               for v in variables)
+    """True when every variable is float32 in its slices and as master and TF makes
+    resource variables (its default; ``tf.disable_resource_variables()`` or
+    ``disable_v2_behavior()`` switch to reference variables): the kernels update
+    float32 resource variables in place; anything else takes the mtf path."""
+    return tf.resource_variables_enabled() and all(
+        v.slice_dtype == tf.float32 and v.master_dtype == tf.float32 for v in variables)
 
 
 class FusedApply(mtf.Operation):
