@@ -77,10 +77,9 @@ class FusedApply(mtf.Operation):
             _exclude_from_stacking(v)
         self._kernel = kernel
         self._n_scalars = len(scalars)
-        self._has_decay = decay is not None
-        extra = [decay] if self._has_decay else []
-        mtf_inputs = [grad] + [s for s in list(scalars) + extra if isinstance(s, mtf.Tensor)]
-        self._constants = [s for s in list(scalars) + extra]
+        # The scalars, then the decay: mtf tensors among them are inputs, lowered per device.
+        self._operands = list(scalars) + ([] if decay is None else [decay])
+        mtf_inputs = [grad] + [s for s in self._operands if isinstance(s, mtf.Tensor)]
         super().__init__(mtf_inputs, variable.mesh, name=name or "fused_apply")
         self._outputs = []
 
@@ -100,7 +99,7 @@ class FusedApply(mtf.Operation):
         grads = lowering.tensors[self.inputs[0]].to_laid_out_tensor().all_slices
         lowered = iter(self.inputs[1:])
         operands = []  # per operand: a list of one tensor per processor
-        for value in self._constants:
+        for value in self._operands:
             if isinstance(value, mtf.Tensor):
                 operands.append(lowering.tensors[next(lowered)].to_laid_out_tensor().all_slices)
             else:
