@@ -16,6 +16,7 @@ EPILOG = """examples:
   meshpar bench hetero --speeds 0.8,0.5,0.3,0.2 --quick
   meshpar bench hetero --out benchmarks/results/hetero-0.9-0.3
   meshpar bench train --out benchmarks/results/train-0.9-0.3    whole networks, meshpar train path
+  meshpar bench train --models vgg-cifar-pairs --rounds 3        vgg with its convolutions split in pairs
 """
 
 
