@@ -4,13 +4,14 @@ Why
 ---
 Written as mtf arithmetic, an Adam update is about a dozen element-wise ops per
 variable (moments, square root, division, decay, three assigns, three reads),
-each lowered once per device: for resattnet3d-small that is most of the
-~1,900 ops of a training step, and each op costs a fixed scheduling overhead
-that a 0.3-core worker pays 3.3 times over, whatever its share of the batch.
-TF ships the same rules as single kernels (``ResourceApplyAdam``,
+each lowered once per device and each a pass over the variable's slice. TF
+ships the same rules as single kernels (``ResourceApplyAdam``,
 ``ResourceApplyMomentum``, ``ResourceApplyGradientDescent``) that update the
-variable and its slots in place. :class:`FusedApply` lowers an update to one
-such kernel per slice (plus one op for decoupled weight decay of kernels).
+variable and its slots in place in one pass. :class:`FusedApply` lowers an
+update to one such kernel per slice (plus one op for decoupled weight decay of
+kernels). Measured (docs/measuring.md, "Optimizer kernels"): on vgg-cifar
+(4.6M parameters) the fast worker alone went from 67 to 73 samples/s; on
+resattnet3d-small (60k parameters) the update was never the cost.
 
 The slots stay the same per-variable mtf variables with the same names, so
 checkpoints are unchanged and a run can switch between fused and unfused
