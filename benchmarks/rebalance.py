@@ -156,16 +156,22 @@ def _every(args) -> list:
             + (["--rebalance-trigger", str(args.trigger)] if args.trigger is not None else []))
 
 
+def _no_replans(work) -> str:
+    """A --replay-replans file with no re-plans: the static plan, timed like the others."""
+    path = os.path.join(work, "none.json")
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump({"replans": []}, f)
+    return path
+
+
 def scenario_drop(args, work) -> dict:
     runs = {}
     variants = [("rebalance", ["--rebalance", *_every(args)]),
-                ("static", ["--replay-replans", os.path.join(work, "none.json")])]
+                ("static", ["--replay-replans", _no_replans(work)])]
     if args.profile:
         variants.append(("rebalance-profile", [
             "--rebalance", *_every(args), "--rebalance-profile", profile_workers(args, work)]))
     for name, extra in variants:
-        with open(os.path.join(work, "none.json"), "w", encoding="utf-8") as f:
-            json.dump({"replans": []}, f)
         with LocalCluster([0.9, 0.9], throttle=args.throttle) as cluster:
             runs[name] = train(cluster, os.path.join(work, f"drop-{name}"), args, extra,
                                args.drop_at, lambda: cluster.set_speed(0, 0.3))
@@ -226,11 +232,8 @@ def scenario_kill(args, work) -> dict:
 
 def scenario_steady(args, work) -> dict:
     """(c): rebalance and static runs alternating on one unchanging cluster."""
-    none = os.path.join(work, "none.json")
-    with open(none, "w", encoding="utf-8") as f:
-        json.dump({"replans": []}, f)
     variants = {"rebalance": ["--rebalance", *_every(args)],
-                "static": ["--replay-replans", none]}
+                "static": ["--replay-replans", _no_replans(work)]}
     steady = argparse.Namespace(**{**vars(args), "steps": args.steady_steps})
     rates = {name: [] for name in variants}
     monitor, replans = [], []

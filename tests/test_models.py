@@ -12,6 +12,7 @@ import tensorflow.compat.v1 as tf
 from meshpar import models
 from meshpar.core.mesh_impl import HeterogeneousMeshImpl
 from meshpar.models import ResAttNet3DConfig, VggCifarConfig, resattnet3d, vgg_cifar
+from mtf_helpers import run_lowered
 
 ONE_THREAD = tf.ConfigProto(intra_op_parallelism_threads=1, inter_op_parallelism_threads=1)
 
@@ -137,12 +138,7 @@ def _weight_gradients(build, layout_rules):
             mesh = mtf.Mesh(graph, "mesh")
             loss = mtf.reduce_sum(mtf.square(build(mesh)))
             grads = mtf.gradients([loss], [v.outputs[0] for v in graph.trainable_variables])
-            lowering = mtf.Lowering(graph, {mesh: impl})
-            outs = [lowering.export_to_tf_tensor(g) for g in grads]
-            with tf.Session(config=ONE_THREAD) as sess:
-                sess.run(tf.global_variables_initializer())
-                sess.run(lowering.copy_masters_to_slices())
-                return sess.run(outs)
+            return run_lowered(graph, mesh, impl, grads)
 
     return (gradients(HeterogeneousMeshImpl("all:1", "", [""])),
             gradients(HeterogeneousMeshImpl("batch:2;model:3", layout_rules, [""] * 6,

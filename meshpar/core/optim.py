@@ -273,12 +273,13 @@ class Adam(_Fusable):
         new_power1 = power1 * self.beta1
         new_power2 = power2 * self.beta2
         ops = [mtf.assign(power1, new_power1), mtf.assign(power2, new_power2)]
-        # lr_t = lr * sqrt(1 - beta2^t) / (1 - beta1^t)
-        lr_t = mtf.sqrt(1.0 - new_power2) / (1.0 - new_power1) * self.learning_rate
+        # lr_t = lr * sqrt(1 - beta2^t) / (1 - beta1^t), for the mtf arithmetic only: the
+        # fused kernel computes it from the rate and the two powers itself.
+        lr_t = (mtf.sqrt(1.0 - new_power2) / (1.0 - new_power1) * self.learning_rate
+                if not all(self._use_fused(var) for _, var in pairs) else None)
         kernel = fused_apply.adam_kernel(self.beta1, self.beta2, self.epsilon)
         for grad, var in pairs:
             if self._use_fused(var):
-                # The kernel computes lr_t from the rate and the two powers itself.
                 ops.append(fused_apply.FusedApply(
                     var, [_slot(var, "/adam_m"), _slot(var, "/adam_v")], grad,
                     [self.learning_rate, new_power1, new_power2], kernel,
