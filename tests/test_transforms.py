@@ -11,6 +11,7 @@ from meshpar.data.transforms import (
     CropOrPad,
     RandomAffine,
     RandomFlip,
+    RandomShift,
     Reorient,
     Resample,
     ZScore,
@@ -93,6 +94,28 @@ def test_augmentation_is_seeded_and_off_without_rng():
     np.testing.assert_array_equal(RandomFlip(p=1.0)(vol, np.random.default_rng(0)).data, vol.data[::-1])
 
 
+def test_shift_moves_whole_voxels_and_fills_with_the_background():
+    data = np.zeros((6, 7, 8), np.float32) - 1.0
+    data[2:4, 3:5, 2:6] = np.arange(16, dtype=np.float32).reshape(2, 2, 4)
+    vol = Volume(data, np.eye(4))
+    assert RandomShift(2)(vol).data is data  # no rng: identity
+    seen = set()
+    for seed in range(40):
+        rng = np.random.default_rng(seed)
+        k = np.random.default_rng(seed).integers(-2, 3, size=3)  # the draw the shift makes
+        out = RandomShift(2)(vol, rng).data
+        np.testing.assert_array_equal(out, np.roll(data, tuple(k), axis=(0, 1, 2)))  # object inside
+        assert out.dtype == data.dtype and (out == -1.0).sum() == (data == -1.0).sum()
+        seen.add(tuple(k))
+    assert len(seen) > 10  # the shifts vary with the seed
+    edge = np.arange(27, dtype=np.float32).reshape(3, 3, 3)  # content leaves: min fills in
+    out = RandomShift(1)(Volume(edge, np.eye(4)), np.random.default_rng(1)).data
+    k = np.random.default_rng(1).integers(-1, 2, size=3)
+    assert k.any() and (out == 0.0).sum() > 1
+    with pytest.raises(ValueError, match="whole number"):
+        RandomShift(1.5)
+
+
 def test_default_transform_gives_the_model_grid_and_augments_only_with_rng():
     affine = np.diag([2.0, 2.0, 2.0, 1.0])
     vol = Volume(_blob(shape=(20, 24, 18)), affine)
@@ -115,6 +138,6 @@ def test_the_data_package_re_exports_the_steps():
     import meshpar.data
     import meshpar.data.transforms as transforms
 
-    for name in ("Compose", "CropOrPad", "RandomAffine", "RandomFlip", "Reorient", "Resample", "ZScore",
+    for name in ("Compose", "CropOrPad", "RandomAffine", "RandomFlip", "RandomShift", "Reorient", "Resample", "ZScore",
                  "default_transform"):
         assert getattr(meshpar.data, name) is getattr(transforms, name)

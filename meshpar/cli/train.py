@@ -91,9 +91,11 @@ def register(subparsers) -> None:
                         help="input channels; C > 1 reads 4-D NIfTI files holding C co-registered "
                              "volumes, channels last (default: the model's, 1 for MRI)")
     parser.add_argument("--augment", nargs="?", const="flip,affine", default=None,
-                        help="augment the training volumes, seeded by --seed: flip, affine, "
-                             "flip,affine (the flag alone) or none (default: flip; "
-                             "docs/accuracy.md measured affine hurting). NIfTI data only")
+                        help="augment the training volumes, seeded by --seed: a comma list "
+                             "of flip (left-right), shift (whole voxels, up to 2), affine "
+                             "(rotation, scale, shift; interpolated); flip,affine (the flag "
+                             "alone) or none (default: flip; docs/accuracy.md measured affine "
+                             "hurting). NIfTI data only")
     parser.add_argument("--n-synthetic", type=int, default=400,
                         help="subjects written by --synthetic (default: %(default)s)")
     parser.add_argument("--val-fraction", type=float, default=0.25,

@@ -11,6 +11,7 @@ step                  what it does
 :class:`CropOrPad`    centre crop / pad to a shape
 :class:`ZScore`       z-score with statistics from a head mask (Otsu)
 :class:`RandomFlip`   augmentation; acts only when given a ``rng``
+:class:`RandomShift`  augmentation: whole-voxel translation (volumes unchanged)
 :class:`RandomAffine` augmentation; acts only when given a ``rng``
 ====================  ==========================================================
 
@@ -43,6 +44,7 @@ __all__ = [
     "CropOrPad",
     "RandomAffine",
     "RandomFlip",
+    "RandomShift",
     "Reorient",
     "Resample",
     "Transform",
@@ -267,6 +269,37 @@ class RandomFlip(Transform):
         return vol.replace(data=np.ascontiguousarray(np.flip(vol.data, axis=axes)))
 
 
+class RandomShift(Transform):
+    """Translate by a whole number of voxels, up to ``max_shift`` along each axis.
+
+    Augmentation that keeps every volume and intensity: no interpolation and no
+    scaling, so a measure the label depends on (a ventricle's or hippocampus's
+    size) is the same in the shifted example. The voxels shifted in take the
+    volume's minimum (the background after z-scoring). Identity without ``rng``.
+    """
+
+    random = True
+
+    def __init__(self, max_shift: int = 2):
+        if int(max_shift) != max_shift or max_shift < 0:
+            raise ValueError(f"max_shift must be a whole number of voxels >= 0, got {max_shift}")
+        self.max_shift = int(max_shift)
+
+    def __call__(self, vol: Volume, rng: Optional[np.random.Generator] = None) -> Volume:
+        if rng is None or self.max_shift == 0:
+            return vol
+        spatial = vol.data.shape[:3]  # a trailing channel axis is not shifted
+        shifts = rng.integers(-self.max_shift, self.max_shift + 1, size=len(spatial))
+        out = np.full_like(vol.data, vol.data.min())
+        src, dst = [], []
+        for n, k in zip(spatial, shifts):
+            k = int(np.clip(k, -n, n))
+            src.append(slice(max(0, -k), n - max(0, k)))
+            dst.append(slice(max(0, k), n - max(0, -k)))
+        out[tuple(dst)] = vol.data[tuple(src)]
+        return vol.replace(data=out)
+
+
 class RandomAffine(Transform):
     """Small random rotation, scaling and shift about the centre (augmentation).
 
@@ -310,6 +343,7 @@ class RandomAffine(Transform):
 #: Augmentation names (``meshpar train --augment``) -> the random step they add.
 AUGMENTATIONS = {
     "flip": lambda: RandomFlip(axes=(0,)),
+    "shift": lambda: RandomShift(),
     "affine": lambda: RandomAffine(),
 }
 
@@ -323,7 +357,8 @@ def default_transform(
     """The standard chain: reorient to RAS, resample, z-score, [augment].
 
     ``augment``: True for every step of :data:`AUGMENTATIONS` (left-right
-    flip, then a small affine), False for none, or a sequence of their names.
+    flip, a whole-voxel shift, then a small affine), False for none, or a
+    sequence of their names.
 
     The random steps come last so that everything before them is done once
     per subject and cached (:class:`~meshpar.data.nifti.NiftiDataset`): an
