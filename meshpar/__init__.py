@@ -6,8 +6,12 @@ so the planner and the CLI start fast.
 """
 from __future__ import annotations
 
-from meshpar import _compat
-from meshpar.core.splits import even_sizes, split_sizes
+from meshpar import _onednn
+
+_onednn.default_on()  # before anything imports TensorFlow: it reads the setting once
+
+from meshpar import _compat  # noqa: E402
+from meshpar.core.splits import even_sizes, split_sizes  # noqa: E402
 
 _compat.install_import_hook()
 

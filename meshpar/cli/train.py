@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 
+from meshpar import _onednn
 from meshpar.cli.train_options import (  # noqa: F401  (mesh_from_speeds: re-exported)
     add_mesh_options, add_rebalance_options, add_recipe_options, add_split_options,
     augmentations, check_mesh_args, cluster_client, mesh_arguments, mesh_from_speeds,
@@ -338,12 +339,14 @@ def _train(args, spec, lr, params, mesh_kwargs, model_dir, data, client=None,
                "split_weights": mesh.split_weights, "steps": len(history.losses),
                "first_loss": history.losses[0] if history.losses else None,
                "last_loss": history.losses[-1] if history.losses else None,
-               "train_seconds": seconds, **speed}
+               "train_seconds": seconds, **speed, "onednn": _onednn.enabled()}
     rows = [("steps", f"{len(history.losses)}"),
             ("first loss", f"{history.losses[0]:.4f}" if history.losses else "-"),
             ("last loss", f"{history.losses[-1]:.4f}" if history.losses else "-"),
             ("train time", f"{seconds:.1f} s (graph build included)"),
-            ("samples/s", _format_speed(speed))]
+            ("samples/s", _format_speed(speed)),
+            ("cpu kernels", "oneDNN" if summary["onednn"] else
+             f"Eigen ({_onednn.ENV}={os.environ.get(_onednn.ENV, 'unset')})")]
     if args.keep_best:
         _report_best(model_dir, scores, rows, summary)
     if rebalanced is not None:
