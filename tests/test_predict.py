@@ -45,6 +45,8 @@ def test_test_fold_is_held_out_and_scored(trained):
     data, model_dir, summary, text = trained
     fold = person_folds(read_labels(data, ("NC", "AD")), 4, seed=0)[1]
     assert summary["test"]["n"] == len(fold)
+    # conftest turns oneDNN on for every test process, as importing meshpar does for users
+    assert summary["onednn"] is True and "oneDNN" in text
     assert f"/ {len(fold)} test subjects" in text and "test balanced_accuracy" in text
     run = json.loads((model_dir / "meshpar_run.json").read_text())
     assert run["split"] == {"folds": 4, "fold": 1, "fold_seed": 0, "test_fraction": None}

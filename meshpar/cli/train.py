@@ -345,7 +345,10 @@ def _train(args, spec, lr, params, mesh_kwargs, model_dir, data, client=None,
             ("last loss", f"{history.losses[-1]:.4f}" if history.losses else "-"),
             ("train time", f"{seconds:.1f} s (graph build included)"),
             ("samples/s", _format_speed(speed)),
-            ("cpu kernels", "oneDNN" if summary["onednn"] else
+            # the workers are other processes: they decide for themselves (meshpar worker
+            # imports meshpar, so it turns oneDNN on unless its own environment says no)
+            ("cpu kernels" + (" (this process)" if client is not None else ""),
+             "oneDNN" if summary["onednn"] else
              f"Eigen ({_onednn.ENV}={os.environ.get(_onednn.ENV, 'unset')})")]
     if args.keep_best:
         _report_best(model_dir, scores, rows, summary)
