@@ -14,6 +14,11 @@ from meshpar.core.graph_collectives import add_collectives
 from meshpar.core.graph_forward import dim_names, layer_rows
 from meshpar.planning.description import Layer, ModelDescription
 
+ELEMENTWISE_FLOPS = "meshpar_elementwise_flops"
+"""Attribute of a slicewise operation whose TF function does several element-wise ops
+(or reductions): its FLOPs per element of its first input (without it an operation
+counts one per element of its output)."""
+
 
 def describe_mtf_graph(graph, name: str, batch_dim: str = "batch",
                        dtype_bytes: int = 4) -> ModelDescription:
@@ -247,6 +252,10 @@ class _GraphWalk:
             "ShiftOperation", "BroadcastOperation", "RangeOperation") if hasattr(mtf, cls))
         if isinstance(op, free):
             return 0.0
+        if hasattr(op, ELEMENTWISE_FLOPS):
+            x = op.inputs[0]
+            return (getattr(op, ELEMENTWISE_FLOPS) * self.per_sample(x)
+                    if self.batch_dim in dim_names(x) else 0.0)
         if isinstance(op, (mtf.ReduceOperation, mtf.PoolOperation)):
             sized = op.inputs
         else:

@@ -21,6 +21,7 @@ import mesh_tensorflow as mtf
 import tensorflow.compat.v1 as tf
 
 from meshpar.core.graph_collectives import BACKWARD_BATCH_SUMS
+from meshpar.core.graph_description import ELEMENTWISE_FLOPS
 
 
 def he_initializer():
@@ -109,26 +110,76 @@ def batch_statistics(x, channel_dim, shift=None):
     computes this same formula.
     """
     count = x.shape.size // channel_dim.size
-    centred = x if shift is None else x - mtf.stop_gradient(shift)
-    sums, stat = _channel_sums([centred, mtf.square(centred)], channel_dim, "bnstat")
+    if shift is None:
+        sums, stat = _channel_sums(lambda bc, x: [x, tf.square(x)], 2, 3, [x], channel_dim,
+                                   "bnstat")
+    else:
+        def centred_sums(bc, x, s):
+            centred = x - bc(s)
+            return [centred, tf.square(centred)]
+        sums, stat = _channel_sums(centred_sums, 2, 4, [x, mtf.stop_gradient(shift)],
+                                   channel_dim, "bnstat")
     offset, mean_sq = mtf.unstack(sums * (1.0 / count), stat)
     mean = offset if shift is None else offset + mtf.stop_gradient(shift)
     return mean, mtf.relu(mean_sq - mtf.square(offset))
 
 
-def _channel_sums(parts, channel_dim, tag):
-    """``(sums, stat)``: each of ``parts`` (tensors shaped like the activation) summed
-    over every dimension but ``channel_dim``, as one ``[stat, channel]`` tensor.
+# Element-wise work on an activation and per-channel vectors runs as ONE slicewise
+# TF function per device: TF broadcasts a [C] slice against [..., C] natively,
+# where mtf's own broadcasting lowers every binary op to ExpandDims per missing
+# dimension and a Transpose (about 60 extra TF ops per batch-norm layer and step:
+# on a slow device a step's fixed per-op cost is what a small share pays).
 
-    Each part is reduced locally to ``[batch, channel]`` first (the batch
-    dimension kept: no communication), then the parts are stacked and reduced
-    over the batch together: ONE all-reduce when the batch is split.
+def _broadcaster(x, channel_dim):
+    """``bc(v)``: a per-channel TF slice reshaped to broadcast against ``x``'s slices."""
+    trailing = x.shape.ndims - 1 - x.shape.dims.index(channel_dim)
+    if trailing == 0:
+        return lambda v: v
+    return lambda v: tf.reshape(v, [-1] + [1] * trailing)
+
+
+def _channel_wise(fn, flops, activations, per_channel, channel_dim, name):
+    """``fn(bc, *activation_slices, *channel_slices)`` on every device: a result shaped
+    like the first activation; ``flops`` per element, for the graph-derived cost tables."""
+    x = activations[0]
+    bc = _broadcaster(x, channel_dim)
+    y = mtf.slicewise(lambda *slices: fn(bc, *slices), list(activations) + list(per_channel),
+                      output_shape=x.shape, output_dtype=x.dtype,
+                      splittable_dims=x.shape.dims, name=name)
+    setattr(y.operation, ELEMENTWISE_FLOPS, flops)
+    return y
+
+
+def scale_and_shift(x, a, b, channel_dim):
+    """``x * a + b`` for per-channel ``a`` and ``b``: two TF ops per device."""
+    return _channel_wise(lambda bc, x, a, b: x * bc(a) + bc(b), 2, [x], [a, b], channel_dim,
+                         "scale_and_shift")
+
+
+def _channel_sums(parts_fn, n_parts, flops, inputs, channel_dim, tag):
+    """``(sums, stat)``: the ``n_parts`` activation-shaped TF tensors ``parts_fn(bc, *slices)``
+    computes from ``inputs`` (activations first, then per-channel vectors), each summed
+    over every dimension but ``channel_dim``, as one ``[stat, channel]`` tensor;
+    ``flops`` per activation element (the parts' element-wise ops and their sums).
+
+    On each device the parts are reduced to ``[batch, channel]`` (the batch dimension
+    kept: no communication) and stacked; the stack is then reduced over the batch:
+    ONE all-reduce when the batch is split. Other dimensions must not be split (mtf
+    refuses the layout at lowering).
     """
-    x = parts[0]
-    local_shape = [d for d in x.shape.dims[:1] if d != channel_dim] + [channel_dim]
-    stat = mtf.Dimension(f"{channel_dim.name}_{tag}", len(parts))
-    local = mtf.stack([mtf.reduce_sum(p, output_shape=local_shape) for p in parts],
-                      stat.name, axis=0)
+    x = inputs[0]
+    keep = [d for d in x.shape.dims[:1] if d != channel_dim]
+    axes = [i for i, d in enumerate(x.shape.dims) if d != channel_dim and d not in keep]
+    bc = _broadcaster(x, channel_dim)
+    stat = mtf.Dimension(f"{channel_dim.name}_{tag}", n_parts)
+
+    def local_sums(*slices):
+        return tf.stack([tf.reduce_sum(p, axes) for p in parts_fn(bc, *slices)])
+
+    local = mtf.slicewise(local_sums, list(inputs), output_shape=[stat] + keep + [channel_dim],
+                          output_dtype=x.dtype, splittable_dims=keep + [channel_dim],
+                          name=f"{tag}_local")
+    setattr(local.operation, ELEMENTWISE_FLOPS, flops)
     return mtf.reduce_sum(local, output_shape=[stat, channel_dim]), stat
 
 
@@ -151,8 +202,8 @@ def batch_norm(x, channel_dim, is_training, momentum=0.9, epsilon=1e-5, name="bn
         moving_var = mtf.get_variable(x.mesh, "moving_variance", [channel_dim], dtype=dtype,
                                       initializer=tf.ones_initializer(), trainable=False)
         if not is_training:
-            y = (x - moving_mean) * mtf.rsqrt(moving_var + epsilon)
-            return y * scale + offset, []
+            a = scale * mtf.rsqrt(moving_var + epsilon)
+            return scale_and_shift(x, a, offset - moving_mean * a, channel_dim), []
         y, mean, variance = _normalise_training(x, scale, offset, moving_mean, channel_dim,
                                                 epsilon)
         updates = [
@@ -182,7 +233,7 @@ def _normalise_training(x, scale, offset, shift, channel_dim, epsilon):
     def forward(x, scale, offset):
         mean, variance = batch_statistics(x, channel_dim, shift=shift)
         a = scale * mtf.rsqrt(variance + epsilon)
-        return x * a + (offset - mean * a), mean, variance
+        return scale_and_shift(x, a, offset - mean * a, channel_dim), mean, variance
 
     def backward(explicit_inputs, all_inputs, forward_operations, outputs, output_grads):
         del forward_operations
@@ -190,17 +241,30 @@ def _normalise_training(x, scale, offset, shift, channel_dim, epsilon):
         _, mean, variance = outputs
         dy, dmean, dvariance = output_grads
         rstd = mtf.rsqrt(variance + epsilon)
-        xhat = (x - mean) * rstd
-        sums, stat = _channel_sums([dy, dy * xhat], channel_dim, "bngrad")
+
+        def dy_and_dy_xhat(bc, dy, x, mean, rstd):
+            return [dy, dy * ((x - bc(mean)) * bc(rstd))]
+
+        sums, stat = _channel_sums(dy_and_dy_xhat, 2, 5, [dy, x, mean, rstd], channel_dim,
+                                   "bngrad")
         d_offset, d_scale = mtf.unstack(sums, stat)
+        # dx = (dy - (d_offset + xhat * d_scale) / count) * a, written per channel as
+        # a * dy + k1 * (x - mean) + k0; the mean and variance are outputs too (the
+        # moving averages read them): a gradient reaching them through another path
+        # adds dmean / count to k0 and 2 dvariance / count to k1, exactly.
         a = scale * rstd
-        dx = (dy - (d_offset + xhat * d_scale) * (1.0 / count)) * a
-        # mean and variance are outputs too (the moving averages read them); a
-        # gradient reaching them through another path is added exactly.
+        k1 = a * rstd * d_scale * (-1.0 / count)
+        k0 = a * d_offset * (-1.0 / count)
         if dmean is not None:
-            dx += dmean * (1.0 / count)
+            k0 += dmean * (1.0 / count)
         if dvariance is not None:
-            dx += xhat * (dvariance * (2.0 / count) / rstd)
+            k1 += dvariance * (2.0 / count)
+
+        def input_gradient(bc, dy, x, a, k1, mean, k0):
+            return dy * bc(a) + (x - bc(mean)) * bc(k1) + bc(k0)
+
+        dx = _channel_wise(input_gradient, 5, [dy, x], [a, k1, mean, k0], channel_dim,
+                           "bn_input_gradient")
         # The shift (the moving mean, under stop_gradient) is the only other
         # input: zeros rather than None, which mtf reports as a warning.
         return [dx, d_scale, d_offset] + [mtf.zeros_like(t) for t in all_inputs[3:]]
