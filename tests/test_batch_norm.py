@@ -109,7 +109,7 @@ def test_per_channel_broadcasts_lower_without_reshuffling_ops():
     """The layer's element-wise work is one slicewise TF function per device: TF
     broadcasts the per-channel slices itself. mtf's broadcasting of ``x * a + b`` and
     of the op-by-op backward lowers to ExpandDims and Transpose ops on every device
-    (tens per layer and step; each is a fixed cost a device with a small share pays)."""
+    (tens per layer and step)."""
     def reshuffles(closed_form):
         with tf.Graph().as_default() as graph:
             tf.set_random_seed(1)
@@ -122,3 +122,46 @@ def test_per_channel_broadcasts_lower_without_reshuffling_ops():
 
     assert reshuffles(True) == []
     assert len(reshuffles(False)) > 10
+
+
+def test_channel_dimension_anywhere():
+    """The per-channel vectors broadcast against the slices wherever the channel
+    dimension sits: channels second gives the channels-last values, transposed."""
+    def run(channels_first):
+        with tf.Graph().as_default():
+            tf.set_random_seed(1)
+            rng = np.random.RandomState(3)
+            xv = (rng.randn(*SHAPE) * 2 + 1.5).astype(np.float32)
+            wv = rng.randn(*SHAPE).astype(np.float32)
+            graph = mtf.Graph()
+            mesh = mtf.Mesh(graph, "m")
+            dims = [mtf.Dimension(n, s) for n, s in zip(["batch", "d", "h", "w", "c"], SHAPE)]
+            x = mtf.import_tf_tensor(mesh, tf.constant(xv), mtf.Shape(dims))
+            w = mtf.import_tf_tensor(mesh, tf.constant(wv), mtf.Shape(dims))
+            channel = dims[-1]
+            if channels_first:
+                x = mtf.transpose(x, [dims[0], channel] + dims[1:4])
+            scale = mtf.get_variable(mesh, "scale", [channel],
+                                     initializer=tf.random_uniform_initializer(0.5, 1.5, seed=1))
+            offset = mtf.get_variable(mesh, "offset", [channel],
+                                      initializer=tf.zeros_initializer())
+            shift = mtf.get_variable(mesh, "shift", [channel], trainable=False,
+                                     initializer=tf.constant_initializer(0.7))
+            y, mean, var = L._normalise_training(x, scale, offset, shift, channel, EPS)
+            y = mtf.transpose(y, dims)  # channels last again for the comparison
+            loss = mtf.reduce_sum(y * w)
+            dscale, = mtf.gradients([loss], [scale])
+            impl = HeterogeneousMeshImpl("batch:2", "batch:batch", ["/cpu:0", "/cpu:1"],
+                                         split_weights={"batch": [3, 2]})
+            lowering = mtf.Lowering(graph, {mesh: impl})
+            outs = [lowering.export_to_tf_tensor(t) for t in (y, mean, var, dscale)]
+            config = tf.ConfigProto(device_count={"CPU": 2})
+            with tf.Session(config=config) as sess:
+                sess.run(tf.global_variables_initializer())
+                sess.run(lowering.copy_masters_to_slices())
+                return sess.run(outs)
+
+    for name, a, b in zip(["y", "mean", "variance", "dscale"], run(False), run(True)):
+        np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-5, err_msg=name)
+    y = run(False)[0]
+    np.testing.assert_allclose(y.mean(axis=(0, 1, 2, 3)), 0.0, atol=1e-5)  # offset 0

@@ -127,8 +127,8 @@ def batch_statistics(x, channel_dim, shift=None):
 # Element-wise work on an activation and per-channel vectors runs as ONE slicewise
 # TF function per device: TF broadcasts a [C] slice against [..., C] natively,
 # where mtf's own broadcasting lowers every binary op to ExpandDims per missing
-# dimension and a Transpose (about 60 extra TF ops per batch-norm layer and step:
-# on a slow device a step's fixed per-op cost is what a small share pays).
+# dimension and a Transpose (about 75 extra TF ops per batch-norm layer and step).
+# A smaller graph, not a measurably faster step (docs/measuring.md, "Small ops").
 
 def _broadcaster(x, channel_dim):
     """``bc(v)``: a per-channel TF slice reshaped to broadcast against ``x``'s slices."""
