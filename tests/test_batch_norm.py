@@ -21,9 +21,10 @@ def tf_graph():
         yield graph
 
 
-def _build(closed_form: bool):
-    """A BN layer on fixed inputs with a loss that reads y, the mean and the variance
-    (so every path of the gradient is exercised); returns (graph, mesh, tensors)."""
+def _layer_inputs(channels_first: bool = False):
+    """Fixed activations ``x``, loss weights ``w`` (channels last) and the layer's
+    variables on a new mtf graph; ``channels_first`` puts ``x``'s channel dimension
+    second. Returns (graph, mesh, dims, x, w, scale, offset, shift)."""
     rng = np.random.RandomState(0)
     xv = (rng.randn(*SHAPE) * 2 + 1.5).astype(np.float32)
     wv = rng.randn(*SHAPE).astype(np.float32)
@@ -33,12 +34,22 @@ def _build(closed_form: bool):
     x = mtf.import_tf_tensor(mesh, tf.constant(xv), mtf.Shape(dims))
     w = mtf.import_tf_tensor(mesh, tf.constant(wv), mtf.Shape(dims))
     channel = dims[-1]
+    if channels_first:
+        x = mtf.transpose(x, [dims[0], channel] + dims[1:4])
     scale = mtf.get_variable(mesh, "scale", [channel],
                              initializer=tf.random_uniform_initializer(0.5, 1.5, seed=1))
     offset = mtf.get_variable(mesh, "offset", [channel],
                               initializer=tf.random_uniform_initializer(-1, 1, seed=2))
     shift = mtf.get_variable(mesh, "shift", [channel], trainable=False,
                              initializer=tf.constant_initializer(0.7))
+    return graph, mesh, dims, x, w, scale, offset, shift
+
+
+def _build(closed_form: bool):
+    """A BN layer on fixed inputs with a loss that reads y, the mean and the variance
+    (so every path of the gradient is exercised); returns (graph, mesh, tensors)."""
+    graph, mesh, dims, x, w, scale, offset, shift = _layer_inputs()
+    channel = dims[-1]
     if closed_form:
         y, mean, var = L._normalise_training(x, scale, offset, shift, channel, EPS)
     else:  # the textbook formula, differentiated op by op by mtf (as meshpar had it)
@@ -130,38 +141,19 @@ def test_channel_dimension_anywhere():
     def run(channels_first):
         with tf.Graph().as_default():
             tf.set_random_seed(1)
-            rng = np.random.RandomState(3)
-            xv = (rng.randn(*SHAPE) * 2 + 1.5).astype(np.float32)
-            wv = rng.randn(*SHAPE).astype(np.float32)
-            graph = mtf.Graph()
-            mesh = mtf.Mesh(graph, "m")
-            dims = [mtf.Dimension(n, s) for n, s in zip(["batch", "d", "h", "w", "c"], SHAPE)]
-            x = mtf.import_tf_tensor(mesh, tf.constant(xv), mtf.Shape(dims))
-            w = mtf.import_tf_tensor(mesh, tf.constant(wv), mtf.Shape(dims))
-            channel = dims[-1]
-            if channels_first:
-                x = mtf.transpose(x, [dims[0], channel] + dims[1:4])
-            scale = mtf.get_variable(mesh, "scale", [channel],
-                                     initializer=tf.random_uniform_initializer(0.5, 1.5, seed=1))
-            offset = mtf.get_variable(mesh, "offset", [channel],
-                                      initializer=tf.zeros_initializer())
-            shift = mtf.get_variable(mesh, "shift", [channel], trainable=False,
-                                     initializer=tf.constant_initializer(0.7))
-            y, mean, var = L._normalise_training(x, scale, offset, shift, channel, EPS)
+            graph, mesh, dims, x, w, scale, offset, shift = _layer_inputs(channels_first)
+            y, mean, var = L._normalise_training(x, scale, offset, shift, dims[-1], EPS)
             y = mtf.transpose(y, dims)  # channels last again for the comparison
-            loss = mtf.reduce_sum(y * w)
-            dscale, = mtf.gradients([loss], [scale])
+            dscale, doffset = mtf.gradients([mtf.reduce_sum(y * w)], [scale, offset])
             impl = HeterogeneousMeshImpl("batch:2", "batch:batch", ["/cpu:0", "/cpu:1"],
                                          split_weights={"batch": [3, 2]})
             lowering = mtf.Lowering(graph, {mesh: impl})
-            outs = [lowering.export_to_tf_tensor(t) for t in (y, mean, var, dscale)]
-            config = tf.ConfigProto(device_count={"CPU": 2})
-            with tf.Session(config=config) as sess:
+            outs = [lowering.export_to_tf_tensor(t) for t in (y, mean, var, dscale, doffset)]
+            with tf.Session(config=tf.ConfigProto(device_count={"CPU": 2})) as sess:
                 sess.run(tf.global_variables_initializer())
                 sess.run(lowering.copy_masters_to_slices())
                 return sess.run(outs)
 
-    for name, a, b in zip(["y", "mean", "variance", "dscale"], run(False), run(True)):
+    last, first = run(False), run(True)
+    for name, a, b in zip(["y", "mean", "variance", "dscale", "doffset"], last, first):
         np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-5, err_msg=name)
-    y = run(False)[0]
-    np.testing.assert_allclose(y.mean(axis=(0, 1, 2, 3)), 0.0, atol=1e-5)  # offset 0
