@@ -200,3 +200,28 @@ def test_an_interrupted_cohort_is_written_again_and_a_foreign_directory_is_refus
     with pytest.raises(ValueError, match="not empty"):
         protocol.prepare_phantoms(tmp_path, "ad-nc", labels, 2, 8, shape)
     assert (mine / "notes.txt").read_text() == "keep me"
+
+
+def _tree_bytes(directory):
+    return {p.relative_to(directory).as_posix(): p.read_bytes()
+            for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+def test_cohorts_written_in_parallel_equal_those_written_one_at_a_time(tmp_path):
+    cohorts = [("ad-nc", ("NC", "AD"), 1), ("smci-pmci", ("sMCI", "pMCI"), 1),
+               ("ad-nc", ("NC", "AD"), 2)]
+    serial = protocol.prepare_all_phantoms(tmp_path / "serial", cohorts, 6, (16, 16, 16))
+    parallel = protocol.prepare_all_phantoms(tmp_path / "parallel", cohorts, 6, (16, 16, 16),
+                                             jobs=2)
+    assert sorted(serial) == sorted(parallel) == [("ad-nc", 1), ("ad-nc", 2), ("smci-pmci", 1)]
+    for key in serial:
+        assert parallel[key] == tmp_path / "parallel" / "data" / f"{key[0]}-seed{key[1]}"
+        assert _tree_bytes(parallel[key]) == _tree_bytes(serial[key]), key
+    assert _tree_bytes(serial[("ad-nc", 1)]) != _tree_bytes(serial[("ad-nc", 2)])
+    # a worker's error reaches the caller (a foreign directory is refused, not overwritten)
+    mine = tmp_path / "other" / "data" / "ad-nc-seed2"
+    mine.mkdir(parents=True)
+    (mine / "notes.txt").write_text("keep me")
+    with pytest.raises(ValueError, match="not empty"):
+        protocol.prepare_all_phantoms(tmp_path / "other", cohorts, 6, (16, 16, 16), jobs=2)
+    assert (mine / "notes.txt").read_text() == "keep me"

@@ -73,7 +73,8 @@ def register(subparsers) -> None:
                         help="run one configuration instead of both")
     parser.add_argument("--train-args", default="",
                         help="extra `meshpar train` options for every run, one quoted string")
-    parser.add_argument("--jobs", type=int, default=1, help="runs at a time (default: 1)")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="runs (and phantom cohorts) at a time (default: 1)")
     parser.add_argument("--threads", type=int, default=1,
                         help="TensorFlow threads per run (default 1: deterministic)")
     parser.add_argument("--json", action="store_true",
@@ -135,11 +136,12 @@ def run(args) -> int:
     train_args = shlex.split(args.train_args)
     shape = models.input_shape(models.get(args.model).config)[:3]
     out = Path(args.out)
-    data_dirs = {}
-    for task, labels in tasks.items():
-        for seed in args.seeds:
-            data_dirs[(task, seed)] = Path(args.data) if args.data else protocol.prepare_phantoms(
-                out, task, labels, seed, args.n, shape, args.phantoms)
+    cohorts = [(task, labels, seed) for task, labels in tasks.items() for seed in args.seeds]
+    if args.data:
+        data_dirs = {(task, seed): Path(args.data) for task, _, seed in cohorts}
+    else:
+        data_dirs = protocol.prepare_all_phantoms(out, cohorts, args.n, shape, args.phantoms,
+                                                  jobs=args.jobs)
     runs = protocol.plan_runs(out, data_dirs, args.seeds, args.folds, fold_ids, configs, tasks)
     print(f"{len(runs)} runs: {len(tasks)} task(s) x {len(args.seeds)} seed(s) x "
           f"{len(fold_ids)} test fold(s) of {args.folds} x {len(configs)} configuration(s); "
