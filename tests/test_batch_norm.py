@@ -157,3 +157,21 @@ def test_channel_dimension_anywhere():
     last, first = run(False), run(True)
     for name, a, b in zip(["y", "mean", "variance", "dscale", "doffset"], last, first):
         np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-5, err_msg=name)
+
+
+def test_statistics_without_a_shift_on_an_uneven_split():
+    """``batch_statistics`` without a shift (plain sums) on a 3/1 batch split == numpy."""
+    xv = (np.random.RandomState(0).randn(4, 3, 3, 3, 5) * 2 + 1.5).astype(np.float32)
+    graph = mtf.Graph()
+    mesh = mtf.Mesh(graph, "m")
+    dims = [mtf.Dimension(n, s) for n, s in zip(["batch", "d", "h", "w", "c"], xv.shape)]
+    x = mtf.import_tf_tensor(mesh, tf.constant(xv), mtf.Shape(dims))
+    mean, var = L.batch_statistics(x, dims[-1])
+    impl = HeterogeneousMeshImpl("batch:2", "batch:batch", ["/cpu:0", "/cpu:1"],
+                                 split_weights={"batch": [3, 1]})
+    lowering = mtf.Lowering(graph, {mesh: impl})
+    outs = [lowering.export_to_tf_tensor(t) for t in (mean, var)]
+    with tf.Session(config=tf.ConfigProto(device_count={"CPU": 2})) as sess:
+        got_mean, got_var = sess.run(outs)
+    np.testing.assert_allclose(got_mean, xv.mean(axis=(0, 1, 2, 3)), atol=1e-5)
+    np.testing.assert_allclose(got_var, xv.var(axis=(0, 1, 2, 3)), atol=1e-5)

@@ -110,15 +110,14 @@ def batch_statistics(x, channel_dim, shift=None):
     computes this same formula.
     """
     count = x.shape.size // channel_dim.size
-    if shift is None:
-        sums, stat = _channel_sums(lambda bc, x: [x, tf.square(x)], 2, 3, [x], channel_dim,
-                                   "bnstat")
-    else:
-        def centred_sums(bc, x, s):
-            centred = x - bc(s)
-            return [centred, tf.square(centred)]
-        sums, stat = _channel_sums(centred_sums, 2, 4, [x, mtf.stop_gradient(shift)],
-                                   channel_dim, "bnstat")
+    shifts = [] if shift is None else [mtf.stop_gradient(shift)]
+
+    def centred_and_squared(bc, x, *shifts):
+        centred = x - bc(shifts[0]) if shifts else x
+        return [centred, tf.square(centred)]
+
+    sums, stat = _channel_sums(centred_and_squared, 2, 3 + len(shifts), [x] + shifts,
+                               channel_dim, "bnstat")
     offset, mean_sq = mtf.unstack(sums * (1.0 / count), stat)
     mean = offset if shift is None else offset + mtf.stop_gradient(shift)
     return mean, mtf.relu(mean_sq - mtf.square(offset))
