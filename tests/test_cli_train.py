@@ -63,3 +63,18 @@ def test_skip_bad_trains_on_the_good_subjects_and_counts_the_bad(tmp_path, capsy
     assert main(argv + ["--skip-bad", "--val-fraction", "0.0"]) == 0
     out, err = capsys.readouterr()
     assert "skipped subjects" in out and "missing.nii.gz" in err
+
+
+def test_train_with_local_batch_norm_statistics_on_an_uneven_batch_split(capsys, tmp_path):
+    """The registry's local-statistics variant trains through the CLI on a 3/1 batch
+    split (the layer's values and gradients: test_local_batch_norm.py)."""
+    rc = main(["train", "--synthetic", "--model", "resattnet3d-small-local-bn",
+               "--speeds", "0.9,0.3", "--mesh", "batch:2", "--steps", "2", "--batch", "4",
+               "--n-synthetic", "8", "--val-fraction", "0", "--no-progress", "--json",
+               "--model-dir", str(tmp_path / "run")])
+    assert rc == 0
+    import json
+
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["mesh_shape"] == "batch:2" and summary["steps"] == 2
+    assert summary["model"] == "resattnet3d-small-local-bn"

@@ -123,11 +123,29 @@ def _needs_gradient(walk) -> dict:
 
 
 def _reaches(walk, is_target) -> dict:
-    """Operation -> whether it is a target or some target depends on it."""
+    """Operation -> whether it is a target or some target depends on it.
+
+    A custom-gradient operation consumes every output of its function and passes
+    each on as its own output: a function output reaches what that one output of
+    the operation reaches, not what the others do (a batch norm's moving-average
+    statistics are outputs beside the normalised activation).
+    """
     out = {}
+
+    def tensor_reaches(t) -> bool:
+        for c in walk.consumers.get(t, ()):
+            fn_outputs = getattr(c, "_fn_outputs", None)
+            if fn_outputs is not None and t in fn_outputs:
+                mirror = c.outputs[fn_outputs.index(t)]
+                if bool(is_target(c)) or any(out.get(c2, False)
+                                             for c2 in walk.consumers.get(mirror, ())):
+                    return True
+            elif out.get(c, False):
+                return True
+        return False
+
     for op in reversed(walk.ops):
-        out[op] = bool(is_target(op)) or any(
-            out.get(c, False) for t in op.outputs for c in walk.consumers.get(t, ()))
+        out[op] = bool(is_target(op)) or any(tensor_reaches(t) for t in op.outputs)
     return out
 
 

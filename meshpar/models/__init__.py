@@ -14,7 +14,8 @@ name                   what                                             TensorFl
 
 :func:`get` maps the model names used on the command line and in plans
 (``resattnet3d-small``, ``resattnet3d-full`` alias ``resattnet3d``,
-``resattnet3d-tiny``, ``vgg-cifar``, ``vgg-cifar-small``, and the split-pair
+``resattnet3d-tiny``, ``resattnet3d-small-local-bn`` (batch norm over each
+device's share of the batch), ``vgg-cifar``, ``vgg-cifar-small``, and the split-pair
 variants ``vgg-cifar-pairs``, ``vgg-cifar-small-pairs``) to a module and a
 configuration; it is the one registry the planner, the trainer and the
 benchmarks share. Nothing here imports TensorFlow.
@@ -69,6 +70,10 @@ _REGISTRY = {
     # pMCI differ in hippocampi a few voxels wide at 32^3 (docs/accuracy.md)
     "resattnet3d-small-48": (resattnet3d, ResAttNet3DConfig.small, dict(
         input_shape=(48, 48, 48), name="resattnet3d-small-48")),
+    # resattnet3d-small with batch norm over each device's share of the batch
+    # (bn_statistics="local"): no synchronisation per layer on a batch split
+    "resattnet3d-small-local-bn": (resattnet3d, ResAttNet3DConfig.small, dict(
+        bn_statistics="local", name="resattnet3d-small-local-bn")),
     "resattnet3d-tiny": (resattnet3d, ResAttNet3DConfig.small, dict(
         input_shape=(16, 16, 16), stem_filters=4, stage_filters=(4, 8),
         attention_stages=(1,), name="resattnet3d-tiny")),

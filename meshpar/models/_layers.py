@@ -13,6 +13,14 @@ the whole batch; its hand-written gradient synchronises once per layer. It
 keeps moving averages (initialised to 0 and 1, not mtf's random moving mean)
 and uses them in evaluation; the moving-average assignments are returned as
 update operations for the training step.
+
+With ``statistics="local"`` each device normalises with the statistics of its
+own share of the batch (what PyTorch's ``BatchNorm`` does under DDP and Keras's
+``BatchNormalization`` under ``MirroredStrategy``): no collective on the path
+of the step; the gradients of scale and offset join the weight gradients'
+all-reduce, the moving averages are the batch's weighted mean of the shares'
+statistics. A different model from the global one on a batch-split mesh (each
+share is a smaller normalisation group), the same on any other mesh.
 """
 from __future__ import annotations
 
@@ -182,8 +190,14 @@ def _channel_sums(parts_fn, n_parts, flops, inputs, channel_dim, tag):
     return mtf.reduce_sum(local, output_shape=[stat, channel_dim]), stat
 
 
-def batch_norm(x, channel_dim, is_training, momentum=0.9, epsilon=1e-5, name="bn"):
-    """Batch normalisation over every dimension but ``channel_dim``.
+STATISTICS = ("global", "local")
+
+
+def batch_norm(x, channel_dim, is_training, momentum=0.9, epsilon=1e-5, name="bn",
+               statistics="global"):
+    """Batch normalisation over every dimension but ``channel_dim``; in training with the
+    statistics of the whole batch (``statistics="global"``) or of each device's share
+    of it (``"local"``).
 
     Returns
     -------
@@ -203,8 +217,11 @@ def batch_norm(x, channel_dim, is_training, momentum=0.9, epsilon=1e-5, name="bn
         if not is_training:
             a = scale * mtf.rsqrt(moving_var + epsilon)
             return scale_and_shift(x, a, offset - moving_mean * a, channel_dim), []
-        y, mean, variance = _normalise_training(x, scale, offset, moving_mean, channel_dim,
-                                                epsilon)
+        if statistics not in STATISTICS:
+            raise ValueError(f"batch_norm statistics must be one of {STATISTICS}, "
+                             f"got {statistics!r}")
+        normalise = _normalise_training if statistics == "global" else _normalise_local
+        y, mean, variance = normalise(x, scale, offset, moving_mean, channel_dim, epsilon)
         updates = [
             mtf.assign(moving_mean, moving_mean * momentum + mean * (1.0 - momentum)),
             mtf.assign(moving_var, moving_var * momentum + variance * (1.0 - momentum)),
@@ -271,6 +288,84 @@ def _normalise_training(x, scale, offset, shift, channel_dim, epsilon):
     y, mean, variance = mtf.custom_gradient(forward, backward, [x, scale, offset])
     # for the graph-derived cost tables: the backward all-reduces over the batch
     # nothing but the gradients of scale and offset, priced as parameters
+    setattr(y.operation, BACKWARD_BATCH_SUMS, [])
+    return y, mean, variance
+
+
+def _normalise_local(x, scale, offset, shift, channel_dim, epsilon):
+    """``(y, mean, variance)`` of batch normalisation in training with each device's
+    share of the batch as its normalisation group: no collective forward or
+    backward on the activations' path.
+
+    The statistics travel as per-sample rows ``[stat=2, batch, channel]`` (each
+    sample carries its share's mean and variance), so mtf's semantics hold: the
+    moving averages' ``mean`` and ``variance`` are the rows' mean over the batch
+    (the batch's mean exactly; the mean of the shares' variances), an all-reduce
+    that nothing in the step waits for. Backward, per-sample sums of ``dy`` and
+    ``dy * xhat`` give the share's sums for ``dx`` locally and, summed over the
+    batch, the gradients of ``offset`` and ``scale``: pending all-reduces that
+    the optimizer bucket sends with the weight gradients. On a mesh that does
+    not split the batch, the group is the whole batch: the global formula.
+    """
+    batch = x.shape.dims[0]
+    stat = mtf.Dimension(f"{channel_dim.name}_bnlocal", 2)
+    bc = _broadcaster(x, channel_dim)
+    channel_axis = x.shape.dims.index(channel_dim)
+    groups = [i for i in range(x.shape.ndims) if i != channel_axis]     # batch and space
+    space = [i for i in groups if i != 0]
+
+    def rows_of(per_channel, like):  # [C] slices -> [2, local batch, C]
+        return tf.broadcast_to(tf.stack(per_channel)[:, None, :],
+                               [2, tf.shape(like)[0], tf.shape(per_channel[0])[0]])
+
+    def forward_slices(x, scale, offset, shift):
+        count = x.shape.num_elements() // int(x.shape[channel_axis])
+        centred = x - bc(shift)
+        m1 = tf.reduce_sum(centred, groups) / count
+        variance = tf.nn.relu(tf.reduce_sum(tf.square(centred), groups) / count - tf.square(m1))
+        mean = shift + m1
+        a = scale * tf.math.rsqrt(variance + epsilon)
+        return x * bc(a) + bc(offset - mean * a), rows_of([mean, variance], x)
+
+    def forward(x, scale, offset):
+        y, rows = mtf.slicewise(
+            forward_slices, [x, scale, offset, mtf.stop_gradient(shift)],
+            output_shape=[x.shape, mtf.Shape([stat, batch, channel_dim])],
+            output_dtype=[x.dtype, x.dtype], splittable_dims=x.shape.dims,
+            name="bn_local_forward")
+        setattr(y.operation, ELEMENTWISE_FLOPS, 6)  # as batch_statistics + scale_and_shift
+        mean, variance = mtf.unstack(
+            mtf.reduce_sum(rows, output_shape=[stat, channel_dim]) * (1.0 / batch.size), stat)
+        return y, rows, mean, variance
+
+    def backward_slices(dy, x, rows, scale):
+        count = x.shape.num_elements() // int(x.shape[channel_axis])
+        mean, rstd = rows[0, 0], tf.math.rsqrt(rows[1, 0] + epsilon)
+        xhat = (x - bc(mean)) * bc(rstd)
+        per_sample = [tf.reduce_sum(dy, space), tf.reduce_sum(dy * xhat, space)]  # [b, C]
+        s0, s1 = (tf.reduce_sum(p, 0) for p in per_sample)
+        dx = bc(scale * rstd) * (dy - (bc(s0) + xhat * bc(s1)) / count)
+        return dx, per_sample[0], per_sample[1]
+
+    def backward(explicit_inputs, all_inputs, forward_operations, outputs, output_grads):
+        del forward_operations
+        x, scale, _ = explicit_inputs
+        _, rows, _, _ = outputs
+        dy, *others = output_grads
+        if any(g is not None for g in others):
+            raise ValueError("batch_norm(statistics='local'): its statistics are not "
+                             "differentiable (only the moving averages read them)")
+        per_sample = mtf.Shape([batch, channel_dim])
+        dx, dy_rows, dy_xhat_rows = mtf.slicewise(
+            backward_slices, [dy, x, rows, scale],
+            output_shape=[x.shape, per_sample, per_sample], output_dtype=[x.dtype] * 3,
+            splittable_dims=x.shape.dims, name="bn_local_backward")
+        setattr(dx.operation, ELEMENTWISE_FLOPS, 10)
+        d_offset = mtf.reduce_sum(dy_rows, output_shape=[channel_dim])
+        d_scale = mtf.reduce_sum(dy_xhat_rows, output_shape=[channel_dim])
+        return [dx, d_scale, d_offset] + [mtf.zeros_like(t) for t in all_inputs[3:]]
+
+    y, _, mean, variance = mtf.custom_gradient(forward, backward, [x, scale, offset])
     setattr(y.operation, BACKWARD_BATCH_SUMS, [])
     return y, mean, variance
 

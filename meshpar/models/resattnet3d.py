@@ -86,6 +86,12 @@ class ResAttNet3DConfig:
         Max-pool 2x2x2 after the stem.
     bn_momentum, bn_epsilon : float
         Batch norm moving-average momentum and epsilon.
+    bn_statistics : str
+        ``"global"``: batch norm in training normalises with the statistics of
+        the whole batch, every mesh computes what one device does (one
+        all-reduce per layer each way on a batch split). ``"local"``: with each
+        device's share of the batch, no synchronisation on the step's path
+        (``meshpar.models._layers``).
     name : str
         Model name in descriptions and plans.
     """
@@ -101,6 +107,7 @@ class ResAttNet3DConfig:
     stem_pool: bool = True
     bn_momentum: float = 0.9
     bn_epsilon: float = 1e-5
+    bn_statistics: str = "global"
     name: str = "resattnet3d"
 
     def __post_init__(self):
@@ -125,6 +132,9 @@ class ResAttNet3DConfig:
             raise ValueError(f"{self.name}: attention_key_ratio must be > 0")
         if not 0 <= self.bn_momentum < 1:
             raise ValueError(f"{self.name}: bn_momentum must be in [0, 1)")
+        if self.bn_statistics not in ("global", "local"):
+            raise ValueError(f"{self.name}: bn_statistics must be 'global' or 'local', "
+                             f"got {self.bn_statistics!r}")
 
     @classmethod
     def small(cls, **overrides) -> "ResAttNet3DConfig":
@@ -220,12 +230,14 @@ def _conv_layer(name, split_dim, kernel, cin, cout, in_spatial, out_spatial, com
                  backward_allreduce_elems=in_elems if input_gradient else 0)
 
 
-def _norm_layer(name, split_dim, channels, spatial, comm=None):
+def _norm_layer(name, split_dim, channels, spatial, comm=None, synced=True):
+    """A batch norm row; ``synced``: its statistics all-reduced over the batch (the
+    global statistics) -- with local ones nothing but its parameters' gradients."""
     elems = math.prod(spatial) * channels
     return Layer(name=name, kind="norm", flops=float(_NORM_FLOPS_PER_ELEM * elems),
                  params=2 * channels, in_elems=elems, out_elems=elems,
                  split_dim=split_dim, split_size=channels, comm=comm,
-                 batch_allreduce_elems=_NORM_SYNC_PER_CHANNEL * channels)
+                 batch_allreduce_elems=_NORM_SYNC_PER_CHANNEL * channels if synced else 0)
 
 
 def describe(config: Optional[ResAttNet3DConfig] = None) -> ModelDescription:
@@ -247,12 +259,15 @@ def describe(config: Optional[ResAttNet3DConfig] = None) -> ModelDescription:
     """
     config = config or ResAttNet3DConfig.small()
     layers = []
+    def norm_layer(*args, **kwargs):
+        return _norm_layer(*args, synced=config.bn_statistics == "global", **kwargs)
+
     spatial = config.input_shape
     cin = config.in_channels
     c = config.stem_filters
     layers.append(_conv_layer("stem_conv", "stem_filters", 3, cin, c, spatial, spatial,
                               input_gradient=False))
-    layers.append(_norm_layer("stem_bn", "stem_filters", c, spatial,
+    layers.append(norm_layer("stem_bn", "stem_filters", c, spatial,
                               None if config.stem_pool else "allconcat"))
     if config.stem_pool:
         pooled = tuple(_half(s) for s in spatial)
@@ -266,17 +281,17 @@ def describe(config: Optional[ResAttNet3DConfig] = None) -> ModelDescription:
         out_spatial = tuple(_half(s) for s in spatial) if stride == 2 else spatial
         layers.append(_conv_layer(f"{prefix}_conv1", f"{prefix}_conv1_filters", 3, cin, filters,
                                   spatial, out_spatial))
-        layers.append(_norm_layer(f"{prefix}_bn1", f"{prefix}_conv1_filters", filters,
+        layers.append(norm_layer(f"{prefix}_bn1", f"{prefix}_conv1_filters", filters,
                                   out_spatial, "allconcat"))  # gathered after BN and ReLU
         conv2_dim = f"{prefix}_conv2_filters"
         layers.append(_conv_layer(f"{prefix}_conv2", conv2_dim, 3, filters, filters,
                                   out_spatial, out_spatial))
-        layers.append(_norm_layer(f"{prefix}_bn2", conv2_dim, filters, out_spatial))
+        layers.append(norm_layer(f"{prefix}_bn2", conv2_dim, filters, out_spatial))
         projection = _needs_projection(cin, filters, stride)
         if projection:
             layers.append(_conv_layer(f"{prefix}_proj", conv2_dim, 1, cin, filters,
                                       spatial, out_spatial))
-            layers.append(_norm_layer(f"{prefix}_proj_bn", conv2_dim, filters, out_spatial))
+            layers.append(norm_layer(f"{prefix}_proj_bn", conv2_dim, filters, out_spatial))
         elems = math.prod(out_spatial) * filters
         # An identity shortcut slices the whole input onto the split filters:
         # its gradient is gathered on the way back.
@@ -381,7 +396,7 @@ def build(inputs, config: Optional[ResAttNet3DConfig] = None, mesh=None,
 
     def norm(t, dim, name, relu=True):
         y, ops = L.batch_norm(t, dim, is_training, config.bn_momentum, config.bn_epsilon,
-                              name=name)
+                              name=name, statistics=config.bn_statistics)
         updates.extend(ops)
         return mtf.relu(y) if relu else y
 
