@@ -170,6 +170,11 @@ def test_model_config_and_registry():
     assert models.get("resattnet3d-small").config.bn_statistics == "global"
     with pytest.raises(ValueError, match="bn_statistics"):
         models.get("resattnet3d-tiny", bn_statistics="per-device")
+    graph = mtf.Graph()
+    mesh = mtf.Mesh(graph, "m")
+    x = mtf.zeros(mesh, mtf.Shape([mtf.Dimension("batch", 2), mtf.Dimension("c", 3)]))
+    with pytest.raises(ValueError, match="statistics must be one of"):
+        L.batch_norm(x, x.shape.dims[-1], True, statistics="per-device")
     # the planner's table: no batch-norm statistics on the batch axis, the rest equal
     glob = models.get("resattnet3d-small").describe()
     local = spec.describe()

@@ -190,9 +190,6 @@ def _channel_sums(parts_fn, n_parts, flops, inputs, channel_dim, tag):
     return mtf.reduce_sum(local, output_shape=[stat, channel_dim]), stat
 
 
-STATISTICS = ("global", "local")
-
-
 def batch_norm(x, channel_dim, is_training, momentum=0.9, epsilon=1e-5, name="bn",
                statistics="global"):
     """Batch normalisation over every dimension but ``channel_dim``; in training with the
@@ -217,11 +214,12 @@ def batch_norm(x, channel_dim, is_training, momentum=0.9, epsilon=1e-5, name="bn
         if not is_training:
             a = scale * mtf.rsqrt(moving_var + epsilon)
             return scale_and_shift(x, a, offset - moving_mean * a, channel_dim), []
-        if statistics not in STATISTICS:
-            raise ValueError(f"batch_norm statistics must be one of {STATISTICS}, "
+        normalisers = {"global": _normalise_training, "local": _normalise_local}
+        if statistics not in normalisers:
+            raise ValueError(f"batch_norm statistics must be one of {sorted(normalisers)}, "
                              f"got {statistics!r}")
-        normalise = _normalise_training if statistics == "global" else _normalise_local
-        y, mean, variance = normalise(x, scale, offset, moving_mean, channel_dim, epsilon)
+        y, mean, variance = normalisers[statistics](x, scale, offset, moving_mean,
+                                                    channel_dim, epsilon)
         updates = [
             mtf.assign(moving_mean, moving_mean * momentum + mean * (1.0 - momentum)),
             mtf.assign(moving_var, moving_var * momentum + variance * (1.0 - momentum)),
