@@ -119,6 +119,16 @@ def test_uneven_split_normalises_each_share_with_its_own_statistics(channels_fir
     assert np.max(np.abs(got[0] - _reference([SHAPE[0]])[0])) > 1e-2
 
 
+def test_uneven_hybrid_mesh_groups_by_batch_share_only():
+    """batch:2;model:2 (3/2 samples, 4/2 channels): the groups are the batch shares;
+    the channel split changes nothing."""
+    hybrid = HeterogeneousMeshImpl("batch:2;model:2", "batch:batch;c:model", [""] * 4,
+                                   split_weights={"batch": GROUPS, "model": [4, 2]})
+    got, _, _ = _mesh_run(hybrid, "local")
+    for name, a, b in zip(NAMES, _reference(GROUPS), got):
+        np.testing.assert_allclose(b, a, rtol=2e-5, atol=2e-5, err_msg=name)
+
+
 def test_without_a_batch_split_local_is_the_global_formula():
     one = HeterogeneousMeshImpl("all:1", "", [""])
     local, _, _ = _mesh_run(one, "local")
