@@ -259,16 +259,14 @@ def describe(config: Optional[ResAttNet3DConfig] = None) -> ModelDescription:
     """
     config = config or ResAttNet3DConfig.small()
     layers = []
-    def norm_layer(*args, **kwargs):
-        return _norm_layer(*args, synced=config.bn_statistics == "global", **kwargs)
-
+    synced = config.bn_statistics == "global"
     spatial = config.input_shape
     cin = config.in_channels
     c = config.stem_filters
     layers.append(_conv_layer("stem_conv", "stem_filters", 3, cin, c, spatial, spatial,
                               input_gradient=False))
-    layers.append(norm_layer("stem_bn", "stem_filters", c, spatial,
-                              None if config.stem_pool else "allconcat"))
+    layers.append(_norm_layer("stem_bn", "stem_filters", c, spatial,
+                              None if config.stem_pool else "allconcat", synced=synced))
     if config.stem_pool:
         pooled = tuple(_half(s) for s in spatial)
         layers.append(Layer(name="stem_pool", kind="pool",
@@ -281,17 +279,20 @@ def describe(config: Optional[ResAttNet3DConfig] = None) -> ModelDescription:
         out_spatial = tuple(_half(s) for s in spatial) if stride == 2 else spatial
         layers.append(_conv_layer(f"{prefix}_conv1", f"{prefix}_conv1_filters", 3, cin, filters,
                                   spatial, out_spatial))
-        layers.append(norm_layer(f"{prefix}_bn1", f"{prefix}_conv1_filters", filters,
-                                  out_spatial, "allconcat"))  # gathered after BN and ReLU
+        # gathered after BN and ReLU
+        layers.append(_norm_layer(f"{prefix}_bn1", f"{prefix}_conv1_filters", filters,
+                                  out_spatial, "allconcat", synced=synced))
         conv2_dim = f"{prefix}_conv2_filters"
         layers.append(_conv_layer(f"{prefix}_conv2", conv2_dim, 3, filters, filters,
                                   out_spatial, out_spatial))
-        layers.append(norm_layer(f"{prefix}_bn2", conv2_dim, filters, out_spatial))
+        layers.append(_norm_layer(f"{prefix}_bn2", conv2_dim, filters, out_spatial,
+                                  synced=synced))
         projection = _needs_projection(cin, filters, stride)
         if projection:
             layers.append(_conv_layer(f"{prefix}_proj", conv2_dim, 1, cin, filters,
                                       spatial, out_spatial))
-            layers.append(norm_layer(f"{prefix}_proj_bn", conv2_dim, filters, out_spatial))
+            layers.append(_norm_layer(f"{prefix}_proj_bn", conv2_dim, filters, out_spatial,
+                                      synced=synced))
         elems = math.prod(out_spatial) * filters
         # An identity shortcut slices the whole input onto the split filters:
         # its gradient is gathered on the way back.
