@@ -111,22 +111,55 @@ def test_a_model_step_profile_is_read_at_each_devices_whole_step_work():
         CostModel(describe_model("vgg-cifar"), cluster, 4)
 
 
-def test_measured_split_times_become_the_per_step_cost_of_each_split_axis():
+def test_measured_split_times_become_per_device_work_each_row_pays_at_its_own_speed():
+    """Two workers at 1 and 0.5 GFLOP/s; the even 2/2 split measured 0.05 s
+    above its slow row: that is 0.05 s x 0.5 GFLOP/s of work per device and
+    step, which the fast row pays in half the time."""
     from meshpar.models import describe_model
 
     model = describe_model("vgg-cifar-small")
     step = 3.0 * model.flops
     devices = tuple(DeviceSpec(name=f"w{i}", device=f"/job:worker/task:{i}/device:CPU:0",
-                               profile=((step, 1e9),), memory_bytes=1e12) for i in range(2))
+                               profile=((step, s),), memory_bytes=1e12)
+                    for i, s in enumerate([1e9, 0.5e9]))
     extra = {"work": "model-step", "model": model.name}
-    plain = ClusterSpec(devices, bandwidth=1e12, latency=0.0, extra=extra)
-    compute = CostModel(model, plain, 4).evaluate_sizes(2, 1, [0, 1], [2, 2], {}).seconds[0]
-    measured = dict(extra, split_seconds={"batch": compute + 0.05, "model": None,
+    measured = dict(extra, split_seconds={"batch": 2 * step / 0.5e9 + 0.05, "model": None,
                                           "batch_size": 4})
     cost = CostModel(model, ClusterSpec(devices, bandwidth=1e12, latency=0.0, extra=measured), 4)
-    assert cost.split_overhead == pytest.approx({"batch": 0.05, "model": 0.0})
+    assert cost.split_overhead == pytest.approx({"batch": 0.05 * 0.5e9, "model": 0.0})
+    even = cost.evaluate_sizes(2, 1, [0, 1], [2, 2], {})
+    assert even.seconds[0] == pytest.approx(measured["split_seconds"]["batch"])
     uneven = cost.evaluate_sizes(2, 1, [0, 1], [3, 1], {})
-    assert uneven.seconds[0] == pytest.approx(3 * step / 1e9 + 0.05)
+    assert uneven.row_seconds[0] == pytest.approx([3 * step / 1e9 + 0.025,
+                                                   step / 0.5e9 + 0.05])
+    # the same plan with the devices' places swapped: each row keeps its device's price
+    swapped = cost.evaluate_sizes(2, 1, [1, 0], [1, 3], {})
+    assert swapped.row_seconds[0] == pytest.approx(uneven.row_seconds[0][::-1])
     alone = CostModel(model, ClusterSpec(devices[:1], bandwidth=1e12, latency=0.0,
                                          extra=measured), 4)
     assert alone.evaluate_sizes(1, 1, [0], [4], {}).seconds[0] == pytest.approx(4 * step / 1e9)
+
+
+def test_a_split_measured_faster_than_its_compute_costs_nothing_and_model_work_is_per_row():
+    """A measured split below the predicted compute gives zero work (never
+    negative); a model split's work is priced at the row's slowest device."""
+    from meshpar.models import describe_model
+
+    model = describe_model("vgg-cifar-small")
+    step = 3.0 * model.flops
+    devices = tuple(DeviceSpec(name=f"w{i}", device=f"/job:worker/task:{i}/device:CPU:0",
+                               profile=((step, s),), memory_bytes=1e12)
+                    for i, s in enumerate([1e9, 0.5e9]))
+    extra = {"work": "model-step", "model": model.name}
+    plain = CostModel(model, ClusterSpec(devices, bandwidth=1e12, latency=0.0, extra=extra), 4)
+    dims = {d: [s // 2, s - s // 2] for d, s in zip(plain.dim_names, plain.dim_sizes)}
+    model_compute = float(plain.evaluate_sizes(1, 2, [0, 1], [4], dims).compute_seconds[0])
+    measured = dict(extra, split_seconds={"batch": 0.001, "model": model_compute + 0.1,
+                                          "batch_size": 4})
+    cost = CostModel(model, ClusterSpec(devices, bandwidth=1e12, latency=0.0, extra=measured), 4)
+    assert cost.split_overhead["batch"] == 0.0
+    assert cost.split_overhead["model"] == pytest.approx(0.1 * 0.5e9)
+    assert cost.overhead_seconds(1, 2, np.array([[1e9, 0.5e9]])) == pytest.approx([0.1])
+    assert cost.overhead_seconds(2, 1, np.array([[1e9], [0.5e9]])) == pytest.approx([0, 0])
+    on_model = cost.evaluate_sizes(1, 2, [0, 1], [4], dims)
+    assert on_model.seconds[0] == pytest.approx(model_compute + 0.1)

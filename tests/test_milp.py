@@ -170,3 +170,54 @@ def test_resattnet3d_on_five_devices_of_four_kinds_is_proven():
     assert result.extra["gap"] <= 2e-4
     assert CostModel(model, cluster, 8).evaluate_plan(result).seconds[0] == \
         result.predicted_step_seconds
+
+
+def calibrated(cluster, model, batch, rng):
+    """``cluster`` as a flat model-step profile whose even splits were measured
+    10-100% slower than their predicted compute (the planner's split work)."""
+    import dataclasses
+
+    extra = {"work": "model-step", "model": model.name}
+    plain = CostModel(model, dataclasses.replace(cluster, extra=extra), batch)
+    n, ident = plain.n, np.arange(plain.n)
+    even = [batch // n + (i < batch % n) for i in range(n)]
+    dims = {d: [s // n + (i < s % n) for i in range(n)]
+            for d, s in zip(plain.dim_names, plain.dim_sizes) if s >= n}
+    split = {"batch_size": batch}
+    split["batch"] = float(plain.evaluate_sizes(n, 1, ident, even, {}).compute_seconds[0]
+                           * rng.uniform(1.1, 2.0)) if batch >= n else None
+    split["model"] = float(plain.evaluate_sizes(1, n, ident, [batch], dims).compute_seconds[0]
+                           * rng.uniform(1.1, 2.0))
+    return dataclasses.replace(cluster, extra=dict(extra, split_seconds=split))
+
+
+@pytest.mark.parametrize("seed", [2, 3])
+def test_with_calibrated_split_work_the_program_and_the_search_price_it_as_the_cost_model(seed):
+    """Each row pays the calibrated work at its own speed: the MILP's optimum is
+    the cost model's time of its plan and equals the exhaustive search."""
+    rng = np.random.default_rng(seed)
+    model = tiny_model()
+    paid = 0
+    for _ in range(3):
+        n = int(rng.integers(2, 5))
+        batch = int(rng.integers(n, 7))
+        cluster = calibrated(random_cluster(rng, n), model, batch, rng)
+        cost = CostModel(model, cluster, batch)
+        paid += cost.split_overhead["batch"] > 0
+        milp = plan(model, cluster, batch, method="exact")
+        assert milp.extra["solver"] != "enumeration"
+        enumerated = _plan_enumerated(cost, None, 10**7, time.perf_counter())
+        assert milp.feasible == enumerated.feasible
+        assert milp.predicted_step_seconds == pytest.approx(
+            enumerated.predicted_step_seconds, rel=1e-6)
+        speeds = constant_speeds(cost)
+        for rows, cols in cost.shapes():
+            for perm in placements(cost.device_type, rows, cols)[:3]:
+                fixed = None if rows == 1 or cols == 1 else \
+                    [batch - rows + 1] + [1] * (rows - 1)
+                form = formulate(cost, speeds, rows, cols, perm, fixed, memory=False)
+                res = form.solve(None, None, 0.0)
+                batch_sizes, dims = form.decode(res.x, cost)
+                ev = cost.evaluate_sizes(rows, cols, perm, batch_sizes, dims)
+                assert form.seconds(res.fun) == pytest.approx(ev.seconds[0], rel=1e-7)
+    assert paid >= 2

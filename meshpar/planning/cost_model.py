@@ -27,6 +27,9 @@ The model (see docs/cost_model.md) for a ``batch:R;model:M`` mesh:
 * Step time = slowest row + the data-parallel all-reduce (ring over the
   ``R`` devices of a column, on the bytes the column holds: its parameter
   gradients, its share of the batch-norm statistics, the mean loss).
+  With a model-step profile that timed even splits (``split_seconds``), the
+  link formulas give way to a calibrated per-step work of splitting each
+  axis, which every row pays at its slowest device's speed (``_calibrate``).
 * :meth:`CostModel.traffic` gives the bytes every collective moves between
   devices per step: ``(k-1) S`` for an all-concat of ``S`` bytes over ``k``
   devices, ``2(k-1) S`` for an all-reduce, exactly what the lowered graph
@@ -191,23 +194,33 @@ class CostModel:
             raise ValueError(f"the device profile was measured on model {profiled!r}; "
                              f"profile {model.name!r} to plan it")
         self.memory_capacity = np.array([d.memory_bytes for d in cluster.devices], dtype=float)
+        self.max_speed = np.array([max(f for _, f in d.profile) for d in cluster.devices])
         self.split_overhead = None
         measured = (cluster.extra or {}).get("split_seconds") if self.step_profile else None
-        known = (cluster.extra or {}).get("split_overhead") if self.step_profile else None
+        known = (cluster.extra or {}).get("split_overhead_flops") if self.step_profile else None
         if known:  # already calibrated (a profile re-scaled to live speeds keeps it)
             self.split_overhead = {"batch": float(known["batch"]), "model": float(known["model"])}
         elif measured:
             self.split_overhead = self._calibrate(measured)
-        self.max_speed = np.array([max(f for _, f in d.profile) for d in cluster.devices])
 
     def _calibrate(self, measured: dict) -> dict:
-        """Per-step cost of splitting over ``batch`` and over ``model``, from the
-        profile's measured even splits: ``{"batch": seconds, "model": seconds,
-        "batch_size": B}`` (all the profiled workers, the model's batch B) minus
-        this cost model's compute for the same plan; never negative. The
-        constant is what synchronising costs per step (batch-norm statistics,
-        gathers, gradient all-reduce, the barrier, waits on the slowest
-        device), which link formulas do not see."""
+        """Per-step work of splitting over ``batch`` and over ``model``, in FLOPs
+        each device spends per step (priced at its top speed, see
+        :meth:`overhead_seconds`), from the profile's measured even splits:
+        ``{"batch": seconds, "model": seconds, "batch_size": B}`` (all the
+        profiled workers, the model's batch B). The work is the largest that
+        keeps every row of the even split within the measured step, so the
+        row that bounded it takes exactly the measured time; never negative.
+
+        It stands for what synchronising costs per step (batch-norm
+        statistics, gathers, gradient all-reduce, the barrier, waits), which
+        link formulas do not see. Why work and not seconds: the cost is paid
+        on each worker's own CPU, and a fixed per-step cost runs 3x longer on
+        a third of a core, so in an uneven split the slow row pays more than
+        the fast one (measured, resattnet3d-small-local-bn at batch 32 on
+        0.9/0.3 of a core: a constant added to the step predicted 24/8 and
+        25/7 within 2% of each other, per-device work predicts 25/7 7% faster,
+        measured 13% faster; docs/cost_model.md)."""
         batch = int(measured.get("batch_size", self.batch))
         probe = CostModel(self.model, dataclasses.replace(
             self.cluster, extra={k: v for k, v in self.cluster.extra.items()
@@ -217,13 +230,26 @@ class CostModel:
         if measured.get("batch") and batch >= n:
             sizes = split_sizes_batch(batch, np.ones((1, n)))[0]
             ev = probe.evaluate_sizes(n, 1, ident, sizes, {})
-            overhead["batch"] = max(0.0, float(measured["batch"]) - float(ev.compute_seconds[0]))
+            spare = float(measured["batch"]) - ev.row_seconds[0]        # [n] rows
+            overhead["batch"] = max(0.0, float(np.min(spare * self.max_speed)))
         if measured.get("model"):
             dims = {name: split_sizes_batch(int(size), np.ones((1, n)))[0]
                     for name, size in zip(self.dim_names, self.dim_sizes) if size >= n}
             ev = probe.evaluate_sizes(1, n, ident, [batch], dims)
-            overhead["model"] = max(0.0, float(measured["model"]) - float(ev.compute_seconds[0]))
+            spare = float(measured["model"]) - float(ev.compute_seconds[0])  # one row
+            overhead["model"] = max(0.0, spare * float(self.max_speed.min()))
         return overhead
+
+    def overhead_seconds(self, rows: int, cols: int, speed: np.ndarray) -> np.ndarray:
+        """Seconds of the calibrated split work of each row, ``speed`` [..., R, M]
+        the top FLOP/s of each row's devices: the work of every axis the mesh
+        splits, at the row's slowest device (zeros when not calibrated)."""
+        speed = np.asarray(speed, dtype=float)
+        if self.split_overhead is None:
+            return np.zeros(speed.shape[:-1])
+        work = ((self.split_overhead["batch"] if rows > 1 else 0.0)
+                + (self.split_overhead["model"] if cols > 1 else 0.0))
+        return work / speed.min(axis=-1)
 
     # ------------------------------------------------------------------ helpers
     def shapes(self) -> list:
@@ -372,10 +398,11 @@ class CostModel:
         bw, lat = self.cluster.bandwidth, self.cluster.latency
         param_bytes = (self.params[None, None, :] * frac).sum(axis=2) * self.bytes  # [P, M]
         if self.split_overhead is not None:
-            # Measured per-step cost of splitting over each axis (see _calibrate):
-            # it replaces the link formulas, which miss synchronisation waits.
-            row_comm = np.full((P, R), self.split_overhead["model"] if M > 1 else 0.0)
-            dp = np.full(P, self.split_overhead["batch"] if R > 1 else 0.0)
+            # Measured per-step work of splitting over each axis (see _calibrate),
+            # paid by every row at its own speed: it replaces the link formulas,
+            # which miss synchronisation waits.
+            row_comm = self.overhead_seconds(R, M, self.max_speed[perm].reshape(P, R, M))
+            dp = np.zeros(P)
         elif R > 1:  # data-parallel all-reduce over each column's R devices
             dp = ring_allreduce_seconds(self.column_batch_bytes(frac).max(axis=1), R, bw, lat)
         else:

@@ -185,9 +185,10 @@ def scaled_profile(profile, speeds: Dict[int, float], description=None, batch: i
     down under load; they do not outrun their own profile).
 
     The profile's measured cost of splitting is kept as calibrated on the
-    profile itself (``extra["split_overhead"]``, seconds per step; needs the
-    model ``description`` and ``batch``): the even splits it was derived from
-    ran at the profiled speeds, not the live ones.
+    profile itself (``extra["split_overhead_flops"]``, work per device and
+    step; needs the model ``description`` and ``batch``): the even splits it
+    was derived from ran at the profiled speeds, not the live ones, and the
+    cost model prices that work at each worker's live speed.
 
     ValueError when a task is not in the profile.
     """
@@ -214,7 +215,7 @@ def scaled_profile(profile, speeds: Dict[int, float], description=None, batch: i
     if description is not None and batch:
         overhead = CostModel(description, profile, batch).split_overhead
         if overhead is not None:
-            extra["split_overhead"] = dict(overhead)
+            extra["split_overhead_flops"] = dict(overhead)
     return ClusterSpec(devices, bandwidth=profile.bandwidth, latency=profile.latency,
                        extra=extra)
 

@@ -41,7 +41,8 @@ from meshpar.planning.cost_model import split_sizes_batch
 from meshpar.planning.planners.common import (allowed_shapes, better, build_plan,
                                               device_kinds, proportional_weights)
 from meshpar.planning.planners.milp import (allreduce_bound, constant_speeds, formulate,
-                                            identical_neighbours, row_optimum)
+                                            identical_neighbours, row_optimum,
+                                            row_overheads)
 
 #: Largest number of candidate plans the exhaustive search will evaluate.
 MAX_CANDIDATES = 3_000_000
@@ -218,13 +219,15 @@ class _MilpSearch:
             opts = [self._row(line) for line in perm.reshape(rows, cols)]
             per_sample = np.array([o.lower for o in opts])
             const = opts[0].latency + allreduce_bound(cost, rows, cols)
+            extra = row_overheads(cost, self.speeds, rows, cols, perm)  # per row
             if rows == 1:
-                items.append((cost.batch * per_sample[0] + const, j, [cost.batch], opts))
+                items.append((cost.batch * per_sample[0] + extra[0] + const, j, [cost.batch],
+                              opts))
                 continue
             grid = self.speeds[cost.device_type[perm]].reshape(rows, cols)
             same = identical_neighbours(grid, cost.memory_capacity[perm].reshape(rows, cols))
-            for b in batch_splits(cost.batch, per_sample, cutoff - const, same):
-                items.append((float(np.max(b * per_sample)) + const, j, b, opts))
+            for b in batch_splits(cost.batch, per_sample, cutoff - const - extra, same):
+                items.append((float(np.max(b * per_sample + extra)) + const, j, b, opts))
                 if len(items) > MAX_PROGRAMS:
                     raise ValueError(f"exact planner: more than {MAX_PROGRAMS:,} batch "
                                      f"splits cannot be ruled out; use --method ga")
@@ -312,12 +315,13 @@ class _MilpSearch:
         return best
 
 
-def batch_splits(total: int, per_sample: np.ndarray, budget: float, same: Sequence[int]):
+def batch_splits(total: int, per_sample: np.ndarray, budget, same: Sequence[int]):
     """Batch splits ``b`` (sum ``total``, parts >= 1) with ``b_r * per_sample_r <
-    budget`` for every row, non-increasing over identical neighbour rows ``same``."""
+    budget`` (one number, or one per row) for every row, non-increasing over
+    identical neighbour rows ``same``."""
     rows = len(per_sample)
     cap = np.full(rows, total - rows + 1, dtype=np.int64)
-    if np.isfinite(budget):
+    if np.all(np.isfinite(budget)):
         with np.errstate(divide="ignore"):
             limit = np.floor(budget / np.maximum(per_sample, 1e-300) * (1 + 1e-9))
         cap = np.minimum(cap, np.maximum(limit, 0).astype(np.int64))

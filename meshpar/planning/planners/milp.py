@@ -192,14 +192,15 @@ def formulate(cost: CostModel, speeds: np.ndarray, rows: int, cols: int, perm: n
     tau = prog.var(0.0, np.inf)
     objective_terms[tau] = 1.0
     row_terms = []
+    # The calibrated work of splitting, each row at its own speed (CostModel).
+    row_overhead = cost.overhead_seconds(R, M, speed) / unit
     for r in range(R):
         p_const, p_lin = _times_batch(batch_sizes, batch_vars, r, *row_ps[r])
-        prog.add(_plus({tau: 1.0}, {i: -c for i, c in p_lin.items()}), lo=p_const)
+        prog.add(_plus({tau: 1.0}, {i: -c for i, c in p_lin.items()}),
+                 lo=p_const + row_overhead[r])
         row_terms.append((p_const, p_lin))
     if R > 1:
-        if overhead is not None:
-            offset += overhead["batch"]
-        else:
+        if overhead is None:
             pi = prog.var(0.0, np.inf)  # the all-reduce's bandwidth term, in units
             k = 2.0 * (R - 1) / R / cost.cluster.bandwidth / unit
             for const, lin in synced:
@@ -249,10 +250,7 @@ def _row_per_sample(cost, prog, speed, split, frac, M, unit, dim_vars):
     bw, lat = cost.cluster.bandwidth * unit, cost.cluster.latency
     speed = speed * unit  # FLOPs per unit of time
     comm_const, comm_lin, lat_total = 0.0, {}, 0.0
-    overhead = cost.split_overhead
-    if overhead is not None:
-        lat_total = overhead["model"] if M > 1 else 0.0
-    else:
+    if cost.split_overhead is None:  # else: the calibrated work, per row (formulate)
         for l in cost.comm_layers:
             if not split[l]:
                 continue
@@ -431,13 +429,19 @@ def row_optimum(cost: CostModel, speeds: np.ndarray, line: Sequence[int],
     return RowOptimum(lower * form.unit, value * form.unit, dims, form.offset)
 
 
+def row_overheads(cost: CostModel, speeds: np.ndarray, rows: int, cols: int,
+                  perm: np.ndarray) -> np.ndarray:
+    """Seconds [R] of each row's calibrated work of splitting
+    (:meth:`CostModel.overhead_seconds`; zeros without a calibration)."""
+    speed = speeds[cost.device_type[np.asarray(perm)]].reshape(rows, cols)
+    return cost.overhead_seconds(rows, cols, speed)
+
+
 def allreduce_bound(cost: CostModel, rows: int, cols: int) -> float:
     """Least data-parallel gradient all-reduce time over all splits of ``rows x cols``
     (the largest column holds at least the mean of the columns' parameters)."""
-    if rows == 1:
+    if rows == 1 or cost.split_overhead is not None:  # calibrated: see row_overheads
         return 0.0
-    if cost.split_overhead is not None:
-        return cost.split_overhead["batch"]
     active = cost.active_dims(cols)
     split = (cost.layer_dim >= 0) & active[np.maximum(cost.layer_dim, 0)] \
         if cost.dim_sizes.size else np.zeros(cost.flops.size, bool)
