@@ -27,6 +27,8 @@ TINY = ["train", "--synthetic", "--model", "resattnet3d-tiny", "--n-synthetic", 
     (["--rebalance", "--cluster", "c.json", "--rebalance-threshold", "nan"],
      "--rebalance-threshold must be in (0, 1]"),
     (["--rebalance", "--cluster", "c.json", "--rebalance-every", "0"], "--rebalance-every"),
+    (["--rebalance", "--cluster", "c.json", "--rebalance-budget", "0"], "--rebalance-budget"),
+    (["--rebalance", "--cluster", "c.json", "--rebalance-budget", "1.5"], "--rebalance-budget"),
     (["--rebalance", "--cluster", "c.json", "--rebalance-patience", "-1"],
      "--rebalance-patience"),
     (["--rebalance", "--cluster", "c.json", "--rebalance-method", "fastest"],
@@ -260,6 +262,39 @@ def test_a_monitor_samples_a_burst_of_steps_when_the_step_time_moves(monkeypatch
         monitor.after_run(NS(request_stop=lambda: None), NS(run_metadata=metadata))
     assert monitor.triggers == [33]  # level out at 32 and 33 (confirm=2)
     assert sampled == [20, 34, 35, 40, 60]
+
+
+@pytest.mark.parametrize("budget", [None, 0.02, 0.05])
+def test_a_monitor_keeps_what_measuring_costs_within_its_budget(monkeypatch, budget):
+    """A sample costs half a step more than a plain step: one in 5 is 9% of the
+    time; with a budget the samples wait (never closer than 5 steps) until
+    the measured share is back under it, and it ends within one sample of it."""
+    from types import SimpleNamespace as NS
+
+    from meshpar.training import live_speeds
+    from meshpar.training.live_speeds import SpeedMonitor
+
+    sampled = []
+    monitor = SpeedMonitor(every=5, on_sample=lambda step, busy: sampled.append(step) and False,
+                           warmup=0, budget=budget)
+    monitor._first, clock = 0, [0.0]
+    monkeypatch.setattr(live_speeds.time, "perf_counter", lambda: clock[0])
+    metadata = NS(step_stats=NS(dev_stats=[]))
+    for _ in range(400):
+        monitor.before_run(None)
+        clock[0] += 0.15 if monitor._traced else 0.1
+        monitor.after_run(NS(request_stop=lambda: None), NS(run_metadata=metadata))
+    share = monitor.overhead()["overhead_fraction"]
+    gaps = np.diff(sampled)
+    if budget is None:
+        assert sampled == list(range(5, 401, 5)) and monitor.waited_steps == 0
+        assert share == pytest.approx(80 * 0.05 / (400 * 0.1 + 80 * 0.05))
+        return
+    one_sample = 0.05 / (400 * 0.1)
+    assert budget - one_sample <= share <= budget + one_sample
+    assert gaps.min() >= 5 and monitor.waited_steps > 0
+    # n samples spend n * 0.05 s of 40 s + n * 0.05 s: the budget's n
+    assert len(sampled) == pytest.approx(budget * 40 / (0.05 * (1 - budget)), abs=2)
 
 
 def test_a_profile_of_another_model_or_other_workers_is_refused_when_the_run_starts():

@@ -257,6 +257,9 @@ def add_rebalance_options(parser) -> None:
                             "re-plan with its measured cost of splitting, and leave out a "
                             "worker that no longer pays for it (default: live speeds only, "
                             "every worker kept)")
+    group.add_argument("--rebalance-budget", type=float, default=None,
+                       help="the largest share of the run's time that measuring may take, in "
+                            "(0, 1]; a sample that falls due above it waits (default: 0.015)")
     group.add_argument("--rebalance-measure", default=None,
                        help="how a worker's live speed is measured: trace (its busy time in "
                             "a traced training step; any device types), probe (a fixed "
@@ -277,7 +280,7 @@ def rebalance_options(args):
     bad values or a missing --cluster)."""
     given = [f"--rebalance-{k}"
              for k in ("every", "trigger", "threshold", "patience", "method", "profile",
-                       "measure")
+                       "measure", "budget")
              if getattr(args, f"rebalance_{k}") is not None]
     if not (args.rebalance or args.elastic or args.replay_replans):
         if given:
@@ -296,7 +299,8 @@ def rebalance_options(args):
 
     # flags not given keep RebalanceOptions' defaults (one place for them)
     tuned = {k: getattr(args, f"rebalance_{k}")
-             for k in ("every", "trigger", "threshold", "patience", "method", "measure")
+             for k in ("every", "trigger", "threshold", "patience", "method", "measure",
+                       "budget")
              if getattr(args, f"rebalance_{k}") is not None}
     if args.rebalance_profile:
         from meshpar.planning.cluster import ClusterSpec

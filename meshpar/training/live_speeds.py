@@ -138,14 +138,28 @@ class SpeedMonitor(tf.estimator.SessionRunHook):
     ``trigger``: a :class:`StepTimeTrigger`; when it fires, the next ``burst``
     steps are all sampled (so a change is measured ``burst`` times within a
     few steps, while the regular samples stay one in ``every``).
+
+    ``budget``: the largest share of the segment's time that measuring may
+    take (:meth:`overhead`'s account); a regular sample that falls due while
+    the share is above it waits for the first step at which it is not, and
+    the next one is due ``every`` steps after it. A sample costs about the
+    same time whatever the step, so on short steps this spaces the samples
+    out and on long ones it changes nothing. None: no limit. Trigger bursts
+    are not held back.
     """
 
     def __init__(self, every: int, on_sample: Callable, on_step: Optional[Callable] = None,
                  warmup: int = 3, trace: bool = True, probe: Optional[Dict[int, str]] = None,
-                 trigger: Optional[StepTimeTrigger] = None, burst: int = 3):
+                 trigger: Optional[StepTimeTrigger] = None, burst: int = 3,
+                 budget: Optional[float] = None):
         if every < 1:
             raise ValueError(f"re-balancing samples every N steps: N must be >= 1, got {every}")
+        if budget is not None and not 0.0 < float(budget) <= 1.0:
+            raise ValueError(f"the measuring budget must be a share in (0, 1], got {budget!r}")
         self.every, self.warmup, self.trace = int(every), int(warmup), bool(trace)
+        self.budget = None if budget is None else float(budget)
+        self._due = self.every  # the count after warm-up at which a sample is due
+        self.waited_steps = 0  # steps at which a due sample waited for the budget
         self.trigger, self.burst = trigger, int(burst)
         self._burst_left = 0
         self.triggers = []  # global steps at which the step time moved
@@ -165,12 +179,24 @@ class SpeedMonitor(tf.estimator.SessionRunHook):
         probes to the graph when measuring by probe."""
         self._step = tf.train.get_global_step()
         self._seen = 0
+        self._due = self.every
         if self.probe_devices:
             self._probes = probe_ops(self.probe_devices)
 
     def _traces_now(self) -> bool:
         k = self._seen - self.warmup
-        return self.trace and k > 0 and (k % self.every == 0 or self._burst_left > 0)
+        if not self.trace or k <= 0:
+            return False
+        if self._burst_left > 0:
+            return True
+        if k < self._due:
+            return False
+        share = self._spent()[0] if self.budget is not None else None
+        if share is not None and share > self.budget:
+            self.waited_steps += 1
+            return False
+        self._due = k + self.every
+        return True
 
     def after_create_session(self, session, coord):
         """The step this segment starts from (a variable read in the training
@@ -220,17 +246,26 @@ class SpeedMonitor(tf.estimator.SessionRunHook):
         if stop:
             run_context.request_stop()
 
-    def overhead(self) -> dict:
-        """What measuring cost: each traced step's time over the median untraced
-        step's, summed, plus the time spent running probes, as a share of all
-        the steps' time (probes included)."""
+    def _spent(self) -> tuple:
+        """(share of the time spent measuring or None, median untraced step or
+        None, traced step times): see :meth:`overhead`."""
         plain = [s for _, _, s, traced in self.steps if not traced]
         traced = [s for _, _, s, t in self.steps if t]
         total = sum(s for _, _, s, _ in self.steps) + self.probe_time
         if not plain or not traced or total <= 0:
-            return {"traced_steps": len(traced), "overhead_fraction": None}
+            return (0.0 if not traced else None), None, traced
         median = float(np.median(plain))
         extra = sum(max(0.0, s - median) for s in traced) + self.probe_time
+        return extra / total, median, traced
+
+    def overhead(self) -> dict:
+        """What measuring cost: each traced step's time over the median untraced
+        step's, summed, plus the time spent running probes, as a share of all
+        the steps' time (probes included)."""
+        share, median, traced = self._spent()
+        if median is None:
+            return {"traced_steps": len(traced), "overhead_fraction": None,
+                    "waited_steps": self.waited_steps}
         return {"traced_steps": len(traced), "median_step_seconds": median,
                 "traced_step_seconds_mean": float(np.mean(traced)),
-                "overhead_fraction": extra / total}
+                "overhead_fraction": share, "waited_steps": self.waited_steps}

@@ -67,7 +67,12 @@ class RebalanceOptions:
     ``poll_seconds``: how often the workers are probed; ``profile``: the workers'
     measured ClusterSpec, to re-plan with its per-step split cost and the
     option of leaving a worker out (:func:`replan`); ``measure``: ``"auto"``,
-    ``"trace"`` or ``"probe"`` (see ``MEASURES``).
+    ``"trace"`` or ``"probe"`` (see ``MEASURES``); ``budget``: the largest
+    share of a segment's time that measuring may take (a regular sample
+    waits while it is above; :class:`~meshpar.training.live_speeds.SpeedMonitor`).
+    The default keeps the measured share under 2% on steps of any length:
+    a probe costs ~25 ms a sample, which is 2.1-3.2% of a run at one sample
+    in 10 steps of 60-90 ms (docs/rebalance.md).
     """
 
     rebalance: bool = True
@@ -80,6 +85,7 @@ class RebalanceOptions:
     poll_seconds: float = 1.0
     profile: Optional[object] = None
     measure: str = "auto"
+    budget: float = 0.015
 
     def __post_init__(self):
         from meshpar.planning.planners import METHODS
@@ -98,6 +104,8 @@ class RebalanceOptions:
         if self.measure not in MEASURES:
             raise ValueError(f"rebalance measure must be one of {', '.join(MEASURES)}, "
                              f"got {self.measure!r}")
+        if not 0.0 < float(self.budget) <= 1.0:
+            raise ValueError(f"rebalance budget must be a share in (0, 1], got {self.budget!r}")
         if not self.poll_seconds > 0:
             raise ValueError(f"poll_seconds must be > 0, got {self.poll_seconds!r}")
 
@@ -431,7 +439,8 @@ def train_rebalancing(build: Callable, train_fn: Callable, max_steps: int, mesh:
                                trace=options.rebalance and not schedule,
                                probe=_worker_devices(run.mesh) if run.probing else None,
                                trigger=StepTimeTrigger(threshold=options.trigger)
-                               if options.trigger else None, burst=options.patience)
+                               if options.trigger else None, burst=options.patience,
+                               budget=options.budget)
         monitors.append(monitor)
         down, thread = _run_segment(
             lambda: est.train(train_fn, max_steps=target, hooks=[*hooks, monitor]),
@@ -472,6 +481,8 @@ def _result(run: _Run, monitors: list, abandoned: list) -> dict:
     return {"replans": run.replans, "samples": run.samples,
             "monitor": {"traced_steps": traced, "overhead_fraction": overhead,
                         "every": run.options.every, "trigger": run.options.trigger,
+                        "budget": run.options.budget,
+                        "waited_steps": sum(m.waited_steps for m in monitors),
                         "triggered_at_steps": [s for m in monitors for s in m.triggers]},
             "abandoned_threads": len([t for t in abandoned if t.is_alive()]),
             "step_times": [[s, sec] for s, _, sec, _ in steps]}
