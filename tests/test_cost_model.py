@@ -111,10 +111,9 @@ def test_a_model_step_profile_is_read_at_each_devices_whole_step_work():
         CostModel(describe_model("vgg-cifar"), cluster, 4)
 
 
-def test_measured_split_times_become_per_device_work_each_row_pays_at_its_own_speed():
-    """Two workers at 1 and 0.5 GFLOP/s; the even 2/2 split measured 0.05 s
-    above its slow row: that is 0.05 s x 0.5 GFLOP/s of work per device and
-    step, which the fast row pays in half the time."""
+def _two_flat_step_workers():
+    """vgg-cifar-small, one sample's training-step FLOPs, two workers whose
+    model-step profiles are flat at 1 and 0.5 GFLOP/s, the profile's extra."""
     from meshpar.models import describe_model
 
     model = describe_model("vgg-cifar-small")
@@ -122,7 +121,14 @@ def test_measured_split_times_become_per_device_work_each_row_pays_at_its_own_sp
     devices = tuple(DeviceSpec(name=f"w{i}", device=f"/job:worker/task:{i}/device:CPU:0",
                                profile=((step, s),), memory_bytes=1e12)
                     for i, s in enumerate([1e9, 0.5e9]))
-    extra = {"work": "model-step", "model": model.name}
+    return model, step, devices, {"work": "model-step", "model": model.name}
+
+
+def test_measured_split_times_become_per_device_work_each_row_pays_at_its_own_speed():
+    """Two workers at 1 and 0.5 GFLOP/s; the even 2/2 split measured 0.05 s
+    above its slow row: that is 0.05 s x 0.5 GFLOP/s of work per device and
+    step, which the fast row pays in half the time."""
+    model, step, devices, extra = _two_flat_step_workers()
     measured = dict(extra, split_seconds={"batch": 2 * step / 0.5e9 + 0.05, "model": None,
                                           "batch_size": 4})
     cost = CostModel(model, ClusterSpec(devices, bandwidth=1e12, latency=0.0, extra=measured), 4)
@@ -143,14 +149,7 @@ def test_measured_split_times_become_per_device_work_each_row_pays_at_its_own_sp
 def test_a_split_measured_faster_than_its_compute_costs_nothing_and_model_work_is_per_row():
     """A measured split below the predicted compute gives zero work (never
     negative); a model split's work is priced at the row's slowest device."""
-    from meshpar.models import describe_model
-
-    model = describe_model("vgg-cifar-small")
-    step = 3.0 * model.flops
-    devices = tuple(DeviceSpec(name=f"w{i}", device=f"/job:worker/task:{i}/device:CPU:0",
-                               profile=((step, s),), memory_bytes=1e12)
-                    for i, s in enumerate([1e9, 0.5e9]))
-    extra = {"work": "model-step", "model": model.name}
+    model, step, devices, extra = _two_flat_step_workers()
     plain = CostModel(model, ClusterSpec(devices, bandwidth=1e12, latency=0.0, extra=extra), 4)
     dims = {d: [s // 2, s - s // 2] for d, s in zip(plain.dim_names, plain.dim_sizes)}
     model_compute = float(plain.evaluate_sizes(1, 2, [0, 1], [4], dims).compute_seconds[0])
