@@ -162,3 +162,35 @@ def test_a_split_measured_faster_than_its_compute_costs_nothing_and_model_work_i
     assert cost.overhead_seconds(2, 1, np.array([[1e9], [0.5e9]])) == pytest.approx([0, 0])
     on_model = cost.evaluate_sizes(1, 2, [0, 1], [4], dims)
     assert on_model.seconds[0] == pytest.approx(model_compute + 0.1)
+
+
+def test_a_model_step_profile_is_read_non_decreasing_and_a_kernel_profile_as_measured():
+    """A step profile's bump (a point faster than the larger work after it) is
+    pooled with its neighbours (geometric mean); a kernel profile is not."""
+    from meshpar.models import describe_model
+    from meshpar.planning.cost_model import nondecreasing_profile
+
+    bumpy = ((1.0, 6.0), (2.0, 7.0), (4.0, 9.0), (8.0, 7.0), (16.0, 8.0))
+    pooled = (9.0 * 7.0) ** 0.5  # below 8.0, so the last point stays as it is
+    fitted = nondecreasing_profile(bumpy)
+    assert [w for w, _ in fitted] == [1.0, 2.0, 4.0, 8.0, 16.0]
+    assert [f for _, f in fitted] == pytest.approx([6.0, 7.0, pooled, pooled, 8.0])
+    assert nondecreasing_profile(bumpy[::-1]) == fitted
+    rising = ((1.0, 1.0), (2.0, 2.0), (4.0, 2.0))
+    assert nondecreasing_profile(rising) == rising
+
+    model = describe_model("vgg-cifar-small")
+    step = 3.0 * model.flops
+    profile = tuple((k * step, f * 1e9) for k, f in bumpy)
+    device = DeviceSpec(name="w0", device="/job:worker/task:0/device:CPU:0",
+                        profile=profile, memory_bytes=1e12)
+    for extra, speed in (({"work": "model-step", "model": model.name}, pooled), ({}, 7.0)):
+        cost = CostModel(model, ClusterSpec((device,), bandwidth=1e12, latency=0.0,
+                                            extra=extra), 8)
+        assert float(cost.speed(np.array([0]), np.array([8 * step]))[0]) == pytest.approx(
+            speed * 1e9)
+    step_cost = CostModel(model, ClusterSpec((device,), bandwidth=1e12, latency=0.0, extra={
+        "work": "model-step", "model": model.name}), 8)
+    assert step_cost.evaluate_sizes(1, 1, [0], [8], {}).seconds[0] == pytest.approx(
+        8 * step / (pooled * 1e9))
+    assert cost.max_speed[0] == pytest.approx(9e9)  # the kernel profile's own top

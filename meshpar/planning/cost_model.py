@@ -66,6 +66,30 @@ def ring_allreduce_seconds(nbytes, k: int, bandwidth: float, latency: float):
     return 2.0 * (k - 1) / k * nbytes / bandwidth + (k - 1) * latency
 
 
+def nondecreasing_profile(profile) -> tuple:
+    """``profile`` ((work, FLOP/s) points) with its speeds made non-decreasing
+    in work: each run of points where the speed falls is replaced by the
+    geometric mean of its speeds (pool-adjacent-violators on log speed, the
+    least-squares non-decreasing fit).
+
+    For model-step profiles: a training step's speed grows with its batch as
+    fixed per-step costs are shared out, and where a measured point breaks
+    that, it is noise the planner would otherwise chase (measured: a slow
+    worker's 8-sample step profiled at 8.46 GFLOP/s between 6.97 at 4 and
+    7.76 at 16 made the planner give it 8 of 32 samples, which ran 10% over
+    the prediction while 7 of 32 ran as predicted; docs/cost_model.md)."""
+    points = sorted(profile)
+    blocks = []  # [mean log speed, count]
+    for _, f in points:
+        blocks.append([float(np.log(f)), 1])
+        while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
+            v, n = blocks.pop()
+            blocks[-1] = [(blocks[-1][0] * blocks[-1][1] + v * n) / (blocks[-1][1] + n),
+                          blocks[-1][1] + n]
+    speeds = [float(np.exp(v)) for v, n in blocks for _ in range(n)]
+    return tuple((w, f) for (w, _), f in zip(points, speeds))
+
+
 def split_sizes_batch(total: int, weights: np.ndarray) -> np.ndarray:
     """:func:`meshpar.core.splits.split_sizes` for many weight vectors at once.
 
@@ -179,12 +203,6 @@ class CostModel:
         for d in cluster.devices:
             types.append(keys.setdefault(d.profile, len(keys)))
         self.device_type = np.array(types, dtype=np.int64)
-        profiles = list(keys)
-        grid = sorted({np.log(s) for prof in profiles for s, _ in prof})
-        self._grid = np.array(grid, dtype=float)
-        self._log_speed = np.array([
-            np.interp(self._grid, np.log([s for s, _ in prof]), np.log([f for _, f in prof]))
-            for prof in profiles])
         # A profile of whole training steps of this very model (``meshpar profile
         # --model``) is looked up at each device's whole-step work; a kernel
         # profile at each layer slice's work.
@@ -193,8 +211,15 @@ class CostModel:
         if self.step_profile and profiled not in (model.name, None):
             raise ValueError(f"the device profile was measured on model {profiled!r}; "
                              f"profile {model.name!r} to plan it")
+        profiles = [nondecreasing_profile(p) if self.step_profile else tuple(sorted(p))
+                    for p in keys]
+        grid = sorted({np.log(s) for prof in profiles for s, _ in prof})
+        self._grid = np.array(grid, dtype=float)
+        self._log_speed = np.array([
+            np.interp(self._grid, np.log([s for s, _ in prof]), np.log([f for _, f in prof]))
+            for prof in profiles])
         self.memory_capacity = np.array([d.memory_bytes for d in cluster.devices], dtype=float)
-        self.max_speed = np.array([max(f for _, f in d.profile) for d in cluster.devices])
+        self.max_speed = np.exp(self._log_speed.max(axis=1))[self.device_type]
         self.split_overhead = None
         measured = (cluster.extra or {}).get("split_seconds") if self.step_profile else None
         known = (cluster.extra or {}).get("split_overhead_flops") if self.step_profile else None
