@@ -71,8 +71,8 @@ class RebalanceOptions:
     share of a segment's time that measuring may take (a regular sample
     waits while it is above; :class:`~meshpar.training.live_speeds.SpeedMonitor`).
     The default keeps the measured share under 2% on steps of any length:
-    a probe costs ~25 ms a sample, which is 2.1-3.2% of a run at one sample
-    in 10 steps of 60-90 ms (docs/rebalance.md).
+    a sample costs about the same time whatever the step (one in 10 steps
+    of 60-90 ms measured 2.1-3.2%, docs/rebalance.md).
     """
 
     rebalance: bool = True
