@@ -62,7 +62,7 @@ def train(cluster, model_dir, args, extra, when=None, action=None) -> dict:
     with open(path, "w", encoding="utf-8") as f:
         json.dump({"worker": cluster.addresses}, f)
     argv = [sys.executable, "-m", "meshpar", "train", "--synthetic", "--model", args.model,
-            "--n-synthetic", "16", "--val-fraction", "0", "--no-progress", "--batch",
+            "--n-synthetic", str(max(16, 2 * args.batch)), "--val-fraction", "0", "--no-progress", "--batch",
             str(args.batch), "--seed", "3", "--cluster", path, "--speeds", "0.9,0.9", "--mesh", args.mesh,
             "--steps", str(args.steps), "--checkpoint-every", str(args.checkpoint_every),
             "--json", "--model-dir", model_dir, "--worker-timeout", "60"] + extra
@@ -128,7 +128,7 @@ def alone(args, share, work) -> float:
         with open(path, "w", encoding="utf-8") as f:
             json.dump({"worker": cluster.addresses}, f)
         argv = [sys.executable, "-m", "meshpar", "train", "--synthetic", "--model", args.model,
-                "--n-synthetic", "16", "--val-fraction", "0", "--no-progress", "--batch",
+                "--n-synthetic", str(max(16, 2 * args.batch)), "--val-fraction", "0", "--no-progress", "--batch",
                 str(args.batch), "--cluster", path, "--steps", str(args.alone_steps), "--json",
                 "--model-dir", os.path.join(work, f"alone-{share}")]
         out = subprocess.run(argv, capture_output=True, text=True, check=True,
