@@ -55,6 +55,11 @@ def _latest(model_dir) -> int:
     return max(steps) if steps else 0
 
 
+def _subjects(args) -> str:
+    """Synthetic subjects of a run: 16, or two batches when that is more."""
+    return str(max(16, 2 * args.batch))
+
+
 def train(cluster, model_dir, args, extra, when=None, action=None) -> dict:
     """Run ``meshpar train`` on ``cluster``; call ``action()`` once the checkpoint
     of step ``when`` exists. Returns the JSON summary (+ wall seconds)."""
@@ -62,7 +67,7 @@ def train(cluster, model_dir, args, extra, when=None, action=None) -> dict:
     with open(path, "w", encoding="utf-8") as f:
         json.dump({"worker": cluster.addresses}, f)
     argv = [sys.executable, "-m", "meshpar", "train", "--synthetic", "--model", args.model,
-            "--n-synthetic", str(max(16, 2 * args.batch)), "--val-fraction", "0", "--no-progress", "--batch",
+            "--n-synthetic", _subjects(args), "--val-fraction", "0", "--no-progress", "--batch",
             str(args.batch), "--seed", "3", "--cluster", path, "--speeds", "0.9,0.9", "--mesh", args.mesh,
             "--steps", str(args.steps), "--checkpoint-every", str(args.checkpoint_every),
             "--json", "--model-dir", model_dir, "--worker-timeout", "60"] + extra
@@ -128,7 +133,8 @@ def alone(args, share, work) -> float:
         with open(path, "w", encoding="utf-8") as f:
             json.dump({"worker": cluster.addresses}, f)
         argv = [sys.executable, "-m", "meshpar", "train", "--synthetic", "--model", args.model,
-                "--n-synthetic", str(max(16, 2 * args.batch)), "--val-fraction", "0", "--no-progress", "--batch",
+                "--n-synthetic", _subjects(args), "--val-fraction", "0", "--no-progress",
+                "--batch",
                 str(args.batch), "--cluster", path, "--steps", str(args.alone_steps), "--json",
                 "--model-dir", os.path.join(work, f"alone-{share}")]
         out = subprocess.run(argv, capture_output=True, text=True, check=True,
