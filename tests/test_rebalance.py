@@ -227,6 +227,39 @@ def test_probe_seconds_spans_each_workers_probe_ops_and_ignores_the_rest():
     assert probe_seconds(stats) == pytest.approx({0: 0.008, 1: 0.001})
 
 
+def test_the_probe_is_sized_to_last_its_target_on_the_fastest_worker():
+    from meshpar.training.live_speeds import probe_rounds
+
+    assert probe_rounds({0: 0.0035, 1: 0.0105}, 16, target=0.02) == 92  # ceil(16 * 20 / 3.5)
+    assert probe_rounds({0: 0.05, 1: 0.15}, 16, target=0.02) == 16  # never below the first count
+    assert probe_rounds({0: 1e-6}, 16, target=0.02, limit=1000) == 1000
+    assert probe_rounds({}, 16) == 16
+
+
+def test_probe_ops_run_the_fed_number_of_rounds():
+    """The round count is a tensor fed at run time: the result is x^(k+1) / size^k."""
+    import tensorflow.compat.v1 as tf
+
+    from meshpar.training.live_speeds import probe_ops, probe_seconds
+
+    with tf.Graph().as_default():
+        rounds = tf.placeholder_with_default(2, [])
+        ops = probe_ops({0: "/device:CPU:0"}, size=4, rounds=rounds)
+        x = tf.get_default_graph().get_tensor_by_name(
+            "meshpar_speed_probe_0/random_uniform/RandomUniform:0")
+        with tf.Session() as session:
+            for k in (0, 1, 3):
+                meta = tf.RunMetadata()
+                got, xv = session.run([ops[0], x], feed_dict={rounds: k}, run_metadata=meta,
+                                      options=tf.RunOptions(
+                                          trace_level=tf.RunOptions.FULL_TRACE))
+                want = xv.copy()
+                for _ in range(k):
+                    want = want @ xv / 4.0
+                assert got == pytest.approx(want.sum(), rel=1e-5)
+                assert set(probe_seconds(meta.step_stats)) == {0}
+
+
 @pytest.mark.parametrize("measure, devices, probes", [
     ("auto", ["/job:worker/task:0/device:CPU:0", "/job:worker/task:1/device:CPU:0"], True),
     ("auto", ["/job:worker/task:0/device:GPU:0", "/job:worker/task:1/device:CPU:0"], False),

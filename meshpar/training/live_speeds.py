@@ -27,32 +27,53 @@ from meshpar.runtime.client import parse_worker_device
 from meshpar.training.step_trigger import StepTimeTrigger  # noqa: F401 (re-exported)
 
 __all__ = ["worker_work", "speeds_from_busy", "imbalance", "SpeedMonitor", "StepTimeTrigger",
-           "probe_ops", "probe_seconds", "PROBE_SIZE", "PROBE_ROUNDS"]
+           "probe_ops", "probe_seconds", "probe_rounds", "PROBE_SIZE", "PROBE_ROUNDS",
+           "PROBE_SECONDS"]
 
-# The probe: a chain of PROBE_ROUNDS matmuls of PROBE_SIZE^2 matrices (~0.54
-# GFLOP, ~20 ms of one core), long against a 10 ms CPU-quota period so a
-# throttled worker's holds fall inside it (4 rounds often fit in one period's
-# allowance and measured full speed).
+# The probe: a chain of matmuls of PROBE_SIZE^2 matrices (33.6 MFLOP each),
+# as many rounds as make it last PROBE_SECONDS on the fastest worker: several
+# 10 ms CPU-quota periods, so that a throttled worker's holds fall inside it
+# and are averaged (a fixed 16 rounds, 0.54 GFLOP, took ~20 ms on the host it
+# was sized on, 5-6 ms in the last recorded re-balancing benchmark and 3.5 ms
+# on this round's AVX-512 host,
+# where a worker at 0.3 of a core often ran the whole probe inside one
+# period's quota and measured at full speed). PROBE_ROUNDS is the first
+# run's count, from which the count is sized.
 PROBE_SIZE = 256
 PROBE_ROUNDS = 16
+PROBE_SECONDS = 0.02
+PROBE_MAX_ROUNDS = 4096
 _PROBE_SCOPE = "meshpar_speed_probe_"
 
 
 def probe_ops(devices: Dict[int, str], size: int = PROBE_SIZE,
-              rounds: int = PROBE_ROUNDS) -> Dict[int, "tf.Tensor"]:
-    """Worker task -> a fixed chain of matmuls placed on its ``devices[task]``
-    (random input drawn on the worker: nothing to transfer, nothing for
-    Grappler to fold). Fetched together, the workers run them at once, with no
-    dependency between them, so each one's span is its own speed."""
+              rounds=PROBE_ROUNDS) -> Dict[int, "tf.Tensor"]:
+    """Worker task -> a chain of ``rounds`` matmuls (an int or an int32 scalar
+    tensor, e.g. a placeholder fed at each run) placed on its
+    ``devices[task]`` (random input drawn on the worker: nothing to transfer,
+    nothing for Grappler to fold). Fetched together, the workers run them at
+    once, with no dependency between them, so each one's span is its own
+    speed."""
     out = {}
     for task, device in sorted(devices.items()):
         with tf.device(device), tf.name_scope(f"{_PROBE_SCOPE}{task}"):
             x = tf.random.uniform([size, size], seed=task + 1)
-            y = x
-            for _ in range(rounds):
-                y = tf.linalg.matmul(y, x) * (1.0 / size)
+            _, y = tf.while_loop(lambda i, y: i < rounds,
+                                 lambda i, y: (i + 1, tf.linalg.matmul(y, x) * (1.0 / size)),
+                                 (tf.constant(0), x), back_prop=False)
             out[task] = tf.reduce_sum(y)
     return out
+
+
+def probe_rounds(seconds: Dict[int, float], rounds: int, target: float = PROBE_SECONDS,
+                 limit: int = PROBE_MAX_ROUNDS) -> int:
+    """Rounds that make the probe last ``target`` seconds on the fastest worker,
+    from one run of ``rounds`` rounds that took ``seconds`` per worker (at
+    least ``rounds``, at most ``limit``)."""
+    fastest = min(seconds.values()) if seconds else 0.0
+    if not fastest > 0:
+        return int(min(max(rounds, 1), limit))
+    return int(min(max(rounds, int(np.ceil(rounds * target / fastest))), limit))
 
 
 def probe_seconds(step_stats) -> Dict[int, float]:
@@ -173,6 +194,8 @@ class SpeedMonitor(tf.estimator.SessionRunHook):
         self.triggers = []  # global steps at which the step time moved
         self.probe_devices = dict(probe) if probe else None
         self._probes = None
+        self._rounds = None  # the probes' round count (a placeholder) and its value
+        self.probe_rounds = PROBE_ROUNDS
         self.on_sample, self.on_step = on_sample, on_step
         self.steps = []  # (global step after the step, end time, seconds, traced)
         self._seen = 0
@@ -189,7 +212,8 @@ class SpeedMonitor(tf.estimator.SessionRunHook):
         self._seen = 0
         self._due = self.every
         if self.probe_devices:
-            self._probes = probe_ops(self.probe_devices)
+            self._rounds = tf.placeholder_with_default(PROBE_ROUNDS, [], name="probe_rounds")
+            self._probes = probe_ops(self.probe_devices, rounds=self._rounds)
 
     def _traces_now(self) -> bool:
         k = self._seen - self.warmup
@@ -210,11 +234,16 @@ class SpeedMonitor(tf.estimator.SessionRunHook):
         """The step this segment starts from (a variable read in the training
         step itself is not ordered against the step's own increment); the
         probes run once, so that their first run's set-up (partitioning them
-        onto the workers) is session set-up, not the cost of a sample."""
+        onto the workers) is session set-up, not the cost of a sample, then
+        once more, traced, to size their round count (:func:`probe_rounds`)."""
         self._first = int(session.run(self._step))
         if self._probes is not None and self.trace:
             started = time.perf_counter()
             session.run(list(self._probes.values()))
+            metadata = tf.RunMetadata()
+            session.run(list(self._probes.values()), run_metadata=metadata,
+                        options=tf.RunOptions(trace_level=tf.RunOptions.FULL_TRACE))
+            self.probe_rounds = probe_rounds(probe_seconds(metadata.step_stats), PROBE_ROUNDS)
             self.setup_seconds += time.perf_counter() - started
 
     def before_run(self, run_context):
@@ -247,6 +276,7 @@ class SpeedMonitor(tf.estimator.SessionRunHook):
             metadata = tf.RunMetadata()
             run_context.session.run(
                 list(self._probes.values()), run_metadata=metadata,
+                feed_dict={self._rounds: self.probe_rounds},
                 options=tf.RunOptions(trace_level=tf.RunOptions.FULL_TRACE))
             self.probe_time += time.perf_counter() - end
             stop = bool(self.on_sample(step, probe_seconds(metadata.step_stats)))
