@@ -330,38 +330,6 @@ def test_a_monitor_keeps_what_measuring_costs_within_its_budget(monkeypatch, bud
     assert len(sampled) == pytest.approx(budget * 40 / (0.05 * (1 - budget)), abs=2)
 
 
-def test_a_sample_that_sees_drift_is_confirmed_by_a_burst_once_per_episode(monkeypatch):
-    """Samples one in 10 under a tight budget would be spaced out; the sample
-    that first sees drift is followed at once by burst - 1 more, whatever the
-    budget, and the drift that persists asks again only after a calm sample."""
-    from types import SimpleNamespace as NS
-
-    from meshpar.training import live_speeds
-    from meshpar.training.live_speeds import SpeedMonitor
-    from meshpar.training.rebalance import _Run
-
-    drift_from = 25  # samples at or after this step see drift
-    state = NS(_drifted=False, _armed=True)
-    sampled = []
-
-    def on_sample(step, busy):
-        sampled.append(step)
-        state._drifted = step >= drift_from and step not in (60,)  # 60: one calm sample
-        return False
-
-    monitor = SpeedMonitor(every=10, on_sample=on_sample, warmup=0, burst=3, budget=1.0,
-                           confirm=lambda: _Run.wants_confirmation(state))
-    monitor._first, clock = 0, [0.0]
-    monkeypatch.setattr(live_speeds.time, "perf_counter", lambda: clock[0])
-    metadata = NS(step_stats=NS(dev_stats=[]))
-    for _ in range(100):
-        monitor.before_run(None)
-        clock[0] += 0.1
-        monitor.after_run(NS(request_stop=lambda: None), NS(run_metadata=metadata))
-    assert monitor.confirmations == [30, 70]
-    assert sampled == [10, 20, 30, 31, 32, 40, 50, 60, 70, 71, 72, 80, 90, 100]
-
-
 def test_a_profile_of_another_model_or_other_workers_is_refused_when_the_run_starts():
     from meshpar.models import describe_model
     from meshpar.training.rebalance import check_profile

@@ -259,7 +259,7 @@ def add_rebalance_options(parser) -> None:
                             "every worker kept)")
     group.add_argument("--rebalance-budget", type=float, default=None,
                        help="the largest share of the run's time that measuring may take, in "
-                            "(0, 1]; a sample that falls due above it waits (default: 0.015)")
+                            "(0, 1]; a sample that falls due above it waits (default: no limit)")
     group.add_argument("--rebalance-measure", default=None,
                        help="how a worker's live speed is measured: trace (its busy time in "
                             "a traced training step; any device types), probe (a fixed "

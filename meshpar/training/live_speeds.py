@@ -167,17 +167,12 @@ class SpeedMonitor(tf.estimator.SessionRunHook):
     same time whatever the step, so on short steps this spaces the samples
     out and on long ones it changes nothing. None: no limit. Trigger bursts
     are not held back.
-
-    ``confirm``: called after each sample; when it returns True (the sample
-    suggests a change that ``burst`` samples in a row would decide), the next
-    ``burst - 1`` steps are sampled too, whatever the budget, so a change is
-    acted on within a few steps of the first sample that saw it.
     """
 
     def __init__(self, every: int, on_sample: Callable, on_step: Optional[Callable] = None,
                  warmup: int = 3, trace: bool = True, probe: Optional[Dict[int, str]] = None,
                  trigger: Optional[StepTimeTrigger] = None, burst: int = 3,
-                 budget: Optional[float] = None, confirm: Optional[Callable] = None):
+                 budget: Optional[float] = None):
         if every < 1:
             raise ValueError(f"re-balancing samples every N steps: N must be >= 1, got {every}")
         if budget is not None and not 0.0 < float(budget) <= 1.0:
@@ -186,8 +181,6 @@ class SpeedMonitor(tf.estimator.SessionRunHook):
         self.budget = None if budget is None else float(budget)
         self._due = self.every  # the count after warm-up at which a sample is due
         self.waited_steps = 0  # steps at which a due sample waited for the budget
-        self.confirm = confirm
-        self.confirmations = []  # global steps whose sample asked for a confirming burst
         self.setup_seconds = 0.0  # the probes' first run, when the session starts
         self.trigger, self.burst = trigger, int(burst)
         self._burst_left = 0
@@ -285,10 +278,6 @@ class SpeedMonitor(tf.estimator.SessionRunHook):
             busy = {int(task.split(":")[1]): p["compute"] for task, p in parts.items()
                     if task.startswith("worker:")}
             stop = bool(self.on_sample(step, busy))
-        if (self._traced and not stop and self.confirm is not None and self._burst_left == 0
-                and self.confirm()):
-            self._burst_left = max(0, self.burst - 1)
-            self.confirmations.append(step)
         if self.on_step is not None and self.on_step(step):
             stop = True
         if stop:

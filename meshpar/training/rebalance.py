@@ -69,10 +69,10 @@ class RebalanceOptions:
     option of leaving a worker out (:func:`replan`); ``measure``: ``"auto"``,
     ``"trace"`` or ``"probe"`` (see ``MEASURES``); ``budget``: the largest
     share of a segment's time that measuring may take (a regular sample
-    waits while it is above; :class:`~meshpar.training.live_speeds.SpeedMonitor`).
-    The default keeps the measured share under 2% on steps of any length:
-    a sample costs about the same time whatever the step (one in 10 steps
-    of 60-90 ms measured 2.1-3.2%, docs/rebalance.md).
+    waits while it is above; :class:`~meshpar.training.live_speeds.SpeedMonitor`;
+    None: no limit). Off by default: a sample costs about the same time
+    whatever the step, and on short steps a budget spaces the samples so far
+    apart that a slowdown goes unseen for tens of steps (docs/rebalance.md).
     """
 
     rebalance: bool = True
@@ -85,7 +85,7 @@ class RebalanceOptions:
     poll_seconds: float = 1.0
     profile: Optional[object] = None
     measure: str = "auto"
-    budget: float = 0.015
+    budget: Optional[float] = None
 
     def __post_init__(self):
         from meshpar.planning.planners import METHODS
@@ -104,7 +104,7 @@ class RebalanceOptions:
         if self.measure not in MEASURES:
             raise ValueError(f"rebalance measure must be one of {', '.join(MEASURES)}, "
                              f"got {self.measure!r}")
-        if not 0.0 < float(self.budget) <= 1.0:
+        if self.budget is not None and not 0.0 < float(self.budget) <= 1.0:
             raise ValueError(f"rebalance budget must be a share in (0, 1], got {self.budget!r}")
         if not self.poll_seconds > 0:
             raise ValueError(f"poll_seconds must be > 0, got {self.poll_seconds!r}")
@@ -261,7 +261,6 @@ class _Run:
         self.samples: List[dict] = []
         self.pending: Optional[dict] = None
         self.streak: List[Dict[int, float]] = []
-        self._drifted, self._armed = False, True  # see wants_confirmation
         self.probing = False  # set per segment by train_rebalancing
 
     # ------------------------------------------------------------- deciding
@@ -282,23 +281,12 @@ class _Run:
         # Sustained: the median speeds of the last `patience` samples (one odd
         # sample, e.g. a quota period that fell between two ops, does not decide).
         self.streak = (self.streak + [speeds])[-self.options.patience:]
-        self._drifted = skew - 1.0 > self.options.threshold
         if len(self.streak) == self.options.patience:
             live = {t: float(np.median([s[t] for s in self.streak])) for t in self.work}
             if imbalance(self.work, live) - 1.0 > self.options.threshold and self._propose(
                     step, "drift", live):
                 return True
         return self.on_step(step, probe=True)
-
-    def wants_confirmation(self) -> bool:
-        """After a sample: True when it alone shows drift over the threshold, once
-        until a sample within the threshold is seen again (so a drift that no
-        re-plan can mend does not burst at every sample)."""
-        if not self._drifted:
-            self._armed = True
-            return False
-        armed, self._armed = self._armed, False
-        return armed
 
     def on_step(self, step: int, probe: bool = False) -> bool:
         """Every step: with ``elastic``, every ``every`` steps, probe the lost workers."""
@@ -350,7 +338,6 @@ class _Run:
                   "time": time.time()}
         self.replans.append(record)
         self.mesh, self.work, self.streak = p["mesh"], p["work"], []
-        self._drifted, self._armed = False, True
         self.tasks = _task_devices(self.mesh)
         self.lost = [t for t in self.lost if t not in p["back"]] + list(p["lost"])
         gain = "n/a" if p["predicted_gain"] is None else f"{p['predicted_gain']:+.0%}"
@@ -453,7 +440,7 @@ def train_rebalancing(build: Callable, train_fn: Callable, max_steps: int, mesh:
                                probe=_worker_devices(run.mesh) if run.probing else None,
                                trigger=StepTimeTrigger(threshold=options.trigger)
                                if options.trigger else None, burst=options.patience,
-                               budget=options.budget, confirm=run.wants_confirmation)
+                               budget=options.budget)
         monitors.append(monitor)
         down, thread = _run_segment(
             lambda: est.train(train_fn, max_steps=target, hooks=[*hooks, monitor]),
@@ -496,7 +483,6 @@ def _result(run: _Run, monitors: list, abandoned: list) -> dict:
                         "every": run.options.every, "trigger": run.options.trigger,
                         "budget": run.options.budget,
                         "waited_steps": sum(m.waited_steps for m in monitors),
-                        "confirmed_at_steps": [s for m in monitors for s in m.confirmations],
                         "setup_seconds": sum(m.setup_seconds for m in monitors),
                         "triggered_at_steps": [s for m in monitors for s in m.triggers]},
             "abandoned_threads": len([t for t in abandoned if t.is_alive()]),
