@@ -35,10 +35,9 @@ __all__ = ["worker_work", "speeds_from_busy", "imbalance", "SpeedMonitor", "Step
 # 10 ms CPU-quota periods, so that a throttled worker's holds fall inside it
 # and are averaged (a fixed 16 rounds, 0.54 GFLOP, took ~20 ms on the host it
 # was sized on, 5-6 ms in the last recorded re-balancing benchmark and 3.5 ms
-# on this round's AVX-512 host,
-# where a worker at 0.3 of a core often ran the whole probe inside one
-# period's quota and measured at full speed). PROBE_ROUNDS is the first
-# run's count, from which the count is sized.
+# on this round's AVX-512 host, where a worker at 0.3 of a core often ran the
+# whole probe inside one period's quota and measured at full speed).
+# PROBE_ROUNDS is the first run's count, from which the count is sized.
 PROBE_SIZE = 256
 PROBE_ROUNDS = 16
 PROBE_SECONDS = 0.02
@@ -181,14 +180,14 @@ class SpeedMonitor(tf.estimator.SessionRunHook):
         self.budget = None if budget is None else float(budget)
         self._due = self.every  # the count after warm-up at which a sample is due
         self.waited_steps = 0  # steps at which a due sample waited for the budget
-        self.setup_seconds = 0.0  # the probes' first run, when the session starts
+        self.setup_seconds = 0.0  # the probes' set-up and sizing runs at session start
         self.trigger, self.burst = trigger, int(burst)
         self._burst_left = 0
         self.triggers = []  # global steps at which the step time moved
         self.probe_devices = dict(probe) if probe else None
         self._probes = None
-        self._rounds = None  # the probes' round count (a placeholder) and its value
-        self.probe_rounds = PROBE_ROUNDS
+        self._rounds = None  # the placeholder of the probes' round count ...
+        self.probe_rounds = PROBE_ROUNDS  # ... and the count fed to it
         self.on_sample, self.on_step = on_sample, on_step
         self.steps = []  # (global step after the step, end time, seconds, traced)
         self._seen = 0
