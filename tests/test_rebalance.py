@@ -237,10 +237,11 @@ def test_the_probe_is_sized_to_last_its_target_on_the_fastest_worker():
 
 
 def test_probe_ops_run_the_fed_number_of_rounds():
-    """The round count is a tensor fed at run time: the result is x^(k+1) / size^k."""
+    """The round count is a tensor fed at run time: the result is x^(k+1) (2/size)^k;
+    the longest chain the sizing allows neither overflows nor flushes to zero."""
     import tensorflow.compat.v1 as tf
 
-    from meshpar.training.live_speeds import probe_ops, probe_seconds
+    from meshpar.training.live_speeds import PROBE_MAX_ROUNDS, probe_ops, probe_seconds
 
     with tf.Graph().as_default():
         rounds = tf.placeholder_with_default(2, [])
@@ -255,9 +256,13 @@ def test_probe_ops_run_the_fed_number_of_rounds():
                                           trace_level=tf.RunOptions.FULL_TRACE))
                 want = xv.copy()
                 for _ in range(k):
-                    want = want @ xv / 4.0
+                    want = want @ xv * 0.5
                 assert got == pytest.approx(want.sum(), rel=1e-5)
                 assert set(probe_seconds(meta.step_stats)) == {0}
+        longest = probe_ops({1: "/device:CPU:0"}, size=64, rounds=rounds)[1]
+        with tf.Session() as session:
+            got = session.run(longest, feed_dict={rounds: PROBE_MAX_ROUNDS})
+        assert np.isfinite(got) and got > 0
 
 
 @pytest.mark.parametrize("measure, devices, probes", [

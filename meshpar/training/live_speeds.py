@@ -28,7 +28,7 @@ from meshpar.training.step_trigger import StepTimeTrigger  # noqa: F401 (re-expo
 
 __all__ = ["worker_work", "speeds_from_busy", "imbalance", "SpeedMonitor", "StepTimeTrigger",
            "probe_ops", "probe_seconds", "probe_rounds", "PROBE_SIZE", "PROBE_ROUNDS",
-           "PROBE_SECONDS"]
+           "PROBE_SECONDS", "PROBE_MAX_ROUNDS"]
 
 # The probe: a chain of matmuls of PROBE_SIZE^2 matrices (33.6 MFLOP each),
 # as many rounds as make it last PROBE_SECONDS on the fastest worker: several
@@ -57,8 +57,10 @@ def probe_ops(devices: Dict[int, str], size: int = PROBE_SIZE,
     for task, device in sorted(devices.items()):
         with tf.device(device), tf.name_scope(f"{_PROBE_SCOPE}{task}"):
             x = tf.random.uniform([size, size], seed=task + 1)
+            # x is uniform in [0, 1): y @ x * 2 / size keeps y's mean where it is,
+            # so a long chain neither overflows nor flushes to zero
             _, y = tf.while_loop(lambda i, y: i < rounds,
-                                 lambda i, y: (i + 1, tf.linalg.matmul(y, x) * (1.0 / size)),
+                                 lambda i, y: (i + 1, tf.linalg.matmul(y, x) * (2.0 / size)),
                                  (tf.constant(0), x), back_prop=False)
             out[task] = tf.reduce_sum(y)
     return out
