@@ -57,9 +57,12 @@ def probe_ops(devices: Dict[int, str], size: int = PROBE_SIZE,
     for task, device in sorted(devices.items()):
         with tf.device(device), tf.name_scope(f"{_PROBE_SCOPE}{task}"):
             x = tf.random.uniform([size, size], seed=task + 1)
+            # the count copied onto the worker once: read from the client's device
+            # inside the loop, it cost a cross-task receive every round
+            limit = tf.identity(rounds)
             # x is uniform in [0, 1): y @ x * 2 / size keeps y's mean where it is,
             # so a long chain neither overflows nor flushes to zero
-            _, y = tf.while_loop(lambda i, y: i < rounds,
+            _, y = tf.while_loop(lambda i, y: i < limit,
                                  lambda i, y: (i + 1, tf.linalg.matmul(y, x) * (2.0 / size)),
                                  (tf.constant(0), x), back_prop=False)
             out[task] = tf.reduce_sum(y)
