@@ -265,6 +265,22 @@ def test_probe_ops_run_the_fed_number_of_rounds():
         assert np.isfinite(got) and got > 0
 
 
+def test_the_probe_count_reaches_each_worker_once_not_every_round():
+    """The fed count (on the client's device) is read only by one copy per
+    worker, outside the loop: read inside it, a worker received it every round."""
+    import tensorflow.compat.v1 as tf
+
+    from meshpar.training.live_speeds import probe_ops
+
+    devices = {t: f"/job:worker/task:{t}/device:CPU:0" for t in range(2)}
+    with tf.Graph().as_default():
+        rounds = tf.placeholder_with_default(16, [])
+        probe_ops(devices, rounds=rounds)
+        readers = rounds.consumers()
+        assert sorted(op.type for op in readers) == ["Identity", "Identity"]
+        assert sorted(op.device for op in readers) == sorted(devices.values())
+
+
 @pytest.mark.parametrize("measure, devices, probes", [
     ("auto", ["/job:worker/task:0/device:CPU:0", "/job:worker/task:1/device:CPU:0"], True),
     ("auto", ["/job:worker/task:0/device:GPU:0", "/job:worker/task:1/device:CPU:0"], False),
