@@ -304,10 +304,9 @@ class SpeedMonitor(tf.estimator.SessionRunHook):
         step's, summed, plus the time spent running probes, as a share of all
         the steps' time (probes included)."""
         share, median, traced = self._spent()
-        if median is None:
-            return {"traced_steps": len(traced), "overhead_fraction": None,
-                    "waited_steps": self.waited_steps}
-        return {"traced_steps": len(traced), "median_step_seconds": median,
-                "traced_step_seconds_mean": float(np.mean(traced)),
-                "overhead_fraction": share, "waited_steps": self.waited_steps,
-                "setup_seconds": self.setup_seconds}
+        out = {"traced_steps": len(traced), "overhead_fraction": None,
+               "waited_steps": self.waited_steps, "setup_seconds": self.setup_seconds}
+        if median is not None:
+            out.update(median_step_seconds=median, overhead_fraction=share,
+                       traced_step_seconds_mean=float(np.mean(traced)))
+        return out
