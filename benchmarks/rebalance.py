@@ -157,9 +157,11 @@ def profile_workers(args, work) -> str:
 
 
 def _every(args) -> list:
-    """The sampling flags: meshpar train's defaults unless --every/--trigger say."""
+    """The sampling and re-planning flags: meshpar train's defaults unless
+    --every/--trigger/--method say."""
     return ((["--rebalance-every", str(args.every)] if args.every else [])
-            + (["--rebalance-trigger", str(args.trigger)] if args.trigger is not None else []))
+            + (["--rebalance-trigger", str(args.trigger)] if args.trigger is not None else [])
+            + (["--rebalance-method", args.method] if args.method else []))
 
 
 def _no_replans(work) -> str:
@@ -299,6 +301,8 @@ def main() -> int:
                         help="--rebalance-every of the runs (default: meshpar train's)")
     parser.add_argument("--trigger", type=float, default=None,
                         help="--rebalance-trigger of the runs (default: meshpar train's)")
+    parser.add_argument("--method", default=None,
+                        help="--rebalance-method of the runs (default: meshpar train's)")
     parser.add_argument("--checkpoint-every", type=int, default=10)
     parser.add_argument("--drop-at", type=int, default=20)
     parser.add_argument("--kill-after", type=int, default=20)
