@@ -209,6 +209,17 @@ def test_a_replan_with_a_profile_drops_a_worker_that_no_longer_pays_for_its_spli
     assert one.predicted_step_seconds == pytest.approx(1.0, rel=0.02)
 
 
+def test_replans_use_the_ga_with_a_profile_and_proportional_shares_without():
+    from meshpar.planning.cluster import ClusterSpec
+    from meshpar.training.rebalance import RebalanceOptions
+
+    profile = ClusterSpec.from_speeds([1.0, 1.0])
+    assert RebalanceOptions().planner == "proportional"
+    assert RebalanceOptions(profile=profile).planner == "ga"
+    assert RebalanceOptions(profile=profile, method="exact").planner == "exact"
+    assert RebalanceOptions(method="even").planner == "even"
+
+
 def test_probe_seconds_spans_each_workers_probe_ops_and_ignores_the_rest():
     from types import SimpleNamespace as NS
 

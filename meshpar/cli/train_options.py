@@ -251,7 +251,8 @@ def add_rebalance_options(parser) -> None:
                        help="... at the median speeds of the last K samples (default: 3)")
     group.add_argument("--rebalance-method", default=None,
                        help="planner of the re-plans (drift and --elastic): even, "
-                            "proportional, exact, ga (default: proportional)")
+                            "proportional, exact, ga (default: ga with --rebalance-profile, "
+                            "else proportional)")
     group.add_argument("--rebalance-profile",
                        help="the workers' profile (meshpar profile --cluster --model): "
                             "re-plan with its measured cost of splitting, and leave out a "

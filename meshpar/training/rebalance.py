@@ -63,7 +63,9 @@ class RebalanceOptions:
     re-plan when the plan's step at the measured speeds is more than this
     fraction longer than a balanced step (and the new plan is
     predicted to gain at least as much); ``patience``: at the median speeds of
-    that many last samples; ``method``: the planner; ``elastic``: survive lost workers;
+    that many last samples; ``method``: the planner (None: the GA when a
+    ``profile`` is given, it prices the profile's measured work of splitting
+    per worker; else proportional to the live speeds); ``elastic``: survive lost workers;
     ``poll_seconds``: how often the workers are probed; ``profile``: the workers'
     measured ClusterSpec, to re-plan with its per-step split cost and the
     option of leaving a worker out (:func:`replan`); ``measure``: ``"auto"``,
@@ -80,7 +82,7 @@ class RebalanceOptions:
     trigger: float = 0.0  # opt-in: at 0.15 it fired on noise here (docs/rebalance.md)
     threshold: float = 0.10
     patience: int = 3
-    method: str = "proportional"
+    method: Optional[str] = None
     elastic: bool = False
     poll_seconds: float = 1.0
     profile: Optional[object] = None
@@ -98,7 +100,7 @@ class RebalanceOptions:
             raise ValueError(f"rebalance threshold must be in (0, 1], got {self.threshold!r}")
         if not isinstance(self.patience, int) or self.patience < 1:
             raise ValueError(f"rebalance patience must be an integer >= 1, got {self.patience!r}")
-        if self.method not in METHODS:
+        if self.method is not None and self.method not in METHODS:
             raise ValueError(f"rebalance method must be one of {', '.join(METHODS)}, "
                              f"got {self.method!r}")
         if self.measure not in MEASURES:
@@ -108,6 +110,14 @@ class RebalanceOptions:
             raise ValueError(f"rebalance budget must be a share in (0, 1], got {self.budget!r}")
         if not self.poll_seconds > 0:
             raise ValueError(f"poll_seconds must be > 0, got {self.poll_seconds!r}")
+
+    @property
+    def planner(self) -> str:
+        """The re-plans' planner: ``method``, else ``"ga"`` with a profile and
+        ``"proportional"`` without (measured, docs/rebalance.md: after a drop
+        to a third of a core the GA on the profile re-planned to 0.97 of the
+        new ideal where the proportional split reached 0.84)."""
+        return self.method or ("ga" if self.profile is not None else "proportional")
 
 
 def mesh_record(mesh: MeshSpec, layout: str) -> dict:
@@ -304,7 +314,7 @@ class _Run:
         from meshpar.training.live_speeds import worker_work
 
         profile = self.options.profile
-        plan = replan(self.description, speeds, self.batch, self.options.method,
+        plan = replan(self.description, speeds, self.batch, self.options.planner,
                       None if back or lost or profile else _shape_of(self.mesh),
                       profile=profile)
         devices = self.client.place(plan.devices, keep_device_type=False)
