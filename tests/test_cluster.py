@@ -65,3 +65,21 @@ def test_profile_local_devices_measures_a_tiny_conv():
     cpu = cluster.devices[0]
     assert cpu.device == "/device:CPU:0"
     assert len(cpu.profile) == 1 and cpu.profile[0][1] > 0
+
+
+def test_slice_efficiency_round_trips_and_bad_points_name_the_field(tmp_path):
+    slices = ((0.5, 0.8), (0.25, 0.55))
+    cluster = ClusterSpec((DeviceSpec("a", "/cpu:0", ((1e6, 1e9),), 2**30,
+                                      slice_efficiency=slices),
+                           DeviceSpec("b", "/cpu:1", ((1e6, 5e8),), 2**30)),
+                          bandwidth=1e9, latency=0)
+    assert cluster.devices[0].slice_efficiency == ((0.25, 0.55), (0.5, 0.8))  # sorted
+    assert "slice_efficiency" not in cluster.devices[1].to_dict()
+    cluster.save(tmp_path / "c.json")
+    loaded = ClusterSpec.load(tmp_path / "c.json")
+    assert loaded == cluster and loaded.devices[0].slice_efficiency == ((0.25, 0.55), (0.5, 0.8))
+    for bad, match in (([[1.0, 0.9]], r"fraction 0 must be in \(0, 1\)"),
+                       ([[0.5, 0.0]], "efficiency 0"), ([[0.5, 0.9], [0.5, 0.8]], "distinct"),
+                       ([0.5], r"point 0 must be \[fraction, efficiency\]")):
+        with pytest.raises(ValueError, match=match):
+            DeviceSpec("a", "/cpu:0", ((1e6, 1e9),), slice_efficiency=bad)

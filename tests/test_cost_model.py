@@ -1,3 +1,5 @@
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -194,3 +196,51 @@ def test_a_model_step_profile_is_read_non_decreasing_and_a_kernel_profile_as_mea
     assert step_cost.evaluate_sizes(1, 1, [0], [8], {}).seconds[0] == pytest.approx(
         8 * step / (pooled * 1e9))
     assert cost.max_speed[0] == pytest.approx(9e9)  # the kernel profile's own top
+
+
+def test_a_slice_runs_at_its_devices_measured_efficiency_for_its_share_of_the_dims():
+    """Filter slices are priced at the device's measured speed on that share
+    of every split dim (log-log between points, held below the smallest,
+    capped at 1); whole layers (a batch split) are not touched, and the
+    calibrated split work absorbs only what the slices do not explain."""
+    model, step, flat, extra = _two_flat_step_workers()
+    # speed grows with the batch: a slice is looked up at the whole model's
+    # step at its row's batch (its narrowness is the efficiency's part)
+    devices = tuple(dataclasses.replace(d, profile=((step, f), (4 * step, 2 * f)))
+                    for d, f in zip(flat, (1e9, 0.5e9)))
+    slices = ((0.25, 0.4), (0.5, 0.8))
+    narrow = tuple(dataclasses.replace(d, slice_efficiency=slices) for d in devices)
+    plain = CostModel(model, ClusterSpec(devices, bandwidth=1e12, latency=0.0, extra=extra), 4)
+    cost = CostModel(model, ClusterSpec(narrow, bandwidth=1e12, latency=0.0, extra=extra), 4)
+    assert cost.slices_priced and not plain.slices_priced
+    expected = {0.25: 0.4, 0.5: 0.8, 1.0: 1.0, 0.1: 0.4,
+                0.375: np.exp(np.interp(np.log(0.375), np.log([0.25, 0.5]), np.log([0.4, 0.8])))}
+    for fraction, eff in expected.items():
+        assert float(cost.slice_efficiency(np.array([1]), np.array([fraction]))[0]) == \
+            pytest.approx(eff)
+    dims = {d: [s // 4, s - s // 4] for d, s in zip(cost.dim_names, cost.dim_sizes)}
+    share = {d: s // 4 / s for d, s in zip(cost.dim_names, cost.dim_sizes)}
+    mine, theirs = (c.evaluate_sizes(1, 2, [0, 1], [4], dims) for c in (cost, plain))
+    # each layer's slice on device 0 holds its dim's share: slowed by that share's efficiency
+    layer_eff = [float(cost.slice_efficiency(np.array([0]), np.array([share[l.split_dim]]))[0])
+                 if l.split_dim else 1.0 for l in model.layers]
+    work = [3 * l.flops * 4 * (share[l.split_dim] if l.split_dim else 1.0) for l in model.layers]
+    speed0 = 2e9  # device 0's whole step of 4 samples, not its slices' summed work
+    assert mine.device_seconds[0, 0] == pytest.approx(
+        sum(w / speed0 / e for w, e in zip(work, layer_eff)))
+    assert mine.device_seconds[0, 0] > theirs.device_seconds[0, 0]
+    batch = (cost.evaluate_sizes(2, 1, [0, 1], [3, 1], {}),
+             plain.evaluate_sizes(2, 1, [0, 1], [3, 1], {}))
+    assert batch[0].seconds[0] == pytest.approx(batch[1].seconds[0])
+    # a device measured faster on slices than whole counts as whole (a lower bound stays one)
+    fast = tuple(dataclasses.replace(d, slice_efficiency=((0.5, 1.3),)) for d in devices)
+    fast_cost = CostModel(model, ClusterSpec(fast, bandwidth=1e12, latency=0.0, extra=extra), 4)
+    assert float(fast_cost.slice_efficiency(np.array([0]), np.array([0.5]))[0]) == 1.0
+    # the even model split's measured time: calibrated work is what the slices leave over
+    even = {d: [s // 2, s - s // 2] for d, s in zip(cost.dim_names, cost.dim_sizes)}
+    slow_compute = float(cost.evaluate_sizes(1, 2, [0, 1], [4], even).compute_seconds[0])
+    measured = dict(extra, split_seconds={"batch": None, "model": slow_compute + 0.1,
+                                          "batch_size": 4})
+    calibrated = CostModel(model, ClusterSpec(narrow, bandwidth=1e12, latency=0.0,
+                                              extra=measured), 4)
+    assert calibrated.split_overhead["model"] == pytest.approx(0.1 * 1e9)  # slow top speed

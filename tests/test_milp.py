@@ -221,3 +221,24 @@ def test_with_calibrated_split_work_the_program_and_the_search_price_it_as_the_c
                 ev = cost.evaluate_sizes(rows, cols, perm, batch_sizes, dims)
                 assert form.seconds(res.fun) == pytest.approx(ev.seconds[0], rel=1e-7)
     assert paid >= 2
+
+
+def test_slices_slower_than_whole_layers_are_searched_exhaustively_and_change_the_pick():
+    """Slice speeds make the step non-linear in the split sizes: the exact planner
+    enumerates, and its pick, priced with the slices, beats the slice-blind
+    optimum priced the same way."""
+    import dataclasses
+
+    model = tiny_model()
+    blind = ClusterSpec.from_speeds([1.0, 0.5], bandwidth=1e12, latency=0.0)
+    devices = tuple(dataclasses.replace(d, slice_efficiency=((0.25, 0.3), (0.5, 0.6)))
+                    for d in blind.devices)
+    priced = ClusterSpec(devices, bandwidth=1e12, latency=0.0)
+    cost = CostModel(model, priced, 2)
+    assert constant_speeds(cost) is None and constant_speeds(CostModel(model, blind, 2)) is not None
+    aware = plan(model, priced, 2, method="exact")
+    naive = plan(model, blind, 2, method="exact")
+    assert aware.extra["solver"] == "enumeration" and naive.extra["solver"] != "enumeration"
+    naive_priced = cost.evaluate_plan(naive).seconds[0]
+    assert aware.predicted_step_seconds == pytest.approx(cost.evaluate_plan(aware).seconds[0])
+    assert aware.predicted_step_seconds < naive_priced * 0.99

@@ -60,12 +60,19 @@ class DeviceSpec:
         log(size)-log(speed); outside them it is held constant.
     memory_bytes : int
         Memory available to the device.
+    slice_efficiency : tuple of (fraction, efficiency)
+        Model-step profiles only: the device's speed on a slice that holds
+        ``fraction`` (in (0, 1)) of every split dimension, relative to its
+        speed on the whole model at the same batch (narrow convolutions and
+        per-slice op costs run below a whole layer's speed). Sorted by
+        fraction; empty when not measured (slices run at full speed).
     """
 
     name: str
     device: str
     profile: tuple
     memory_bytes: int = DEFAULT_MEMORY_BYTES
+    slice_efficiency: tuple = ()
 
     def __post_init__(self):
         if not self.name:
@@ -95,6 +102,29 @@ class DeviceSpec:
         object.__setattr__(self, "profile", tuple(points))
         mem = _positive_finite(self.memory_bytes, f"device {self.name!r}: memory_bytes")
         object.__setattr__(self, "memory_bytes", int(mem))
+        object.__setattr__(self, "slice_efficiency", self._checked_slices())
+
+    def _checked_slices(self) -> tuple:
+        what = f"device {self.name!r}: slice_efficiency"
+        try:
+            raw = list(self.slice_efficiency or ())
+        except TypeError as err:
+            raise ValueError(f"{what} must be a list of [fraction, efficiency] pairs") from err
+        points = []
+        for i, point in enumerate(raw):
+            try:
+                fraction, efficiency = point
+            except (TypeError, ValueError) as err:
+                raise ValueError(f"{what} point {i} must be [fraction, efficiency], "
+                                 f"got {point!r}") from err
+            fraction = _positive_finite(fraction, f"{what} fraction {i}")
+            if fraction >= 1:
+                raise ValueError(f"{what} fraction {i} must be in (0, 1), got {fraction!r}")
+            points.append((fraction, _positive_finite(efficiency, f"{what} efficiency {i}")))
+        points.sort()
+        if len({f for f, _ in points}) != len(points):
+            raise ValueError(f"{what} fractions must be distinct")
+        return tuple(points)
 
     def speed_at(self, size) -> np.ndarray | float:
         """FLOP/s for work items of ``size`` FLOPs (scalar or array)."""
@@ -104,10 +134,14 @@ class DeviceSpec:
         return float(out) if np.ndim(out) == 0 else out
 
     def to_dict(self) -> dict:
-        """JSON-ready dict (``profile`` as a list of ``[size, flops_per_second]`` pairs)."""
-        return {"name": self.name, "device": self.device,
-                "profile": [[s, f] for s, f in self.profile],
-                "memory_bytes": self.memory_bytes}
+        """JSON-ready dict (``profile`` as a list of ``[size, flops_per_second]`` pairs;
+        ``slice_efficiency`` as ``[fraction, efficiency]`` pairs, when measured)."""
+        out = {"name": self.name, "device": self.device,
+               "profile": [[s, f] for s, f in self.profile],
+               "memory_bytes": self.memory_bytes}
+        if self.slice_efficiency:
+            out["slice_efficiency"] = [[f, e] for f, e in self.slice_efficiency]
+        return out
 
 
 @dataclass(frozen=True)
@@ -212,7 +246,8 @@ class ClusterSpec:
             try:
                 devices.append(DeviceSpec(name=str(row["name"]), device=str(row["device"]),
                                           profile=row["profile"],
-                                          memory_bytes=row["memory_bytes"]))
+                                          memory_bytes=row["memory_bytes"],
+                                          slice_efficiency=row.get("slice_efficiency") or ()))
             except ValueError as err:
                 raise ValueError(f"{source}: devices[{i}]: {err}") from err
         try:

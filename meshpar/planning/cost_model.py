@@ -90,6 +90,30 @@ def nondecreasing_profile(profile) -> tuple:
     return tuple((w, f) for (w, _), f in zip(points, speeds))
 
 
+def _lookup(grid: np.ndarray, table: np.ndarray, row: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """exp of ``table[row]`` interpolated linearly at ``x`` on ``grid`` (held constant
+    outside it); broadcast over ``row`` and ``x``."""
+    if grid.size == 1:
+        return np.exp(table[row, 0] + np.zeros(np.shape(x)))
+    x = np.clip(x, grid[0], grid[-1])
+    i = np.clip(np.searchsorted(grid, x, side="right") - 1, 0, grid.size - 2)
+    t = (x - grid[i]) / (grid[i + 1] - grid[i])
+    return np.exp(table[row, i] * (1 - t) + table[row, i + 1] * t)
+
+
+def _slice_table(slices) -> tuple:
+    """``(grid, table)``: log efficiency of each device type's slices on one grid of
+    log fractions, 1 at the whole layer, capped at 1 (a slice never counts as
+    faster than the whole layer, so the work/peak lower bound stays a bound);
+    ``(None, None)`` when no device has a measured slice profile."""
+    if not any(slices):
+        return None, None
+    grid = np.array(sorted({float(np.log(f)) for s in slices for f, _ in s} | {0.0}))
+    table = np.array([np.interp(grid, np.log([f for f, _ in s] + [1.0]),
+                                np.log([min(e, 1.0) for _, e in s] + [1.0])) for s in slices])
+    return grid, table
+
+
 def split_sizes_batch(total: int, weights: np.ndarray) -> np.ndarray:
     """:func:`meshpar.core.splits.split_sizes` for many weight vectors at once.
 
@@ -201,7 +225,7 @@ class CostModel:
         # Device types: devices with identical profiles share one row of the table.
         keys, types = {}, []
         for d in cluster.devices:
-            types.append(keys.setdefault(d.profile, len(keys)))
+            types.append(keys.setdefault((d.profile, d.slice_efficiency), len(keys)))
         self.device_type = np.array(types, dtype=np.int64)
         # A profile of whole training steps of this very model (``meshpar profile
         # --model``) is looked up at each device's whole-step work; a kernel
@@ -212,7 +236,8 @@ class CostModel:
             raise ValueError(f"the device profile was measured on model {profiled!r}; "
                              f"profile {model.name!r} to plan it")
         profiles = [nondecreasing_profile(p) if self.step_profile else tuple(sorted(p))
-                    for p in keys]
+                    for p, _ in keys]
+        self._slice_grid, self._log_slice = _slice_table([s for _, s in keys])
         grid = sorted({np.log(s) for prof in profiles for s, _ in prof})
         self._grid = np.array(grid, dtype=float)
         self._log_speed = np.array([
@@ -288,14 +313,22 @@ class CostModel:
 
     def speed(self, device_type: np.ndarray, work: np.ndarray) -> np.ndarray:
         """FLOP/s of devices of ``device_type`` for items of ``work`` FLOPs (broadcast)."""
-        grid = self._grid
-        if grid.size == 1:
-            return np.exp(self._log_speed[device_type, 0])
-        x = np.clip(np.log(np.maximum(work, 1.0)), grid[0], grid[-1])
-        i = np.clip(np.searchsorted(grid, x, side="right") - 1, 0, grid.size - 2)
-        t = (x - grid[i]) / (grid[i + 1] - grid[i])
-        table = self._log_speed
-        return np.exp(table[device_type, i] * (1 - t) + table[device_type, i + 1] * t)
+        return _lookup(self._grid, self._log_speed, device_type, np.log(np.maximum(work, 1.0)))
+
+    @property
+    def slices_priced(self) -> bool:
+        """Whether a device's speed depends on the share of the dims its slice holds."""
+        return self._slice_grid is not None
+
+    def slice_efficiency(self, device_type: np.ndarray, fraction: np.ndarray) -> np.ndarray:
+        """Speed on a slice holding ``fraction`` of its split dims, relative to the
+        whole layer (broadcast; 1 where not measured, held constant below the
+        smallest measured fraction, at most 1)."""
+        fraction = np.asarray(fraction, dtype=float)
+        if self._slice_grid is None:
+            return np.ones(np.broadcast(np.asarray(device_type), fraction).shape)
+        return _lookup(self._slice_grid, self._log_slice, device_type,
+                       np.log(np.clip(fraction, 1e-12, 1.0)))
 
     def lower_bound(self) -> float:
         """Total training work / total peak speed: no plan can be faster."""
@@ -412,11 +445,17 @@ class CostModel:
         frac = self._fractions(split, dim_sizes, M)                    # [P, M, L]
         work = 3.0 * self.flops[None, None, None, :] * bs[:, :, None, None] * frac[:, None, :, :]
         dev_type = self.device_type[perm].reshape(P, R, M)
-        if self.step_profile:  # speeds measured per whole training step of this model
+        if self.step_profile and self._slice_grid is not None:
+            # the whole model's step at the row's batch; how much slower a
+            # narrow slice runs is the measured slice efficiency (below)
+            at = 3.0 * self.flops.sum() * bs[:, :, None, None]
+        elif self.step_profile:  # speeds measured per whole training step of this model
             at = work.sum(axis=3, keepdims=True)
         else:  # speeds measured per kernel: each layer slice at its own size
             at = work
         seconds = work / self.speed(dev_type[..., None], at)  # [P, R, M, L]
+        if self._slice_grid is not None:  # a narrow slice runs below the whole layer's speed
+            seconds = seconds / self.slice_efficiency(dev_type[..., None], frac[:, None, :, :])
         device_seconds = seconds.sum(axis=3)
         row_compute = self._row_compute(seconds, split)
         row_comm = self._row_comm(split, frac, bs, M)

@@ -23,6 +23,9 @@ def conv3d_step_flops(batch: int, spatial: int, c_in: int, c_out: int, kernel: i
 
 
 DEFAULT_PROFILE_SIZES = ((1, 8, 8, 8), (2, 16, 16, 32), (4, 16, 32, 32))
+#: A model-step profile also times the model split this many ways on one worker
+#: (the speed of narrow slices; below 1/4 it is held at 1/4's, see the cost model).
+SLICE_COUNTS = (2, 4)
 
 
 def profile_local_devices(sizes: Sequence[tuple] = DEFAULT_PROFILE_SIZES, repeats: int = 3,
@@ -132,7 +135,12 @@ def profile_cluster_workers(addresses: Sequence[str], device_type: str = "CPU",
     the cost model looks speeds up at each device's whole-step work. It also
     times the model's even ``batch:n`` and ``model:n`` splits over all the
     workers (``extra["split_seconds"]``), from which the cost model learns
-    what synchronising costs per step.
+    what synchronising costs per step, and each worker's speed on slices of
+    ``1/k`` of every split dim for ``k`` in :func:`slice_counts` (the model
+    split ``k`` ways on that worker alone, all workers at once), relative to
+    its whole step at ``batch`` (``DeviceSpec.slice_efficiency``): narrow
+    convolutions and per-slice op costs make a small filter share slower per
+    FLOP than the whole layer.
     """
     import tensorflow.compat.v1 as tf
 
@@ -155,13 +163,15 @@ def profile_cluster_workers(addresses: Sequence[str], device_type: str = "CPU",
         flops_of = {size: 3.0 * table.flops * size[0] for size in sizes}
     else:
         flops_of = {tuple(s): conv3d_step_flops(*(int(v) for v in s)) for s in sizes}
-    graph, steps, splits, sends, init, copies = _profile_graph(tf, client, spec, sizes, batch,
-                                                               transfer_bytes)
+    graph, steps, splits, slices, sends, init, copies = _profile_graph(
+        tf, client, spec, sizes, batch, transfer_bytes)
     config = client.session_config(tf.ConfigProto(allow_soft_placement=False))
     with tf.Session(client.target, graph=graph, config=config) as session:
         session.run(init)
         session.run(copies)
         alone, together = _time_sizes(session, steps, sizes, flops_of, n, repeats, log)
+        efficiency = _time_slices(session, slices, together, flops_of.get((batch,)), n,
+                                  repeats, log)
         split_seconds = {axis: _median_seconds(session, [op], repeats)[0]
                          for axis, op in splits.items()}
         if split_seconds:
@@ -170,7 +180,9 @@ def profile_cluster_workers(addresses: Sequence[str], device_type: str = "CPU",
         bandwidth, latency = _link(session, sends, transfer_bytes, repeats)
     devices = tuple(DeviceSpec(name=f"w{t}", device=client.devices[t],
                                profile=tuple(sorted(together[t].items())),
-                               memory_bytes=memory_bytes) for t in range(n))
+                               memory_bytes=memory_bytes,
+                               slice_efficiency=tuple(sorted(efficiency[t].items())))
+                    for t in range(n))
     kernel = (f"{model} training step (batch {', '.join(str(s[0]) for s in sizes)})"
               if model is not None else "conv3d 3x3x3 fwd+input grad+filter grad")
     return ClusterSpec(devices, bandwidth=bandwidth, latency=latency, extra={
@@ -202,9 +214,17 @@ def _profile_graph(tf, client, spec, sizes, batch: int, transfer_bytes: int):
                 else:
                     steps[task, tuple(size)] = _conv3d_step_graph(tf, device, size)
         splits = {}  # "batch" / "model" -> the even split of the model over all workers
-        if spec is not None and n > 1:
+        slices = {}  # (task, k) -> the model split k ways on that task's device alone
+        if spec is not None:
             from meshpar.training.estimator import MeshSpec
 
+            for task, device in enumerate(client.devices):
+                for k in slice_counts(spec.describe()):
+                    slices[task, k], copy = _model_step_graph(
+                        tf, spec, device, batch, MeshSpec(f"model:{k}", devices=[device] * k),
+                        tag="slices")
+                    copies.append(copy)
+        if spec is not None and n > 1:
             for axis in ("batch", "model"):
                 if axis == "batch" and batch < n:
                     continue
@@ -214,7 +234,7 @@ def _profile_graph(tf, client, spec, sizes, batch: int, transfer_bytes: int):
                 copies.append(copy)
         sends = _transfer_graph(tf, client.devices, transfer_bytes)
         init = tf.global_variables_initializer()
-    return graph, steps, splits, sends, init, copies
+    return graph, steps, splits, slices, sends, init, copies
 
 
 def _time_sizes(session, steps, sizes, flops_of, n: int, repeats: int, log) -> tuple:
@@ -236,6 +256,29 @@ def _time_sizes(session, steps, sizes, flops_of, n: int, repeats: int, log) -> t
     return alone, together
 
 
+def slice_counts(description) -> list:
+    """How many ways a slice profile splits the model: each of :data:`SLICE_COUNTS`
+    that every split dim of ``description`` allows (a whole slice per device)."""
+    smallest = min(description.split_dims.values(), default=0)
+    return [k for k in SLICE_COUNTS if k <= smallest]
+
+
+def _time_slices(session, slices, together, flops, n: int, repeats: int, log) -> dict:
+    """``{task: {1/k: efficiency}}``: each worker's speed on ``1/k`` of every split
+    dim (the model split ``k`` ways, every slice on that worker), relative to its
+    whole-model step at the same batch; all workers at once, like ``together``.
+    The k slices together do the whole step's work, so efficiency is the whole
+    step's seconds over the split step's."""
+    out = {task: {} for task in range(n)}
+    for k in sorted({k for _, k in slices}):
+        ops = [slices[task, k] for task in range(n)]
+        for task, seconds in enumerate(_median_seconds(session, ops, repeats)):
+            out[task][1.0 / k] = flops / together[task][flops] / seconds
+        log(f"slices of 1/{k} of every split dim: " + ", ".join(
+            f"task {t} {out[t][1.0 / k]:.2f}" for t in range(n)) + " of the whole step's speed")
+    return out
+
+
 def model_batch_sizes(batch: int) -> list:
     """Batch sizes a model-step profile measures: 1, 2, 4, ... up to ``batch``."""
     if batch < 1:
@@ -247,7 +290,8 @@ def model_batch_sizes(batch: int) -> list:
     return sizes + [batch]
 
 
-def _model_step_graph(tf, spec, device: str, batch: int, mesh=None, input_device=None):
+def _model_step_graph(tf, spec, device: str, batch: int, mesh=None, input_device=None,
+                      tag: str = "profile"):
     """``(step, init)``: one race-free training step of ``spec`` on ``device`` (or on
     ``mesh``, a MeshSpec), its input resident on ``input_device`` (default: the
     device), the fetched loss making the step run whole; and the op that copies
@@ -260,7 +304,7 @@ def _model_step_graph(tf, spec, device: str, batch: int, mesh=None, input_device
     with tf.device(input_device or device):
         x = tf.Variable(tf.random.stateless_normal(shape, seed=(5, batch)), trainable=False)
         y = tf.Variable(tf.zeros([batch], tf.int32), trainable=False)
-    scope = f"profile_{mesh.mesh_shape}_{device}_{batch}"
+    scope = f"{tag}_{mesh.mesh_shape}_{device}_{batch}"
     with tf.variable_scope("".join(c if c.isalnum() else "_" for c in scope)):
         lowering, _, loss, updates = lower_model(spec, x.read_value(), y.read_value(), mesh, True)
         with tf.control_dependencies(updates):

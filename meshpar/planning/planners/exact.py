@@ -346,10 +346,11 @@ def batch_splits(total: int, per_sample: np.ndarray, budget, same: Sequence[int]
 
 
 def _plan_enumerated(cost: CostModel, shapes, max_candidates: int, t0: float) -> Plan:
-    """Exhaustive search (profiles whose speed depends on the work size)."""
+    """Exhaustive search (speeds that depend on the work size or the slice's share)."""
     n_candidates = count_candidates(cost, shapes)
     if n_candidates > max_candidates:
-        raise ValueError(f"exact planner: speeds depend on work size (not covered by the "
+        why = "work size or slice share" if cost.slices_priced else "work size"
+        raise ValueError(f"exact planner: speeds depend on {why} (not covered by the "
                          f"MILP) and {n_candidates:,} candidate plans exceed the "
                          f"enumeration limit of {max_candidates:,}; use --method ga")
     best, evaluated = None, 0
