@@ -2,6 +2,7 @@
 `meshpar train --cluster` (tiny model, few steps: structure, not speed)."""
 import json
 import math
+from types import SimpleNamespace
 
 import pytest
 
@@ -78,7 +79,7 @@ def test_bench_train_refuses_an_unknown_model_in_one_line(capsys):
 
 def test_model_step_profile_times_whole_training_steps_per_batch_size():
     from meshpar.models import describe_model
-    from meshpar.runtime.profiling import model_batch_sizes
+    from meshpar.runtime.profiling import model_batch_sizes, slice_counts
 
     assert model_batch_sizes(8) == [1, 2, 4, 8] and model_batch_sizes(6) == [1, 2, 4, 6]
     with LocalCluster([1.0, 1.0], throttle="none") as cluster:
@@ -86,8 +87,16 @@ def test_model_step_profile_times_whole_training_steps_per_batch_size():
                                           repeats=1, transfer_bytes=4096)
     step_flops = 3.0 * describe_model("vgg-cifar-small").flops
     assert profile.extra["work"] == "model-step" and profile.extra["model"] == "vgg-cifar-small"
+    ways = slice_counts(describe_model("vgg-cifar-small"))
+    assert ways == [2, 4]
     for d in profile.devices:
         assert [w for w, _ in d.profile] == pytest.approx([step_flops, 2 * step_flops])
+        # the model split 4 and 2 ways on the worker alone: a speed relative to the whole step
+        assert [f for f, _ in d.slice_efficiency] == pytest.approx([0.25, 0.5])
+        assert all(0 < e < 5 for _, e in d.slice_efficiency)
+    # a model whose smallest split dim is 3 can be split 2 ways only; none without dims
+    assert slice_counts(SimpleNamespace(split_dims={"a": 3, "b": 64})) == [2]
+    assert slice_counts(SimpleNamespace(split_dims={})) == []
 
 
 def test_rounds_interleave_the_strategies_and_keep_the_median_run(monkeypatch):

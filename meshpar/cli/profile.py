@@ -78,6 +78,9 @@ def run(args) -> int:
         for d in cluster.devices:
             points = ", ".join(f"{s:.3g} FLOP @ {f / 1e9:.2f} GFLOP/s" for s, f in d.profile)
             print(f"{d.name:<6} {d.device:<32} {points}")
+            if d.slice_efficiency:
+                print(f"{'':<6} {'slices (share of the dims: speed)':<32} " + ", ".join(
+                    f"{f:.3g}: {e:.2f}" for f, e in d.slice_efficiency))
         if args.cluster:
             print(f"links: {cluster.bandwidth / 1e9:.3g} GB/s, latency {cluster.latency * 1e3:.3g} ms")
         if args.out:
