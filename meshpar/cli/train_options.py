@@ -237,13 +237,13 @@ def add_rebalance_options(parser) -> None:
                             "--rebalance-every) and re-plan the split when it drifts")
     group.add_argument("--rebalance-every", type=int, default=None,
                        help="measure the workers after one step in N (probe or trace); "
-                            "with --elastic, probe lost workers as often (default: 10)")
+                            "with --elastic, probe lost workers as often (default: 50)")
     group.add_argument("--rebalance-trigger", type=float, default=None,
                        help="also measure at once (--rebalance-patience steps in a row) when "
                             "the median of the last 15 step times stays, 4 steps in a row, "
                             "further from its settled level than this fraction and than 3.5 "
                             "standard errors of the step times' measured spread, in [0, 1); "
-                            "0.25 is a good value; 0: only every N steps (default: 0, off)")
+                            "0: only every N steps (default: 0.25)")
     group.add_argument("--rebalance-threshold", type=float, default=None,
                        help="re-plan when the plan's step at the measured speeds is this "
                             "fraction longer than a balanced one, in (0, 1] (default: 0.1)")
