@@ -43,6 +43,31 @@ def _positive_finite(value, what: str) -> float:
     return x
 
 
+def _positive_pairs(value, what: str, names: tuple, form: str, below=None) -> tuple:
+    """``value`` (a list of 2-item pairs) as a sorted tuple of (float, float),
+    both items finite and > 0 (the first also < ``below`` if given), the first
+    ones distinct; ``names`` name the two items in errors, ``form`` is the pair
+    as the user writes it."""
+    try:
+        raw = list(value)
+    except TypeError as err:
+        raise ValueError(f"{what} must be a list of {form} pairs") from err
+    points = []
+    for i, point in enumerate(raw):
+        try:
+            first, second = point
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"{what} point {i} must be {form}, got {point!r}") from err
+        first = _positive_finite(first, f"{what} {names[0]} {i}")
+        if below is not None and first >= below:
+            raise ValueError(f"{what} {names[0]} {i} must be in (0, {below:g}), got {first!r}")
+        points.append((first, _positive_finite(second, f"{what} {names[1]} {i}")))
+    points.sort()
+    if len({p[0] for p in points}) != len(points):
+        raise ValueError(f"{what} {names[0]}s must be distinct")
+    return tuple(points)
+
+
 @dataclass(frozen=True)
 class DeviceSpec:
     """One device and its measured speed profile.
@@ -79,52 +104,19 @@ class DeviceSpec:
             raise ValueError("device name must not be empty")
         if not self.device:
             raise ValueError(f"device {self.name!r}: device string must not be empty")
-        points = []
-        try:
-            raw = list(self.profile)
-        except TypeError as err:
-            raise ValueError(f"device {self.name!r}: profile must be a list of "
-                             f"[size, flops_per_s] pairs") from err
-        if not raw:
+        points = _positive_pairs(self.profile, f"device {self.name!r}: profile",
+                                 ("size", "speed"), "[size, flops_per_s]")
+        if not points:
             raise ValueError(f"device {self.name!r}: profile must not be empty")
-        for i, point in enumerate(raw):
-            try:
-                size, speed = point
-            except (TypeError, ValueError) as err:
-                raise ValueError(f"device {self.name!r}: profile point {i} must be "
-                                 f"[size, flops_per_s], got {point!r}") from err
-            points.append((_positive_finite(size, f"device {self.name!r}: profile size {i}"),
-                           _positive_finite(speed, f"device {self.name!r}: profile speed {i}")))
-        points.sort()
-        sizes = [p[0] for p in points]
-        if len(set(sizes)) != len(sizes):
-            raise ValueError(f"device {self.name!r}: profile sizes must be distinct")
-        object.__setattr__(self, "profile", tuple(points))
+        object.__setattr__(self, "profile", points)
         mem = _positive_finite(self.memory_bytes, f"device {self.name!r}: memory_bytes")
         object.__setattr__(self, "memory_bytes", int(mem))
         object.__setattr__(self, "slice_efficiency", self._checked_slices())
 
     def _checked_slices(self) -> tuple:
-        what = f"device {self.name!r}: slice_efficiency"
-        try:
-            raw = list(self.slice_efficiency or ())
-        except TypeError as err:
-            raise ValueError(f"{what} must be a list of [fraction, efficiency] pairs") from err
-        points = []
-        for i, point in enumerate(raw):
-            try:
-                fraction, efficiency = point
-            except (TypeError, ValueError) as err:
-                raise ValueError(f"{what} point {i} must be [fraction, efficiency], "
-                                 f"got {point!r}") from err
-            fraction = _positive_finite(fraction, f"{what} fraction {i}")
-            if fraction >= 1:
-                raise ValueError(f"{what} fraction {i} must be in (0, 1), got {fraction!r}")
-            points.append((fraction, _positive_finite(efficiency, f"{what} efficiency {i}")))
-        points.sort()
-        if len({f for f, _ in points}) != len(points):
-            raise ValueError(f"{what} fractions must be distinct")
-        return tuple(points)
+        return _positive_pairs(self.slice_efficiency or (),
+                               f"device {self.name!r}: slice_efficiency",
+                               ("fraction", "efficiency"), "[fraction, efficiency]", below=1)
 
     def speed_at(self, size) -> np.ndarray | float:
         """FLOP/s for work items of ``size`` FLOPs (scalar or array)."""
