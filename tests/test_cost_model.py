@@ -236,6 +236,13 @@ def test_a_slice_runs_at_its_devices_measured_efficiency_for_its_share_of_the_di
     fast = tuple(dataclasses.replace(d, slice_efficiency=((0.5, 1.3),)) for d in devices)
     fast_cost = CostModel(model, ClusterSpec(fast, bandwidth=1e12, latency=0.0, extra=extra), 4)
     assert float(fast_cost.slice_efficiency(np.array([0]), np.array([0.5]))[0]) == 1.0
+    # a narrower slice measured faster than a wider one is pooled with it
+    noisy = tuple(dataclasses.replace(d, slice_efficiency=((0.25, 0.88), (0.5, 0.67)))
+                  for d in devices)
+    noisy_cost = CostModel(model, ClusterSpec(noisy, bandwidth=1e12, latency=0.0, extra=extra), 4)
+    for fraction in (0.1, 0.25, 0.375, 0.5):
+        assert float(noisy_cost.slice_efficiency(np.array([0]), np.array([fraction]))[0]) == \
+            pytest.approx(np.sqrt(0.88 * 0.67))
     # the even model split's measured time: calibrated work is what the slices leave over
     even = {d: [s // 2, s - s // 2] for d, s in zip(cost.dim_names, cost.dim_sizes)}
     slow_compute = float(cost.evaluate_sizes(1, 2, [0, 1], [4], even).compute_seconds[0])
