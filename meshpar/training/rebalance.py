@@ -79,7 +79,7 @@ class RebalanceOptions:
 
     rebalance: bool = True
     # One sample in 50 steps plus the step-time trigger: on steady runs measuring
-    # cost 1.3-1.6% of the run (one in 10: 2.1-3.2%), and a drop re-planned as
+    # cost 1.2-1.6% of the run (one in 10: 2.1-4.6%), and a drop re-planned as
     # soon (steps 30-33 after a drop at 20; docs/rebalance.md).
     every: int = 50
     trigger: float = 0.25
