@@ -77,11 +77,15 @@ def test_bench_train_refuses_an_unknown_model_in_one_line(capsys):
     assert len(err) == 1 and "unknown model 'nope'" in err[0]
 
 
-def test_model_step_profile_times_whole_training_steps_per_batch_size():
+def test_model_step_profile_times_whole_training_steps_per_batch_size(monkeypatch):
     from meshpar.models import describe_model
+    from meshpar.planning.cost_model import CostModel
+    from meshpar.runtime import profiling
     from meshpar.runtime.profiling import model_batch_sizes, slice_counts
 
     assert model_batch_sizes(8) == [1, 2, 4, 8] and model_batch_sizes(6) == [1, 2, 4, 6]
+    # two unthrottled workers run at about one speed: time the split by speed anyway
+    monkeypatch.setattr(profiling, "BALANCED_MIN_RATIO", 1.0)
     with LocalCluster([1.0, 1.0], throttle="none") as cluster:
         profile = profile_cluster_workers(cluster.addresses, model="vgg-cifar-small", batch=2,
                                           repeats=1, transfer_bytes=4096)
@@ -94,6 +98,14 @@ def test_model_step_profile_times_whole_training_steps_per_batch_size():
         # the model split 4 and 2 ways on the worker alone: a speed relative to the whole step
         assert [f for f, _ in d.slice_efficiency] == pytest.approx([0.25, 0.5])
         assert all(0 < e < 5 for _, e in d.slice_efficiency)
+    # the splits weighted by the measured speeds: the weights are the profile's own
+    # speeds at the batch, both axes timed; the cost model fits its jitter to them
+    split = profile.extra["split_seconds"]
+    balanced = split["balanced"]
+    assert balanced["weights"] == pytest.approx([d.profile[-1][1] for d in profile.devices])
+    assert balanced["batch"] > 0 and balanced["model"] > 0
+    jitter = CostModel(describe_model("vgg-cifar-small"), profile, 2).sync_jitter
+    assert all(0.0 <= jitter[axis] <= 2.0 for axis in ("batch", "model"))
     # a model whose smallest split dim is 3 can be split 2 ways only; none without dims
     assert slice_counts(SimpleNamespace(split_dims={"a": 3, "b": 64})) == [2]
     assert slice_counts(SimpleNamespace(split_dims={})) == []

@@ -101,7 +101,7 @@ def test_exact_refuses_what_it_cannot_search():
     with pytest.raises(ValueError, match="at most 8 devices"):
         plan(describe_model("vgg-cifar"), big, 8, method="exact")
     # speeds that depend on the work size are searched exhaustively, small spaces only
-    with pytest.raises(ValueError, match="depend on work size.*enumeration limit"):
+    with pytest.raises(ValueError, match="depend on the work size.*enumeration limit"):
         plan(describe_model("vgg-cifar"), size_dependent_cluster([1.0, 0.5, 0.3], 0), 32,
              method="exact")
 

@@ -30,6 +30,10 @@ The model (see docs/cost_model.md) for a ``batch:R;model:M`` mesh:
   With a model-step profile that timed even splits (``split_seconds``), the
   link formulas give way to a calibrated per-step work of splitting each
   axis, which every row pays at its slowest device's speed (``_calibrate``).
+  With the profile's speed-weighted splits as well, the maxima over the
+  devices that meet at a collective (columns in a segment, rows at the
+  step's end) become expected maxima with a measured jitter: the wait for
+  the slowest device where a split is balanced (``calibration.py``).
 * :meth:`CostModel.traffic` gives the bytes every collective moves between
   devices per step: ``(k-1) S`` for an all-concat of ``S`` bytes over ``k``
   devices, ``2(k-1) S`` for an all-reduce, exactly what the lowered graph
@@ -49,6 +53,7 @@ from typing import Sequence
 
 import numpy as np
 
+from meshpar.planning.calibration import expected_max, fit_axis
 from meshpar.planning.cluster import ClusterSpec
 from meshpar.planning.description import ModelDescription
 
@@ -251,49 +256,63 @@ class CostModel:
         self.memory_capacity = np.array([d.memory_bytes for d in cluster.devices], dtype=float)
         self.max_speed = np.exp(self._log_speed.max(axis=1))[self.device_type]
         self.split_overhead = None
-        measured = (cluster.extra or {}).get("split_seconds") if self.step_profile else None
-        known = (cluster.extra or {}).get("split_overhead_flops") if self.step_profile else None
+        self.sync_jitter = {"batch": 0.0, "model": 0.0}
+        extra = cluster.extra or {}
+        measured = extra.get("split_seconds") if self.step_profile else None
+        known = extra.get("split_overhead_flops") if self.step_profile else None
         if known:  # already calibrated (a profile re-scaled to live speeds keeps it)
             self.split_overhead = {"batch": float(known["batch"]), "model": float(known["model"])}
+            self.sync_jitter = {axis: float((extra.get("sync_jitter") or {}).get(axis, 0.0))
+                                for axis in ("batch", "model")}
         elif measured:
-            self.split_overhead = self._calibrate(measured)
+            self.split_overhead, self.sync_jitter = self._calibrate(measured)
 
-    def _calibrate(self, measured: dict) -> dict:
-        """Per-step work of splitting over ``batch`` and over ``model``, in FLOPs
-        each device spends per step (priced at its top speed, see
-        :meth:`overhead_seconds`), from the profile's measured even splits:
-        ``{"batch": seconds, "model": seconds, "batch_size": B}`` (all the
-        profiled workers, the model's batch B). The work is the largest that
-        keeps every row of the even split within the measured step, so the
-        row that bounded it takes exactly the measured time; never negative.
+    def _calibrate(self, measured: dict) -> tuple:
+        """``(overhead, jitter)`` per mesh axis from the profile's timed splits:
+        ``{"batch": s, "model": s, "batch_size": B, "balanced": {"weights": [..],
+        "batch": s, "model": s}}`` (the even splits over all the profiled
+        workers; the splits weighted by their speeds, optional), fitted by
+        :func:`meshpar.planning.calibration.fit_axis`.
 
-        It stands for what synchronising costs per step (batch-norm
-        statistics, gathers, gradient all-reduce, the barrier, waits), which
-        link formulas do not see. Why work and not seconds: the cost is paid
-        on each worker's own CPU, and a fixed per-step cost runs 3x longer on
-        a third of a core, so in an uneven split the slow row pays more than
-        the fast one (measured, resattnet3d-small-local-bn at batch 32 on
-        0.9/0.3 of a core: a constant added to the step predicted 24/8 and
-        25/7 within 2% of each other, per-device work predicts 25/7 7% faster,
-        measured 13% faster; docs/cost_model.md)."""
+        Overhead is per-step work in FLOPs each device spends (priced at its
+        top speed, see :meth:`overhead_seconds`): what synchronising costs
+        (batch-norm statistics, gathers, gradient all-reduce, the barrier),
+        which link formulas do not see. Why work and not seconds: the cost is
+        paid on each worker's own CPU, and a fixed per-step cost runs 3x
+        longer on a third of a core, so in an uneven split the slow row pays
+        more than the fast one (measured, resattnet3d-small-local-bn at batch
+        32 on 0.9/0.3 of a core: a constant added to the step predicted 24/8
+        and 25/7 within 2% of each other, per-device work predicts 25/7 7%
+        faster, measured 13% faster; docs/cost_model.md). Jitter is the wait
+        for the slowest device where a split is balanced (calibration.py)."""
         batch = int(measured.get("batch_size", self.batch))
+        drop = ("split_seconds", "split_overhead_flops", "sync_jitter")
         probe = CostModel(self.model, dataclasses.replace(
-            self.cluster, extra={k: v for k, v in self.cluster.extra.items()
-                                 if k != "split_seconds"}), batch, self.optimizer_slots)
+            self.cluster, extra={k: v for k, v in self.cluster.extra.items() if k not in drop}),
+            batch, self.optimizer_slots)
         n, ident = self.n, np.arange(self.n)
-        overhead = {"batch": 0.0, "model": 0.0}
-        if measured.get("batch") and batch >= n:
-            sizes = split_sizes_batch(batch, np.ones((1, n)))[0]
-            ev = probe.evaluate_sizes(n, 1, ident, sizes, {})
-            spare = float(measured["batch"]) - ev.row_seconds[0]        # [n] rows
-            overhead["batch"] = max(0.0, float(np.min(spare * self.max_speed)))
-        if measured.get("model"):
-            dims = {name: split_sizes_batch(int(size), np.ones((1, n)))[0]
-                    for name, size in zip(self.dim_names, self.dim_sizes) if size >= n}
-            ev = probe.evaluate_sizes(1, n, ident, [batch], dims)
-            spare = float(measured["model"]) - float(ev.compute_seconds[0])  # one row
-            overhead["model"] = max(0.0, spare * float(self.max_speed.min()))
-        return overhead
+        balanced = measured.get("balanced") or {}
+        weights = balanced.get("weights")
+        overhead, jitter = {"batch": 0.0, "model": 0.0}, {"batch": 0.0, "model": 0.0}
+        for axis in ("batch", "model"):
+            if not measured.get(axis) or (axis == "batch" and batch < n):
+                continue
+
+            def predict(work, c, which, axis=axis):
+                probe.split_overhead = {**overhead, axis: work}
+                probe.sync_jitter = {**jitter, axis: c}
+                w = np.ones((1, n)) if which == "even" else np.asarray(weights, float)[None, :]
+                if axis == "batch":
+                    return float(probe.evaluate_sizes(n, 1, ident, split_sizes_batch(batch, w)[0],
+                                                      {}).seconds[0])
+                dims = {name: split_sizes_batch(int(size), w)[0]
+                        for name, size in zip(self.dim_names, self.dim_sizes) if size >= n}
+                return float(probe.evaluate_sizes(1, n, ident, [batch], dims).seconds[0])
+
+            top = float(measured[axis]) * float(self.max_speed.max())
+            overhead[axis], jitter[axis] = fit_axis(
+                predict, float(measured[axis]), balanced.get(axis) if weights else None, top)
+        return overhead, jitter
 
     def overhead_seconds(self, rows: int, cols: int, speed: np.ndarray) -> np.ndarray:
         """Seconds of the calibrated split work of each row, ``speed`` [..., R, M]
@@ -378,7 +397,8 @@ class CostModel:
 
     def _row_compute(self, seconds: np.ndarray, split: np.ndarray) -> np.ndarray:
         """[P, R]: sum over the segments between forward collectives of the
-        slowest column, per row (candidates grouped by their segment ends)."""
+        slowest column (the expected slowest, with the model axis's jitter),
+        per row (candidates grouped by their segment ends)."""
         P, R, M, L = seconds.shape
         ends = split & (self.comm_kind > 0)[None, :]
         out = np.empty((P, R))
@@ -387,7 +407,7 @@ class CostModel:
             idx = np.nonzero(inverse.ravel() == k)[0]
             starts = np.concatenate([[0], np.nonzero(pattern)[0] + 1])
             seg = np.add.reduceat(seconds[idx], starts[starts < L], axis=3)
-            out[idx] = seg.max(axis=2).sum(axis=2)
+            out[idx] = expected_max(seg, self.sync_jitter["model"], axis=2).sum(axis=2)
         return out
 
     def _row_comm(self, split: np.ndarray, frac: np.ndarray, bs: np.ndarray,
@@ -479,7 +499,8 @@ class CostModel:
         row_total = row_compute + row_comm
         slowest = np.argmax(row_total, axis=1)
         pick = np.arange(P)
-        total_seconds = row_total[pick, slowest] + dp
+        # rows meet at the data-parallel collectives: the expected slowest row
+        total_seconds = expected_max(row_total, self.sync_jitter["batch"], axis=1) + dp
         # Memory per device [P, R, M]: a gathered output is kept whole and as
         # the slice; an output that stays split, as the slice.
         concat = split & (self.comm_kind == 1)[None, :]

@@ -177,6 +177,13 @@ def profile_cluster_workers(addresses: Sequence[str], device_type: str = "CPU",
         if split_seconds:
             log("even split over all workers: " + ", ".join(
                 f"{axis}:{n} {s * 1e3:.1f} ms" for axis, s in split_seconds.items()))
+            weights = [together[t][flops_of[(batch,)]] for t in range(n)]
+            balanced = _time_balanced_splits(tf, session, graph, client, spec, batch,
+                                             list(splits), weights, repeats)
+            if balanced:
+                split_seconds["balanced"] = balanced
+                log("split by speed over all workers: " + ", ".join(
+                    f"{axis}:{n} {balanced[axis] * 1e3:.1f} ms" for axis in splits))
         bandwidth, latency = _link(session, sends, transfer_bytes, repeats)
     devices = tuple(DeviceSpec(name=f"w{t}", device=client.devices[t],
                                profile=tuple(sorted(together[t].items())),
@@ -235,6 +242,43 @@ def _profile_graph(tf, client, spec, sizes, batch: int, transfer_bytes: int):
         sends = _transfer_graph(tf, client.devices, transfer_bytes)
         init = tf.global_variables_initializer()
     return graph, steps, splits, slices, sends, init, copies
+
+
+#: Workers whose speeds differ by less than this factor are profiled at the even
+#: split only: it is already the balanced one.
+BALANCED_MIN_RATIO = 1.1
+
+
+def _time_balanced_splits(tf, session, graph, client, spec, batch: int, axes, weights,
+                          repeats: int) -> dict:
+    """``{"weights": speeds, axis: seconds}``: the model split over ``axes`` of all
+    the workers in proportion to their measured speeds ``weights``, timed like
+    the even splits; empty when the speeds are within
+    :data:`BALANCED_MIN_RATIO` of each other. Built after the speeds are known,
+    so it extends the session's graph (new variables initialised here). From
+    it the cost model learns the wait for the slowest device where the
+    devices are balanced (meshpar.planning.calibration)."""
+    from meshpar.training.estimator import MeshSpec
+
+    if not axes or max(weights) < BALANCED_MIN_RATIO * min(weights):
+        return {}
+    n = len(client.devices)
+    with graph.as_default():
+        known = set(tf.global_variables())
+        ops, copies = {}, []
+        for axis in axes:
+            mesh = MeshSpec(f"{axis}:{n}", devices=client.devices,
+                            split_weights={axis: list(weights)})
+            ops[axis], copy = _model_step_graph(tf, spec, client.devices[0], batch, mesh,
+                                                input_device=client.client_device,
+                                                tag="balanced")
+            copies.append(copy)
+        init = tf.variables_initializer([v for v in tf.global_variables() if v not in known])
+    session.run(init)
+    session.run(copies)
+    out = {"weights": [float(w) for w in weights]}
+    out.update({axis: _median_seconds(session, [op], repeats)[0] for axis, op in ops.items()})
+    return out
 
 
 def _time_sizes(session, steps, sizes, flops_of, n: int, repeats: int, log) -> tuple:

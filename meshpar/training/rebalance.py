@@ -207,9 +207,10 @@ def scaled_profile(profile, speeds: Dict[int, float], description=None, batch: i
 
     The profile's measured cost of splitting is kept as calibrated on the
     profile itself (``extra["split_overhead_flops"]``, work per device and
-    step; needs the model ``description`` and ``batch``): the even splits it
-    was derived from ran at the profiled speeds, not the live ones, and the
-    cost model prices that work at each worker's live speed.
+    step, and ``extra["sync_jitter"]``; needs the model ``description`` and
+    ``batch``): the splits it was derived from ran at the profiled speeds,
+    not the live ones, and the cost model prices that work at each worker's
+    live speed.
 
     ValueError when a task is not in the profile.
     """
@@ -234,9 +235,10 @@ def scaled_profile(profile, speeds: Dict[int, float], description=None, batch: i
         for t in sorted(speeds))
     extra = dict(profile.extra or {})
     if description is not None and batch:
-        overhead = CostModel(description, profile, batch).split_overhead
-        if overhead is not None:
-            extra["split_overhead_flops"] = dict(overhead)
+        calibrated = CostModel(description, profile, batch)
+        if calibrated.split_overhead is not None:
+            extra["split_overhead_flops"] = dict(calibrated.split_overhead)
+            extra["sync_jitter"] = dict(calibrated.sync_jitter)
     return ClusterSpec(devices, bandwidth=profile.bandwidth, latency=profile.latency,
                        extra=extra)
 

@@ -346,11 +346,14 @@ def batch_splits(total: int, per_sample: np.ndarray, budget, same: Sequence[int]
 
 
 def _plan_enumerated(cost: CostModel, shapes, max_candidates: int, t0: float) -> Plan:
-    """Exhaustive search (speeds that depend on the work size or the slice's share)."""
+    """Exhaustive search (step times that depend on the work size, the slice's share
+    or the wait for the slowest device)."""
     n_candidates = count_candidates(cost, shapes)
     if n_candidates > max_candidates:
-        why = "work size or slice share" if cost.slices_priced else "work size"
-        raise ValueError(f"exact planner: speeds depend on {why} (not covered by the "
+        flat = np.allclose(cost._log_speed, cost._log_speed[:, :1], rtol=0.0, atol=1e-12)
+        why = " and ".join(["the work size"] * (not flat) + ["the slice share"] * cost.slices_priced
+                           + ["the wait for the slowest device"] * any(cost.sync_jitter.values()))
+        raise ValueError(f"exact planner: step times depend on {why} (not covered by the "
                          f"MILP) and {n_candidates:,} candidate plans exceed the "
                          f"enumeration limit of {max_candidates:,}; use --method ga")
     best, evaluated = None, 0

@@ -41,9 +41,11 @@ from meshpar.planning.cost_model import LOSS_ELEMS, CostModel, ring_allreduce_se
 
 
 def constant_speeds(cost: CostModel) -> Optional[np.ndarray]:
-    """FLOP/s of each device type when every profile is flat and slices run at the
-    whole layer's speed, else None."""
+    """FLOP/s of each device type when every profile is flat, slices run at the
+    whole layer's speed and no synchronisation jitter is priced, else None."""
     if cost.slices_priced:  # a slice's speed depends on its split sizes: not linear
+        return None
+    if any(cost.sync_jitter.values()):  # the wait for the slowest device: not linear
         return None
     table = cost._log_speed
     if not np.allclose(table, table[:, :1], rtol=0.0, atol=1e-12):

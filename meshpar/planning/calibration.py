@@ -1,0 +1,113 @@
+"""What synchronising costs, learned from a profile's timed splits (numpy, no TensorFlow).
+
+The cost model (docs/cost_model.md) adds two measured terms per mesh axis to
+a split's compute:
+
+* **overhead work** ``W``: FLOPs each device spends per step on splitting
+  over the axis (statistics, gathers, the gradient all-reduce, the barrier),
+  paid by a row at its slowest device's speed;
+* **synchronisation jitter** ``c``: devices that meet at a collective wait
+  for the slower one, and each device's time to the meeting varies (from op
+  to op, with scheduling; on a worker held to a CPU quota, with the quota's
+  period). With times ``t_i (1 + c z_i)``, ``z_i`` independent standard
+  normals, the step pays the expected maximum of the devices' times, taken
+  with Clark's formulas (C. E. Clark, "The greatest of a finite set of random
+  variables", Operations Research 9(2), 1961). The wait vanishes where one
+  device is much slower than the others (it sets the pace whatever the
+  others do) and is largest where the split is balanced: the reason a
+  speed-proportional split runs slower than its slowest share's compute,
+  while an even split on uneven devices does not.
+
+``W`` is fitted to the profile's even split and ``c`` to its speed-
+proportional (balanced) split of the same axis (:func:`fit_axis`); a profile
+without a balanced split keeps ``c = 0``, the model as it was.
+"""
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+import numpy as np
+from scipy.optimize import brentq
+from scipy.special import ndtr
+
+#: Largest jitter the fit may return: a relative spread of 2 already makes a
+#: balanced pair of devices take 1.8x its mean; a measurement asking for more
+#: is not a wait for the slowest device.
+MAX_JITTER = 2.0
+#: Points of the scan for the smallest jitter that explains a balanced split.
+JITTER_GRID = 21
+_INV_SQRT_2PI = 1.0 / np.sqrt(2.0 * np.pi)
+
+
+def expected_max(times, jitter: float, axis: int = -1) -> np.ndarray:
+    """Expected maximum over ``axis`` of the times ``times (1 + jitter z)``, ``z``
+    independent standard normals: Clark's moments, folded in one device at a
+    time (exact for two devices, Clark's approximation beyond). ``jitter = 0``
+    is the plain maximum."""
+    t = np.moveaxis(np.asarray(times, dtype=float), axis, -1)
+    if jitter <= 0.0 or t.shape[-1] == 1:
+        return t.max(axis=-1)
+    mean, var = t[..., 0], (jitter * t[..., 0]) ** 2
+    for k in range(1, t.shape[-1]):
+        mean2, var2 = t[..., k], (jitter * t[..., k]) ** 2
+        theta = np.sqrt(var + var2)
+        safe = np.where(theta > 0, theta, 1.0)
+        a = (mean - mean2) / safe
+        p, dens = ndtr(a), np.exp(-0.5 * a * a) * _INV_SQRT_2PI
+        first = mean * p + mean2 * (1.0 - p) + theta * dens
+        second = ((mean ** 2 + var) * p + (mean2 ** 2 + var2) * (1.0 - p)
+                  + (mean + mean2) * theta * dens)
+        var = np.where(theta > 0, np.maximum(second - first ** 2, 0.0), 0.0)
+        mean = np.where(theta > 0, first, np.maximum(mean, mean2))
+    return mean
+
+
+def _solve(f: Callable[[float], float], target: float, lo: float, hi: float) -> float:
+    """The ``x`` in ``[lo, hi]`` where ``f`` (non-decreasing) reaches ``target``:
+    ``lo`` when ``f(lo)`` is already there, ``hi`` when never (Brent's method)."""
+    if f(lo) >= target:
+        return lo
+    if f(hi) <= target:
+        return hi
+    return float(brentq(lambda x: f(x) - target, lo, hi, xtol=1e-12 * max(hi, 1.0),
+                        rtol=1e-12))
+
+
+def fit_axis(predict: Callable[[float, float, str], float], even_seconds: float,
+             balanced_seconds: Optional[float], work_high: float) -> tuple:
+    """``(W, c)`` of one mesh axis from its measured even and balanced splits.
+
+    ``predict(W, c, which)``: the cost model's step time of the ``"even"`` or
+    ``"balanced"`` split with overhead work ``W`` and jitter ``c`` on this
+    axis, non-decreasing in both. For any ``c``, ``W(c)`` is the largest work
+    that keeps the even split within its measured time (never negative, at
+    most ``work_high``); ``c`` is the jitter at which the balanced split, with
+    ``W(c)``, takes its measured time (0 when it already does without
+    jitter; the smallest such ``c``, at most :data:`MAX_JITTER`, the closest
+    on the scan when none reaches it)."""
+    if even_seconds is None or not np.isfinite(even_seconds) or even_seconds <= 0:
+        raise ValueError(f"measured even split time must be positive, got {even_seconds!r}")
+
+    def work(c):
+        return _solve(lambda w: predict(w, c, "even"), even_seconds, 0.0, work_high)
+
+    if not balanced_seconds:
+        return work(0.0), 0.0
+
+    def excess(c):
+        return predict(work(c), c, "balanced") - balanced_seconds
+
+    # The smallest jitter that explains the balanced split: scanned on a grid,
+    # then refined, since W(c) can fall faster than the balanced time rises
+    # at large c (there the even split's own wait uses up its measured time).
+    grid = np.linspace(0.0, MAX_JITTER, JITTER_GRID)
+    values = [excess(grid[0])]
+    if values[0] >= 0:
+        return work(0.0), 0.0
+    for i in range(1, grid.size):
+        values.append(excess(grid[i]))
+        if values[-1] >= 0:
+            jitter = float(brentq(excess, grid[i - 1], grid[i], xtol=1e-9, rtol=1e-12))
+            return work(jitter), jitter
+    jitter = float(grid[int(np.argmax(values))])  # nothing reaches it: the closest
+    return work(jitter), jitter
