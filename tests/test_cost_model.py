@@ -170,7 +170,7 @@ def test_a_model_step_profile_is_read_non_decreasing_and_a_kernel_profile_as_mea
     """A step profile's bump (a point faster than the larger work after it) is
     pooled with its neighbours (geometric mean); a kernel profile is not."""
     from meshpar.models import describe_model
-    from meshpar.planning.cost_model import nondecreasing_profile
+    from meshpar.planning.profiles import nondecreasing_profile
 
     bumpy = ((1.0, 6.0), (2.0, 7.0), (4.0, 9.0), (8.0, 7.0), (16.0, 8.0))
     pooled = (9.0 * 7.0) ** 0.5  # below 8.0, so the last point stays as it is

@@ -56,6 +56,7 @@ import numpy as np
 from meshpar.planning.calibration import expected_max, fit_axis
 from meshpar.planning.cluster import ClusterSpec
 from meshpar.planning.description import ModelDescription
+from meshpar.planning.profiles import lookup, nondecreasing_profile, slice_table
 
 
 #: ``Layer.comm`` -> code: none, all-concat, all-reduce.
@@ -69,59 +70,6 @@ def ring_allreduce_seconds(nbytes, k: int, bandwidth: float, latency: float):
     """Time of a ring all-reduce of ``nbytes`` over ``k`` devices: every device
     sends and receives ``2(k-1)/k`` of the data, in ``k-1`` steps each way."""
     return 2.0 * (k - 1) / k * nbytes / bandwidth + (k - 1) * latency
-
-
-def nondecreasing_profile(profile) -> tuple:
-    """``profile`` ((work, FLOP/s) points) with its speeds made non-decreasing
-    in work: each run of points where the speed falls is replaced by the
-    geometric mean of its speeds (pool-adjacent-violators on log speed, the
-    least-squares non-decreasing fit).
-
-    For model-step profiles: a training step's speed grows with its batch as
-    fixed per-step costs are shared out, and where a measured point breaks
-    that, it is noise the planner would otherwise chase (measured: a slow
-    worker's 8-sample step profiled at 8.46 GFLOP/s between 6.97 at 4 and
-    7.76 at 16 made the planner give it 8 of 32 samples, which ran 10% over
-    the prediction while 7 of 32 ran as predicted; docs/cost_model.md)."""
-    points = sorted(profile)
-    blocks = []  # [mean log speed, count]
-    for _, f in points:
-        blocks.append([float(np.log(f)), 1])
-        while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
-            v, n = blocks.pop()
-            blocks[-1] = [(blocks[-1][0] * blocks[-1][1] + v * n) / (blocks[-1][1] + n),
-                          blocks[-1][1] + n]
-    speeds = [float(np.exp(v)) for v, n in blocks for _ in range(n)]
-    return tuple((w, f) for (w, _), f in zip(points, speeds))
-
-
-def _lookup(grid: np.ndarray, table: np.ndarray, row: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """exp of ``table[row]`` interpolated linearly at ``x`` on ``grid`` (held constant
-    outside it); broadcast over ``row`` and ``x``."""
-    if grid.size == 1:
-        return np.exp(table[row, 0] + np.zeros(np.shape(x)))
-    x = np.clip(x, grid[0], grid[-1])
-    i = np.clip(np.searchsorted(grid, x, side="right") - 1, 0, grid.size - 2)
-    t = (x - grid[i]) / (grid[i + 1] - grid[i])
-    return np.exp(table[row, i] * (1 - t) + table[row, i + 1] * t)
-
-
-def _slice_table(slices) -> tuple:
-    """``(grid, table)``: log efficiency of each device type's slices on one grid of
-    log fractions, 1 at the whole layer, capped at 1 (a slice never counts as
-    faster than the whole layer, so the work/peak lower bound stays a bound)
-    and non-decreasing in the fraction (:func:`nondecreasing_profile`: a
-    narrower slice measured faster than a wider one is noise; seen: 0.88 at
-    1/4 against 0.67 at 1/2 on one worker of a vgg-cifar profile);
-    ``(None, None)`` when no device has a measured slice profile."""
-    if not any(slices):
-        return None, None
-    grid = np.array(sorted({float(np.log(f)) for s in slices for f, _ in s} | {0.0}))
-    fits = [nondecreasing_profile([(f, min(e, 1.0)) for f, e in s] + [(1.0, 1.0)])
-            for s in slices]
-    table = np.array([np.interp(grid, np.log([f for f, _ in fit]), np.log([e for _, e in fit]))
-                      for fit in fits])
-    return grid, table
 
 
 def split_sizes_batch(total: int, weights: np.ndarray) -> np.ndarray:
@@ -247,7 +195,7 @@ class CostModel:
                              f"profile {model.name!r} to plan it")
         profiles = [nondecreasing_profile(p) if self.step_profile else tuple(sorted(p))
                     for p, _ in keys]
-        self._slice_grid, self._log_slice = _slice_table([s for _, s in keys])
+        self._slice_grid, self._log_slice = slice_table([s for _, s in keys])
         grid = sorted({np.log(s) for prof in profiles for s, _ in prof})
         self._grid = np.array(grid, dtype=float)
         self._log_speed = np.array([
@@ -337,7 +285,7 @@ class CostModel:
 
     def speed(self, device_type: np.ndarray, work: np.ndarray) -> np.ndarray:
         """FLOP/s of devices of ``device_type`` for items of ``work`` FLOPs (broadcast)."""
-        return _lookup(self._grid, self._log_speed, device_type, np.log(np.maximum(work, 1.0)))
+        return lookup(self._grid, self._log_speed, device_type, np.log(np.maximum(work, 1.0)))
 
     @property
     def slices_priced(self) -> bool:
@@ -351,7 +299,7 @@ class CostModel:
         fraction = np.asarray(fraction, dtype=float)
         if self._slice_grid is None:
             return np.ones(np.broadcast(np.asarray(device_type), fraction).shape)
-        return _lookup(self._slice_grid, self._log_slice, device_type,
+        return lookup(self._slice_grid, self._log_slice, device_type,
                        np.log(np.clip(fraction, 1e-12, 1.0)))
 
     def lower_bound(self) -> float:
