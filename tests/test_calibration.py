@@ -99,6 +99,12 @@ def test_a_profiles_even_and_balanced_splits_calibrate_the_cost_model(axis):
     assert seconds(plain, speeds) < seconds(cost, speeds)
     # the MILP prices no jitter: the exact planner enumerates instead
     assert constant_speeds(cost) is None
+    # one worker of the profile (a benchmark's alone row): nothing split, nothing fitted
+    alone = dataclasses.replace(cost.cluster, devices=cost.cluster.devices[:1])
+    single = CostModel(model, alone, batch)
+    assert single.sync_jitter == {"batch": 0.0, "model": 0.0}
+    assert single.evaluate_sizes(1, 1, [0], [batch], {}).seconds[0] == pytest.approx(
+        3.0 * model.flops * batch / speeds[0])
 
 
 def test_a_profile_rescaled_to_live_speeds_keeps_its_jitter():

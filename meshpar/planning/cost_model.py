@@ -241,9 +241,11 @@ class CostModel:
         n, ident = self.n, np.arange(self.n)
         balanced = measured.get("balanced") or {}
         weights = balanced.get("weights")
+        if weights is not None and len(weights) != n:
+            weights = None  # weighted over other workers than these: not this split
         overhead, jitter = {"batch": 0.0, "model": 0.0}, {"batch": 0.0, "model": 0.0}
         for axis in ("batch", "model"):
-            if not measured.get(axis) or (axis == "batch" and batch < n):
+            if n < 2 or not measured.get(axis) or (axis == "batch" and batch < n):
                 continue
 
             def predict(work, c, which, axis=axis):
