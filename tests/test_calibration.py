@@ -52,6 +52,10 @@ def test_fit_axis_recovers_the_work_and_jitter_that_made_the_times():
     assert c == 0.0 and predict(work, 0.0, "even") == pytest.approx(even)
     # measured faster than the compute: nothing to add, never negative
     assert fit_axis(predict, 2.0, 1.0, work_high=10.0) == (0.0, 0.0)
+    # the balanced split faster than the even split's work allows: no jitter, and
+    # the work is the balanced split's (less than the even split's 0.4)
+    work, c = fit_axis(predict, predict(0.4, 0.0, "even"), 1.6, work_high=10.0)
+    assert c == 0.0 and work == pytest.approx(0.2)
     # a balanced split slower than any wait explains: the jitter stops at its cap
     assert fit_axis(predict, even, 100.0, work_high=10.0)[1] == MAX_JITTER
     with pytest.raises(ValueError, match="even split"):
