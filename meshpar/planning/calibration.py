@@ -31,7 +31,7 @@ from scipy.optimize import brentq
 from scipy.special import ndtr
 
 #: Largest jitter the fit may return: a relative spread of 2 already makes a
-#: balanced pair of devices take 1.8x its mean; a measurement asking for more
+#: balanced pair of devices take 2.1x its mean; a measurement asking for more
 #: is not a wait for the slowest device.
 MAX_JITTER = 2.0
 #: Points of the scan for the smallest jitter that explains a balanced split.
