@@ -134,8 +134,10 @@ def profile_cluster_workers(addresses: Sequence[str], device_type: str = "CPU",
     and per-step costs included), marked ``extra["work"] = "model-step"`` so
     the cost model looks speeds up at each device's whole-step work. It also
     times the model's even ``batch:n`` and ``model:n`` splits over all the
-    workers (``extra["split_seconds"]``), from which the cost model learns
-    what synchronising costs per step, and each worker's speed on slices of
+    workers, and the same splits weighted by the workers' measured speeds
+    (``extra["split_seconds"]``, the weighted ones under ``"balanced"``),
+    from which the cost model learns what synchronising costs per step and
+    how long devices wait for each other near balance, and each worker's speed on slices of
     ``1/k`` of every split dim for ``k`` in :func:`slice_counts` (the model
     split ``k`` ways on that worker alone, all workers at once), relative to
     its whole step at ``batch`` (``DeviceSpec.slice_efficiency``): narrow
