@@ -41,7 +41,7 @@ from meshpar.planning.cost_model import split_sizes_batch
 from meshpar.planning.planners.common import (allowed_shapes, better, build_plan,
                                               device_kinds, proportional_weights)
 from meshpar.planning.planners.milp import (allreduce_bound, constant_speeds, formulate,
-                                            identical_neighbours, row_optimum,
+                                            identical_neighbours, not_linear, row_optimum,
                                             row_overheads)
 
 #: Largest number of candidate plans the exhaustive search will evaluate.
@@ -350,9 +350,7 @@ def _plan_enumerated(cost: CostModel, shapes, max_candidates: int, t0: float) ->
     or the wait for the slowest device)."""
     n_candidates = count_candidates(cost, shapes)
     if n_candidates > max_candidates:
-        flat = np.allclose(cost._log_speed, cost._log_speed[:, :1], rtol=0.0, atol=1e-12)
-        why = " and ".join(["the work size"] * (not flat) + ["the slice share"] * cost.slices_priced
-                           + ["the wait for the slowest device"] * any(cost.sync_jitter.values()))
+        why = " and ".join(not_linear(cost))
         raise ValueError(f"exact planner: step times depend on {why} (not covered by the "
                          f"MILP) and {n_candidates:,} candidate plans exceed the "
                          f"enumeration limit of {max_candidates:,}; use --method ga")

@@ -40,17 +40,22 @@ from scipy.sparse.csgraph import connected_components
 from meshpar.planning.cost_model import LOSS_ELEMS, CostModel, ring_allreduce_seconds
 
 
+def not_linear(cost: CostModel) -> list:
+    """What makes ``cost``'s step time nonlinear in the split sizes, so the
+    program cannot price it (empty when the MILP covers it exactly)."""
+    table = cost._log_speed
+    return (["the work size"] * (not np.allclose(table, table[:, :1], rtol=0.0, atol=1e-12))
+            + ["the slice share"] * cost.slices_priced
+            + ["the wait for the slowest device"] * any(cost.sync_jitter.values()))
+
+
 def constant_speeds(cost: CostModel) -> Optional[np.ndarray]:
     """FLOP/s of each device type when every profile is flat, slices run at the
-    whole layer's speed and no synchronisation jitter is priced, else None."""
-    if cost.slices_priced:  # a slice's speed depends on its split sizes: not linear
+    whole layer's speed and no synchronisation jitter is priced, else None
+    (:func:`not_linear` says which)."""
+    if not_linear(cost):
         return None
-    if any(cost.sync_jitter.values()):  # the wait for the slowest device: not linear
-        return None
-    table = cost._log_speed
-    if not np.allclose(table, table[:, :1], rtol=0.0, atol=1e-12):
-        return None
-    return np.exp(table[:, 0])
+    return np.exp(cost._log_speed[:, 0])
 
 
 class _Program:
