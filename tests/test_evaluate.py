@@ -225,3 +225,28 @@ def test_cohorts_written_in_parallel_equal_those_written_one_at_a_time(tmp_path)
     with pytest.raises(ValueError, match="not empty"):
         protocol.prepare_all_phantoms(tmp_path / "other", cohorts, 6, (16, 16, 16), jobs=2)
     assert (mine / "notes.txt").read_text() == "keep me"
+
+
+def test_an_interrupted_run_trains_from_the_start_not_from_its_checkpoint(tmp_path, monkeypatch):
+    run = protocol.Run("ad-nc", ("NC", "AD"), 1, 5, 0, protocol.Config("one-device"),
+                       tmp_path / "data", tmp_path / "runs" / "ad-nc-seed1-fold0" / "one-device")
+    stale = run.model_dir / "model.ckpt-40.index"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("left by a run cut off at step 40")
+    seen = []
+
+    def fake_call(cmd, log):
+        seen.append((cmd[3], run.model_dir.exists()))
+        if cmd[3] == "predict":
+            run.predictions.write_text("subject,label,p\n")
+        return '{"final_loss": 0.5}\n'
+
+    monkeypatch.setattr(protocol, "_call", fake_call)
+    assert protocol.execute(run, "resattnet3d-small")["final_loss"] == 0.5
+    assert seen == [("train", False), ("predict", False)]  # trained with no checkpoint there
+    assert "trained from the start" in (run.run_dir / "train.log").read_text()
+    # A finished run is kept as it is: its model is not touched, nothing runs.
+    run.model_dir.mkdir()
+    seen.clear()
+    assert protocol.execute(run, "resattnet3d-small")["final_loss"] == 0.5
+    assert seen == [] and run.model_dir.exists()
