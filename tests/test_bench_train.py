@@ -189,3 +189,45 @@ def test_batch_split_bound_is_the_best_integer_split_of_the_standalone_steps():
     lopsided = _step_profile("resattnet3d-small", [[10, 20, 40, 80], [300, 600, 1200, 2400]])
     assert bench_train.batch_split_bound(lopsided, "resattnet3d-small", 8)["sizes"] == [8, 0]
     assert bench_train.batch_split_bound(ClusterSpec.from_speeds([1, 1]), "vgg-cifar", 8) is None
+
+
+def test_a_memory_budget_marks_the_rows_over_it_and_the_planner_fits_it(monkeypatch):
+    """vgg-cifar at batch 8 needs 78 MiB on one device; under a 60 MiB budget per
+    worker the alone and batch-split rows are marked over it, the planner's plan
+    fits it; under 20 MiB no plan fits and the planner's row is not run."""
+    ran = []
+
+    def fake_run(model, plan, cluster_file, work, name, steps, batch, upstream=False,
+                 seed=0, log=print, run=0):
+        ran.append(name)
+        return {"samples_per_second": 10.0, "step_seconds_median": batch / 10.0,
+                "samples_per_second_p25_p75": [9.0, 11.0], "trace_step_seconds": 0.8}
+
+    monkeypatch.setattr(bench_train, "run_strategy", fake_run)
+    profile = ClusterSpec.from_speeds([0.9, 0.3]).with_memory([60 * 2**20])
+    rows = bench_train.bench_model("vgg-cifar", profile, "f", "w", 8, 8, 0,
+                                   log=lambda *a: None)["strategies"]
+    assert not rows["alone-0"]["fits_memory"] and not rows["proportional-batch"]["fits_memory"]
+    assert rows["mtf-even-filter"]["fits_memory"]  # 44 MiB each
+    assert rows["planner"]["fits_memory"]
+    assert max(rows["planner"]["predicted_memory_bytes"]) <= 60 * 2**20
+    assert max(rows["alone-0"]["predicted_memory_bytes"]) > 60 * 2**20
+    table = bench_train.format_table({"models": [{
+        "model": "vgg-cifar", "batch": 8, "ideal_samples_per_second": 20.0,
+        "standalone_samples_per_second": [10.0, 10.0], "strategies": rows}],
+        "memory_budget_bytes": [60 * 2**20]})
+    assert "memory budget per worker (emulated): 60.0 MiB" in table
+    over = [line.split()[0] for line in table.splitlines() if "OVER THE MEMORY BUDGET" in line]
+    assert "alone-0" in over and "planner" not in over and "mtf-even-filter" not in over
+    ran.clear()
+    tight = ClusterSpec.from_speeds([0.9, 0.3]).with_memory([20 * 2**20])
+    rows = bench_train.bench_model("vgg-cifar", tight, "f", "w", 8, 8, 0,
+                                   log=lambda *a: None)["strategies"]
+    assert rows["planner"]["skipped"] == "no plan fits the memory budget"
+    assert "planner" not in ran and "alone-0" in ran
+
+
+def test_bench_train_refuses_a_memory_budget_per_worker_of_the_wrong_count(capsys):
+    assert main(["bench", "train", "--speeds", "0.9,0.3", "--memory-mib", "64,32,16"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--memory-mib: 3 values for 2 workers" in err[0]

@@ -45,6 +45,11 @@ def test_plan_from_cluster_file(capsys, tmp_path):
     (["--profile", "/nonexistent/c.json", "--model", "vgg-cifar"], "does not exist"),
     (["--speeds", "1,1", "--model", "vgg-cifar", "--method", "exact", "--time-limit", "0"],
      "--time-limit must be > 0"),
+    (["--speeds", "1,1", "--model", "vgg-cifar", "--memory-mib", "0"],
+     "--memory-mib: memory 0 is 0; memory budgets must be finite and > 0"),
+    (["--speeds", "1,1", "--model", "vgg-cifar", "--memory-mib", "64,32,16"],
+     "--memory-mib: 3 values for 2 devices"),
+    (["--speeds", "1,1", "--model", "vgg-cifar", "--memory-mib", "lots"], "is not a number"),
 ])
 def test_bad_plan_input_exits_2_with_one_line(capsys, argv, message):
     rc = main(["plan"] + argv)
@@ -68,6 +73,32 @@ def test_plan_that_cannot_fit_in_memory_exits_2(capsys, tmp_path):
     rc = main(["plan", "--cluster", str(path), "--model", "vgg-cifar", "--method",
                "proportional"])
     assert rc == 2 and "fits in memory" in capsys.readouterr().err
+
+
+def _plan_memory_mib(capsys, extra):
+    rc = main(["plan", "--speeds", "0.9,0.3", "--model", "vgg-cifar", "--batch", "8",
+               "--json"] + extra)
+    assert rc == 0
+    data = json.loads(capsys.readouterr().out)
+    # MiB per worker task (the plan lists its devices in its own order)
+    by_task = {int(d.split("task:")[1].split("/")[0]): m / 2**20
+               for d, m in zip(data["devices"], data["memory_per_device"])}
+    return [by_task[t] for t in sorted(by_task)], data
+
+
+def test_a_memory_budget_moves_the_plan_within_it(capsys):
+    """Unbounded, the plan's fast device holds more than 60 MiB of vgg-cifar at
+    batch 8; with --memory-mib 60 every device fits its budget (the GA moves
+    memory to the slow device), and a per-device budget is read in order."""
+    free, _ = _plan_memory_mib(capsys, [])
+    assert max(free) > 60
+    bounded, data = _plan_memory_mib(capsys, ["--memory-mib", "60"])
+    assert data["feasible"] and max(bounded) <= 60
+    per_device, data = _plan_memory_mib(capsys, ["--memory-mib", "61,30"])
+    assert data["feasible"] and per_device[0] <= 61 and per_device[1] <= 30
+    assert main(["plan", "--speeds", "0.9,0.3", "--model", "vgg-cifar", "--batch", "8",
+                 "--memory-mib", "20"]) == 2
+    assert "needs 78.4 MiB but has 20.0 MiB" in capsys.readouterr().err
 
 
 def test_plan_plot_writes_a_png(tmp_path):

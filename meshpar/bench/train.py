@@ -205,6 +205,8 @@ def bench_model(model: str, profile, cluster_file: str, work: str, steps: int, b
     plans["planner"] = (make_plan(describe_model(model), profile, batch, method="ga",
                                   seed=seed, subsets=True), False)
     planning_seconds = time.perf_counter() - started
+    if not plans["planner"][0].feasible:  # the budget leaves no plan: nothing to run
+        runs["planner"] = "no plan fits the memory budget"
     _run_rounds(model, plans, list(plans), runs, rounds, cluster_file, work, steps, batch, seed,
                 log)
     rows = {name: ({"skipped": got} if isinstance(got, str) else _median_run(got))
@@ -216,7 +218,9 @@ def bench_model(model: str, profile, cluster_file: str, work: str, steps: int, b
         plan = plans[name][0]
         row.update(mesh=plan.mesh_shape_string(), plan_devices=list(plan.devices),
                    split_sizes={k: list(v) for k, v in plan.split_sizes.items()},
-                   predicted_step_seconds=plan.predicted_step_seconds)
+                   predicted_step_seconds=plan.predicted_step_seconds,
+                   predicted_memory_bytes=list(plan.memory_per_device),
+                   fits_memory=bool(plan.feasible))
         same = [other for other in plans if other != name and other in rows
                 and list(rows).index(other) < list(rows).index(name)
                 and _same_plan(plans[other][0], plan)]
@@ -240,8 +244,13 @@ def bench_model(model: str, profile, cluster_file: str, work: str, steps: int, b
 def run_benchmark(models: Sequence[str] = DEFAULT_MODELS,
                   speeds: Sequence[float] = DEFAULT_SPEEDS, cluster_file: Optional[str] = None,
                   steps: int = 60, batch: int = 8, seed: int = 0, throttle: str = "auto",
-                  profile_repeats: int = 3, rounds: int = 1, log=print) -> dict:
-    """Run every model's strategies on one cluster; the JSON-ready result."""
+                  profile_repeats: int = 3, rounds: int = 1, log=print,
+                  memory_bytes: Optional[Sequence[float]] = None) -> dict:
+    """Run every model's strategies on one cluster; the JSON-ready result.
+
+    ``memory_bytes``: an emulated memory budget per worker (one value for all or
+    one per worker) given to the planner in place of the profile's memory;
+    every row reports its predicted memory per worker and whether it fits."""
     from meshpar.models import get
     from meshpar.runtime.cluster_files import ExistingCluster
     from meshpar.runtime.local_cluster import LocalCluster
@@ -253,6 +262,9 @@ def run_benchmark(models: Sequence[str] = DEFAULT_MODELS,
         raise ValueError(f"--steps must be >= 8 (warm-up plus steady steps), got {steps}")
     if rounds < 1:
         raise ValueError(f"--rounds must be >= 1, got {rounds}")
+    if memory_bytes is not None and not cluster_file and len(memory_bytes) not in (1, len(speeds)):
+        raise ValueError(f"--memory-mib: {len(memory_bytes)} values for {len(speeds)} workers; "
+                         "give one for all or one per worker")
     started = time.time()
     context = ExistingCluster(cluster_file) if cluster_file else LocalCluster(speeds,
                                                                               throttle=throttle)
@@ -266,6 +278,8 @@ def run_benchmark(models: Sequence[str] = DEFAULT_MODELS,
             log(f"profiling the workers on {m} (meshpar profile --cluster --model):")
             profile = profile_cluster_workers(cluster.addresses, repeats=profile_repeats,
                                               model=m, batch=batch, log=log)
+            if memory_bytes is not None:
+                profile = profile.with_memory(memory_bytes)
             profiles[m] = profile.to_dict()
             results.append(bench_model(m, profile, tf_cluster, work, steps, batch, seed, log,
                                        rounds=rounds))
@@ -273,6 +287,7 @@ def run_benchmark(models: Sequence[str] = DEFAULT_MODELS,
                 "workers": len(cluster.addresses), "speeds": list(getattr(cluster, "speeds", [])),
                 "describe": cluster.describe(), "throttle": getattr(cluster, "throttle", "none")},
             "profiles": profiles, "models": results,
+            "memory_budget_bytes": None if memory_bytes is None else list(memory_bytes),
             "seconds": time.time() - started}
 
 
@@ -280,6 +295,10 @@ def format_table(result: dict) -> str:
     """Per model: one row per strategy (samples/s, of ideal, vs Mesh-TF's even filter
     split, vs the fastest worker alone, predicted/measured, the traced step's split)."""
     lines = []
+    budget = result.get("memory_budget_bytes")
+    if budget:
+        lines.append("memory budget per worker (emulated): "
+                     + ", ".join(f"{b / 2**20:.1f}" for b in budget) + " MiB")
     for m in result["models"]:
         lines.append(f"{m['model']} (batch {m['batch']}): ideal {m['ideal_samples_per_second']:.2f}"
                      " samples/s = " + " + ".join(f"{r:.2f}" for r in
@@ -305,6 +324,9 @@ def format_table(result: dict) -> str:
             same = f"  (same plan as {r['same_as']})" if r.get("same_as") else ""
             if r.get("runs", 1) > 1:
                 same += "  runs {:.1f}-{:.1f}".format(*r["samples_per_second_min_max"])
+            if not r.get("fits_memory", True):
+                same += "  OVER THE MEMORY BUDGET (predicted {:.1f} MiB)".format(
+                    max(r["predicted_memory_bytes"]) / 2**20)
             lines.append(
                 f"  {name:<20} {r['mesh']:<16} {r['samples_per_second']:9.2f} "
                 f"{lo:6.1f}-{hi:<6.1f} {r['of_ideal']:6.2f} "

@@ -9,7 +9,7 @@ import argparse
 import json
 import sys
 
-from meshpar.cli.parsing import parse_speeds
+from meshpar.cli.parsing import parse_memory_mib, parse_speeds
 
 EPILOG = """examples:
   meshpar bench hetero --quick                   a short run: two workers at 0.9 and 0.3 of a core
@@ -47,6 +47,9 @@ def register(subparsers) -> None:
     train.add_argument("--steps", type=int, default=60, help="training steps per strategy "
                                                              "(default %(default)s)")
     train.add_argument("--batch", type=int, default=8, help="global batch (default %(default)s)")
+    train.add_argument("--memory-mib", help="memory budget per worker in MiB (one value for "
+                       "all or one per worker, emulated: the planner must fit it and rows "
+                       "over it are marked, but nothing enforces it at run time)")
     train.add_argument("--rounds", type=int, default=1,
                        help="runs of every strategy, interleaved round after round; each row "
                             "is the median run, with the others' rates (default %(default)s)")
@@ -111,9 +114,11 @@ def run_train(args) -> int:
         raise ValueError("--models names no model")
     if args.batch < 1:
         raise ValueError(f"--batch must be >= 1, got {args.batch}")
+    memory = None if args.memory_mib is None else parse_memory_mib(args.memory_mib)
     log = _log(args)
     result = bench_train.run_benchmark(models, speeds, cluster_file=args.cluster,
                                        steps=args.steps, batch=args.batch, seed=args.seed,
-                                       throttle=args.throttle, rounds=args.rounds, log=log)
+                                       throttle=args.throttle, rounds=args.rounds, log=log,
+                                       memory_bytes=memory)
     return _report(args, bench_train, result, log)
 

@@ -4,22 +4,33 @@ from __future__ import annotations
 import math
 
 
-def parse_speeds(text: str, flag: str = "--speeds") -> list:
-    """``"0.9,0.3"`` -> ``[0.9, 0.3]``.
+def parse_positive_list(text: str, flag: str, what: str, whats: str) -> list:
+    """``"0.9,0.3"`` -> ``[0.9, 0.3]``: a comma-separated list of finite numbers > 0.
 
-    ValueError naming ``flag`` for an empty list or item, a non-number, or a
-    speed that is not finite and > 0.
+    ValueError naming ``flag`` (``what`` each item is, ``whats`` the plural) for
+    an empty list or item, a non-number, or a value that is not finite and > 0.
     """
     parts = [p.strip() for p in str(text).split(",")]
     if any(not p for p in parts):
         raise ValueError(f"{flag} must be comma-separated numbers, got {text!r}")
-    speeds = []
+    values = []
     for i, p in enumerate(parts):
         try:
-            s = float(p)
+            v = float(p)
         except ValueError:
             raise ValueError(f"{flag}: {p!r} is not a number") from None
-        if not math.isfinite(s) or s <= 0:
-            raise ValueError(f"{flag}: speed {i} is {p}; speeds must be finite and > 0")
-        speeds.append(s)
-    return speeds
+        if not math.isfinite(v) or v <= 0:
+            raise ValueError(f"{flag}: {what} {i} is {p}; {whats} must be finite and > 0")
+        values.append(v)
+    return values
+
+
+def parse_speeds(text: str, flag: str = "--speeds") -> list:
+    """``"0.9,0.3"`` -> ``[0.9, 0.3]`` (:func:`parse_positive_list` of speeds)."""
+    return parse_positive_list(text, flag, "speed", "speeds")
+
+
+def parse_memory_mib(text: str, flag: str = "--memory-mib") -> list:
+    """``"64"`` or ``"64,32"`` (MiB) -> bytes per device: one value for every
+    device, or one per device in order (:meth:`ClusterSpec.with_memory`)."""
+    return [v * 2**20 for v in parse_positive_list(text, flag, "memory", "memory budgets")]

@@ -12,7 +12,7 @@ import json
 import math
 import sys
 
-from meshpar.cli.parsing import parse_speeds
+from meshpar.cli.parsing import parse_memory_mib, parse_speeds
 from meshpar.models import names as model_names
 
 METHODS = ("ga", "exact", "proportional", "even")
@@ -40,6 +40,10 @@ def register(subparsers) -> None:
                         help="built-in model: " + ", ".join(model_names())
                              + " (default: %(default)s)")
     parser.add_argument("--batch", type=int, default=8, help="global batch size (default: 8)")
+    parser.add_argument("--memory-mib", help="memory budget per device in MiB, one value for "
+                        "every device or one per device in order (replaces the profile's "
+                        "memory; the plan's parameters, optimizer slots and kept activations "
+                        "must fit)")
     parser.add_argument("--method", choices=METHODS, default="ga")
     parser.add_argument("--seed", type=int, default=0, help="GA seed (default: 0)")
     parser.add_argument("--generations", type=int, default=None, help="GA generations")
@@ -78,6 +82,12 @@ def run(args) -> int:
         raise ValueError(f"--batch must be >= 1, got {args.batch}")
     cluster = (ClusterSpec.from_speeds(parse_speeds(args.speeds)) if args.speeds is not None
                else _load_profile(args.profile))
+    if args.memory_mib is not None:
+        budgets = parse_memory_mib(args.memory_mib)
+        if len(budgets) not in (1, len(cluster)):
+            raise ValueError(f"--memory-mib: {len(budgets)} values for {len(cluster)} devices; "
+                             "give one for all or one per device")
+        cluster = cluster.with_memory(budgets)
     model = describe_model(args.model)
     options = {}
     if args.method == "ga":
@@ -100,8 +110,8 @@ def run(args) -> int:
                     / _capacity(cluster, result.devices[p]))
         raise ValueError(
             f"no plan fits in memory: {result.devices[worst]} needs "
-            f"{result.memory_per_device[worst] / 2**30:.2f} GiB but has "
-            f"{_capacity(cluster, result.devices[worst]) / 2**30:.2f} GiB "
+            f"{_size(result.memory_per_device[worst])} but has "
+            f"{_size(_capacity(cluster, result.devices[worst]))} "
             f"(model {model.name}, batch {args.batch})")
     if args.out:
         result.save(args.out)
@@ -129,6 +139,11 @@ def _load_profile(path):
                          f"profile: run `meshpar profile --cluster {path} --out profile.json`, "
                          "then `meshpar plan --profile profile.json`")
     return ClusterSpec.from_dict(data, source=f"device profile {path}")
+
+
+def _size(nbytes: float) -> str:
+    """Bytes as GiB, or as MiB below 1 GiB (budgets given with --memory-mib)."""
+    return f"{nbytes / 2**30:.2f} GiB" if nbytes >= 2**30 else f"{nbytes / 2**20:.1f} MiB"
 
 
 def _capacity(cluster, device: str) -> float:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 import numpy as np
@@ -209,6 +209,20 @@ class ClusterSpec:
                 name=f"w{i}", device=f"/job:worker/task:{i}/device:CPU:0",
                 profile=((1.0, speed * reference_flops),), memory_bytes=memory_bytes))
         return cls(tuple(devices), bandwidth=bandwidth, latency=latency)
+
+    def with_memory(self, memory_bytes: Sequence[float]) -> "ClusterSpec":
+        """This cluster with each device's memory replaced: ``memory_bytes`` is one
+        value for every device or one per device in cluster order (a budget the
+        planner must respect, e.g. to leave room for other jobs, or emulated)."""
+        values = [float(m) for m in memory_bytes]
+        if len(values) == 1:
+            values = values * len(self.devices)
+        if len(values) != len(self.devices):
+            raise ValueError(f"memory: {len(memory_bytes)} values for {len(self.devices)} "
+                             "devices; give one for all or one per device")
+        devices = tuple(replace(d, memory_bytes=m)
+                        for d, m in zip(self.devices, values))
+        return replace(self, devices=devices)
 
     def to_dict(self) -> dict:
         """JSON-ready dict, the format :meth:`from_dict` and :meth:`load` read."""
