@@ -31,14 +31,17 @@ DEFAULT_MODELS = ("resattnet3d-small", "vgg-cifar")
 DEFAULT_SPEEDS = (0.9, 0.3)
 
 
-def _train_argv(model: str, cluster_file: str, plan_file: str, steps: int, batch: int,
-                trace_step: int, model_dir: str, upstream: bool, seed: int) -> list:
+def train_argv(model: str, cluster_file: str, plan_file: str, steps: int, batch: int,
+               trace_step: Optional[int], model_dir: str, upstream: bool, seed: int) -> list:
+    """The ``meshpar train --cluster --plan`` command a benchmark runs (synthetic data,
+    ``upstream``: Mesh-TF's own ``PlacementMeshImpl``)."""
     return [sys.executable, "-m", "meshpar", "train", "--synthetic", "--model", model,
             "--cluster", cluster_file, "--plan", plan_file, "--steps", str(steps),
             "--batch", str(batch), "--n-synthetic", str(max(4 * batch, 32)),
-            "--val-fraction", "0", "--no-progress", "--json", "--trace-step", str(trace_step),
+            "--val-fraction", "0", "--no-progress", "--json",
             "--model-dir", model_dir, "--seed", str(seed)] + (
-                ["--mesh-impl", "mtf"] if upstream else [])
+                ["--mesh-impl", "mtf"] if upstream else []) + (
+                [] if trace_step is None else ["--trace-step", str(trace_step)])
 
 
 def run_strategy(model: str, plan, cluster_file: str, work: str, name: str, steps: int,
@@ -49,10 +52,10 @@ def run_strategy(model: str, plan, cluster_file: str, work: str, name: str, step
     own model directory)."""
     plan_file = os.path.join(work, f"{model}-{name}.plan.json")
     plan.save(plan_file)
-    argv = _train_argv(model, cluster_file, plan_file, steps, batch,
-                       trace_step=max(2, (3 * steps) // 4),
-                       model_dir=os.path.join(work, f"{model}-{name}-run{run}"),
-                       upstream=upstream, seed=seed)
+    argv = train_argv(model, cluster_file, plan_file, steps, batch,
+                      trace_step=max(2, (3 * steps) // 4),
+                      model_dir=os.path.join(work, f"{model}-{name}-run{run}"),
+                      upstream=upstream, seed=seed)
     started = time.perf_counter()
     proc = subprocess.run(argv, capture_output=True, text=True,
                           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))

@@ -17,6 +17,7 @@ EPILOG = """examples:
   meshpar bench hetero --out benchmarks/results/hetero-0.9-0.3
   meshpar bench train --out benchmarks/results/train-0.9-0.3    whole networks, meshpar train path
   meshpar bench train --models vgg-cifar-pairs --rounds 3        vgg with its convolutions split in pairs
+  meshpar bench memory --models vgg-cifar-pairs --batch 8         predicted vs measured memory per worker
 """
 
 
@@ -54,6 +55,26 @@ def register(subparsers) -> None:
                        help="runs of every strategy, interleaved round after round; each row "
                             "is the median run, with the others' rates (default %(default)s)")
     train.set_defaults(func=run_train)
+    memory = sub.add_parser(
+        "memory", help="the cost model's memory per worker against fresh workers' measured peak",
+        description="For each strategy, start fresh local workers, train a few steps through "
+                    "`meshpar train --cluster` and compare each worker's peak resident memory "
+                    "growth with the cost model's count (Linux).",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    memory.add_argument("--models", default="vgg-cifar-pairs",
+                        help="comma-separated model names (default %(default)s)")
+    memory.add_argument("--speeds", default="0.9,0.3",
+                        help="relative worker speeds the plans are made for (default "
+                             "%(default)s; the workers themselves run unthrottled)")
+    memory.add_argument("--batch", type=int, default=8, help="global batch (default %(default)s)")
+    memory.add_argument("--steps", type=int, default=8,
+                        help="training steps per strategy (default %(default)s)")
+    memory.add_argument("--memory-mib", help="the planner's memory budget per worker in MiB "
+                                             "(one for all or one per worker)")
+    memory.add_argument("--seed", type=int, default=0)
+    memory.add_argument("--out", default=None, help="directory for memory.json")
+    memory.add_argument("--json", action="store_true", help="print the result as JSON")
+    memory.set_defaults(func=run_memory, no_plot=True)
     parser.set_defaults(func=lambda args: parser.print_help() or 2)
 
 
@@ -86,6 +107,23 @@ def run_hetero(args) -> int:
                                         throttle=args.throttle, steps=args.steps,
                                         seed=args.seed, log=log, cluster_file=args.cluster)
     return _report(args, bench_hetero, result, log)
+
+
+def run_memory(args) -> int:
+    """Run ``meshpar bench memory``: predicted vs measured memory per worker."""
+    from meshpar.bench import memory as bench_memory
+
+    speeds = parse_speeds(args.speeds)
+    models = [m.strip() for m in args.models.split(",") if m.strip()]
+    if not models:
+        raise ValueError("--models names no model")
+    if args.batch < 1:
+        raise ValueError(f"--batch must be >= 1, got {args.batch}")
+    budget = None if args.memory_mib is None else parse_memory_mib(args.memory_mib)
+    log = _log(args)
+    result = bench_memory.run_benchmark(models, speeds, batch=args.batch, steps=args.steps,
+                                        memory_bytes=budget, seed=args.seed, log=log)
+    return _report(args, bench_memory, result, log)
 
 
 def _log(args):

@@ -1,0 +1,164 @@
+"""``meshpar bench memory``: the cost model's memory count against measured workers.
+
+For each strategy of ``meshpar bench train`` (planned for the given relative
+speeds: a plan's memory does not depend on how fast its devices are), fresh
+worker processes start on this machine (a LocalCluster, unthrottled), each
+worker's resident memory is read once it is ready (``VmRSS``), the plan is
+trained for a few steps through ``meshpar train --cluster``, and each worker's
+peak resident memory (``VmHWM``) is read. The growth from ready to peak is
+what that worker needed for this plan: slices, gradients, optimizer slots,
+activations, the collectives' buffers and whatever TensorFlow allocates on
+the way, initialisation and the final checkpoint included (a device must
+hold its peak wherever in the run it falls). Next to it: the cost model's
+count (``Plan.memory_per_device``: parameters x (1 + gradient + slots) plus
+the activations kept for the backward pass).
+
+Linux only (``/proc``). Fresh workers for every strategy, so no run inherits
+another's freed-but-kept heap.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+from typing import Optional, Sequence
+
+STRATEGIES = ("alone-0", "mtf-even-filter", "mtf-even-batch", "proportional-batch",
+              "proportional-filter", "planner")
+
+
+def process_bytes(pid: int, key: str) -> int:
+    """``key`` (``"VmRSS"``, ``"VmHWM"``) of process ``pid``, in bytes, from /proc."""
+    path = f"/proc/{pid}/status"
+    try:
+        with open(path, encoding="ascii") as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1]) * 1024  # the kernel writes kB
+    except OSError as err:
+        raise RuntimeError(f"cannot read {path} ({err}): bench memory needs Linux's /proc "
+                           "and workers on this machine") from None
+    raise RuntimeError(f"{path} has no {key} line")
+
+
+def memory_plans(model: str, speeds: Sequence[float], batch: int,
+                 memory_bytes: Optional[Sequence[float]] = None, seed: int = 0) -> dict:
+    """``name -> (plan, upstream)`` for :data:`STRATEGIES` on a synthetic cluster of
+    ``speeds`` (``memory_bytes``: the planner's budget, one for all or one per
+    device); the planner's row is absent when no plan fits the budget."""
+    from meshpar.bench.train import alone_plan, strategy_plans
+    from meshpar.models import describe_model
+    from meshpar.planning.cluster import ClusterSpec
+    from meshpar.planning.planners import plan as make_plan
+
+    profile = ClusterSpec.from_speeds(speeds)
+    if memory_bytes is not None:
+        profile = profile.with_memory(memory_bytes)
+    plans = {"alone-0": (alone_plan(model, profile, batch, 0), False)}
+    plans.update(strategy_plans(model, profile, batch, speeds))
+    planned = make_plan(describe_model(model), profile, batch, method="ga", seed=seed,
+                        subsets=True)
+    if planned.feasible:
+        plans["planner"] = (planned, False)
+    return plans
+
+
+def measure(model: str, plan, upstream: bool, batch: int, steps: int, workers: int,
+            seed: int = 0) -> list:
+    """Train ``plan`` for ``steps`` steps on ``workers`` fresh local workers; per
+    worker task: the plan's predicted bytes there and its measured growth."""
+    from meshpar.bench.train import train_argv
+    from meshpar.runtime.local_cluster import LocalCluster
+
+    predicted = dict(zip(plan.devices, plan.memory_per_device))
+    with LocalCluster([1.0] * workers, throttle="none") as cluster, \
+            tempfile.TemporaryDirectory(prefix="meshpar-bench-memory-") as work:
+        ready = [process_bytes(p.pid, "VmRSS") for p in cluster.processes]
+        cluster_file, plan_file = (os.path.join(work, n) for n in ("cluster.json", "plan.json"))
+        with open(cluster_file, "w", encoding="utf-8") as f:
+            json.dump({"worker": list(cluster.addresses)}, f)
+        plan.save(plan_file)
+        argv = train_argv(model, cluster_file, plan_file, steps, batch, trace_step=None,
+                          model_dir=os.path.join(work, "model"), upstream=upstream, seed=seed)
+        proc = subprocess.run(argv, capture_output=True, text=True,
+                              env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+        if proc.returncode != 0:
+            tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+            raise RuntimeError(f"meshpar train failed for {model}: {tail}")
+        peak = [process_bytes(p.pid, "VmHWM") for p in cluster.processes]
+    rows = []
+    for task in range(workers):
+        device = f"/job:worker/task:{task}/device:CPU:0"
+        rows.append({"device": device, "predicted_bytes": predicted.get(device, 0.0),
+                     "ready_bytes": ready[task], "peak_bytes": peak[task],
+                     "measured_bytes": peak[task] - ready[task]})
+    return rows
+
+
+def run_benchmark(models: Sequence[str], speeds: Sequence[float], batch: int = 8,
+                  steps: int = 8, memory_bytes: Optional[Sequence[float]] = None,
+                  strategies: Sequence[str] = STRATEGIES, seed: int = 0, log=print) -> dict:
+    """Every model's strategies measured; the JSON-ready result."""
+    from meshpar.models import get
+
+    for name in models:
+        get(name)  # unknown names fail before any worker starts
+    unknown = sorted(set(strategies) - set(STRATEGIES))
+    if unknown:
+        raise ValueError(f"unknown strategies {unknown}; choose from {', '.join(STRATEGIES)}")
+    if steps < 1:
+        raise ValueError(f"--steps must be >= 1, got {steps}")
+    if memory_bytes is not None and len(memory_bytes) not in (1, len(speeds)):
+        raise ValueError(f"--memory-mib: {len(memory_bytes)} values for {len(speeds)} workers; "
+                         "give one for all or one per worker")
+    results = []
+    for model in models:
+        plans = memory_plans(model, speeds, batch, memory_bytes, seed)
+        rows = {}
+        for name in strategies:
+            if name not in plans:
+                rows[name] = {"skipped": "no plan fits the memory budget"}
+                continue
+            plan, upstream = plans[name]
+            tasks = measure(model, plan, upstream, batch, steps, len(speeds), seed)
+            rows[name] = {"mesh": plan.mesh_shape_string(),
+                          "split_sizes": {k: list(v) for k, v in plan.split_sizes.items()},
+                          "tasks": tasks}
+            log(f"{model} {name:<20} " + "  ".join(
+                f"task {i}: predicted {t['predicted_bytes'] / 2**20:.1f} MiB, measured "
+                f"{t['measured_bytes'] / 2**20:.1f} MiB" for i, t in enumerate(tasks)))
+        results.append({"model": model, "batch": batch, "steps": steps, "strategies": rows})
+    return {"benchmark": "memory", "speeds": list(speeds),
+            "memory_budget_bytes": None if memory_bytes is None else list(memory_bytes),
+            "models": results}
+
+
+def format_table(result: dict) -> str:
+    """Per model and strategy: each worker's predicted and measured MiB and their ratio."""
+    budget = result.get("memory_budget_bytes")
+    lines = []
+    if budget:
+        lines.append("planner's memory budget per worker: "
+                     + ", ".join(f"{b / 2**20:.1f}" for b in budget) + " MiB")
+    for m in result["models"]:
+        lines.append(f"{m['model']} (batch {m['batch']}, {m['steps']} steps): per worker, "
+                     "predicted / measured MiB (peak resident growth)")
+        for name, r in m["strategies"].items():
+            if "tasks" not in r:
+                lines.append(f"  {name:<20} {r['skipped']}")
+                continue
+            cells = []
+            for t in r["tasks"]:
+                pred, meas = t["predicted_bytes"] / 2**20, t["measured_bytes"] / 2**20
+                ratio = f" ({pred / meas:.2f})" if pred and meas > 0 else ""
+                cells.append(f"{pred:7.1f} / {meas:7.1f}{ratio}")
+            lines.append(f"  {name:<20} {r['mesh']:<16} " + "   ".join(cells))
+    return "\n".join(lines)
+
+
+def save(result: dict, out_dir: str, plot: bool = False) -> list:
+    """Write memory.json into ``out_dir``; return the paths (no plot)."""
+    from meshpar.bench.results import save_result
+
+    return save_result(result, out_dir, "memory")

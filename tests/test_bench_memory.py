@@ -1,0 +1,55 @@
+"""``meshpar bench memory``: the cost model's memory count next to fresh workers'
+measured peak (structure and plumbing on a tiny model; the numbers are the
+benchmark's, docs/cost_model.md)."""
+import json
+import os
+
+import pytest
+
+from meshpar.bench import memory as bench_memory
+from meshpar.cli import main
+
+
+def test_process_bytes_reads_this_process_and_names_a_missing_one():
+    assert bench_memory.process_bytes(os.getpid(), "VmHWM") >= \
+        bench_memory.process_bytes(os.getpid(), "VmRSS") * 0.5 > 0
+    with pytest.raises(RuntimeError, match="needs Linux's /proc"):
+        bench_memory.process_bytes(2**22 + 12345, "VmRSS")
+
+
+def test_memory_benchmark_measures_fresh_workers_per_strategy(tmp_path):
+    result = bench_memory.run_benchmark(["vgg-cifar-small"], [0.9, 0.3], batch=4, steps=2,
+                                        strategies=("alone-0", "proportional-filter"),
+                                        log=lambda *a: None)
+    rows = result["models"][0]["strategies"]
+    alone, split = rows["alone-0"]["tasks"], rows["proportional-filter"]["tasks"]
+    assert alone[1]["predicted_bytes"] == 0  # the plan leaves task 1 idle
+    assert alone[0]["predicted_bytes"] > split[0]["predicted_bytes"] > split[1]["predicted_bytes"]
+    for t in alone + split:
+        assert t["peak_bytes"] >= t["ready_bytes"] > 0
+        assert t["measured_bytes"] == t["peak_bytes"] - t["ready_bytes"]
+    assert alone[0]["measured_bytes"] > alone[1]["measured_bytes"]  # the working worker grew
+    table = bench_memory.format_table(result)
+    assert "alone-0" in table and "proportional-filter" in table
+    (path,) = bench_memory.save(result, str(tmp_path))
+    assert json.loads(open(path).read())["benchmark"] == "memory"
+
+
+def test_memory_benchmark_without_a_plan_in_the_budget_skips_the_planner(monkeypatch):
+    monkeypatch.setattr(bench_memory, "measure", lambda *a, **k: [])
+    result = bench_memory.run_benchmark(["vgg-cifar"], [0.9, 0.3], batch=8,
+                                        memory_bytes=[20 * 2**20], strategies=("planner",),
+                                        log=lambda *a: None)
+    assert result["models"][0]["strategies"]["planner"] == {
+        "skipped": "no plan fits the memory budget"}
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--models", "nope"], "unknown model 'nope'"),
+    (["--steps", "0"], "--steps must be >= 1"),
+    (["--memory-mib", "1,2,3"], "--memory-mib: 3 values for 2 workers"),
+])
+def test_bench_memory_refuses_bad_input_in_one_line(capsys, argv, message):
+    assert main(["bench", "memory"] + argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0]
