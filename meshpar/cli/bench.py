@@ -113,6 +113,16 @@ def run_memory(args) -> int:
     """Run ``meshpar bench memory``: predicted vs measured memory per worker."""
     from meshpar.bench import memory as bench_memory
 
+    models, speeds, budget = _models_speeds_budget(args)
+    log = _log(args)
+    result = bench_memory.run_benchmark(models, speeds, batch=args.batch, steps=args.steps,
+                                        memory_bytes=budget, seed=args.seed, log=log)
+    return _report(args, bench_memory, result, log)
+
+
+def _models_speeds_budget(args) -> tuple:
+    """``--models``, ``--speeds`` and ``--memory-mib`` (bytes, or None) read and checked,
+    ``--batch`` checked: what ``bench train`` and ``bench memory`` share."""
     speeds = parse_speeds(args.speeds)
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     if not models:
@@ -120,10 +130,7 @@ def run_memory(args) -> int:
     if args.batch < 1:
         raise ValueError(f"--batch must be >= 1, got {args.batch}")
     budget = None if args.memory_mib is None else parse_memory_mib(args.memory_mib)
-    log = _log(args)
-    result = bench_memory.run_benchmark(models, speeds, batch=args.batch, steps=args.steps,
-                                        memory_bytes=budget, seed=args.seed, log=log)
-    return _report(args, bench_memory, result, log)
+    return models, speeds, budget
 
 
 def _log(args):
@@ -146,13 +153,7 @@ def run_train(args) -> int:
     print the table (or JSON), optionally write ``train.json`` and ``train.png``."""
     from meshpar.bench import train as bench_train
 
-    speeds = parse_speeds(args.speeds)
-    models = [m.strip() for m in args.models.split(",") if m.strip()]
-    if not models:
-        raise ValueError("--models names no model")
-    if args.batch < 1:
-        raise ValueError(f"--batch must be >= 1, got {args.batch}")
-    memory = None if args.memory_mib is None else parse_memory_mib(args.memory_mib)
+    models, speeds, memory = _models_speeds_budget(args)
     log = _log(args)
     result = bench_train.run_benchmark(models, speeds, cluster_file=args.cluster,
                                        steps=args.steps, batch=args.batch, seed=args.seed,
