@@ -35,13 +35,22 @@ def test_memory_benchmark_measures_fresh_workers_per_strategy(tmp_path):
     assert json.loads(open(path).read())["benchmark"] == "memory"
 
 
-def test_memory_benchmark_without_a_plan_in_the_budget_skips_the_planner(monkeypatch):
-    monkeypatch.setattr(bench_memory, "measure", lambda *a, **k: [])
+def test_memory_benchmark_skips_a_planner_without_a_plan_and_a_run_that_fails(monkeypatch):
+    def fake_measure(model, plan, upstream, *args):
+        if upstream:
+            raise RuntimeError("meshpar train failed for vgg-cifar: cannot split evenly")
+        return []
+
+    monkeypatch.setattr(bench_memory, "measure", fake_measure)
     result = bench_memory.run_benchmark(["vgg-cifar"], [0.9, 0.3], batch=8,
-                                        memory_bytes=[20 * 2**20], strategies=("planner",),
+                                        memory_bytes=[20 * 2**20],
+                                        strategies=("planner", "mtf-even-filter", "alone-0"),
                                         log=lambda *a: None)
-    assert result["models"][0]["strategies"]["planner"] == {
-        "skipped": "no plan fits the memory budget"}
+    rows = result["models"][0]["strategies"]
+    assert rows["planner"] == {"skipped": "no plan fits the memory budget"}
+    assert "cannot split evenly" in rows["mtf-even-filter"]["skipped"]
+    assert rows["alone-0"]["tasks"] == []
+    assert "cannot split evenly" in bench_memory.format_table(result)
 
 
 @pytest.mark.parametrize("argv,message", [

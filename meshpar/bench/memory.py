@@ -121,7 +121,12 @@ def run_benchmark(models: Sequence[str], speeds: Sequence[float], batch: int = 8
                 rows[name] = {"skipped": "no plan fits the memory budget"}
                 continue
             plan, upstream = plans[name]
-            tasks = measure(model, plan, upstream, batch, steps, len(speeds), seed)
+            try:
+                tasks = measure(model, plan, upstream, batch, steps, len(speeds), seed)
+            except RuntimeError as err:  # e.g. a split Mesh-TF cannot express
+                rows[name] = {"skipped": str(err)}
+                log(f"{model} {name:<20} skipped: {err}")
+                continue
             rows[name] = {"mesh": plan.mesh_shape_string(),
                           "split_sizes": {k: list(v) for k, v in plan.split_sizes.items()},
                           "tasks": tasks}
