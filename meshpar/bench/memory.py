@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import tempfile
 from typing import Optional, Sequence
 
@@ -68,7 +67,7 @@ def measure(model: str, plan, upstream: bool, batch: int, steps: int, workers: i
             seed: int = 0) -> list:
     """Train ``plan`` for ``steps`` steps on ``workers`` fresh local workers; per
     worker task: the plan's predicted bytes there and its measured growth."""
-    from meshpar.bench.train import train_argv
+    from meshpar.bench.train import run_train_command, train_argv
     from meshpar.runtime.local_cluster import LocalCluster
 
     predicted = dict(zip(plan.devices, plan.memory_per_device))
@@ -81,11 +80,7 @@ def measure(model: str, plan, upstream: bool, batch: int, steps: int, workers: i
         plan.save(plan_file)
         argv = train_argv(model, cluster_file, plan_file, steps, batch, trace_step=None,
                           model_dir=os.path.join(work, "model"), upstream=upstream, seed=seed)
-        proc = subprocess.run(argv, capture_output=True, text=True,
-                              env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
-        if proc.returncode != 0:
-            tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
-            raise RuntimeError(f"meshpar train failed for {model}: {tail}")
+        run_train_command(argv, model)
         peak = [process_bytes(p.pid, "VmHWM") for p in cluster.processes]
     rows = []
     for task in range(workers):
@@ -101,6 +96,7 @@ def run_benchmark(models: Sequence[str], speeds: Sequence[float], batch: int = 8
                   strategies: Sequence[str] = STRATEGIES, seed: int = 0, log=print) -> dict:
     """Every model's strategies measured; the JSON-ready result."""
     from meshpar.models import get
+    from meshpar.planning.cluster import per_device
 
     for name in models:
         get(name)  # unknown names fail before any worker starts
@@ -109,9 +105,8 @@ def run_benchmark(models: Sequence[str], speeds: Sequence[float], batch: int = 8
         raise ValueError(f"unknown strategies {unknown}; choose from {', '.join(STRATEGIES)}")
     if steps < 1:
         raise ValueError(f"--steps must be >= 1, got {steps}")
-    if memory_bytes is not None and len(memory_bytes) not in (1, len(speeds)):
-        raise ValueError(f"--memory-mib: {len(memory_bytes)} values for {len(speeds)} workers; "
-                         "give one for all or one per worker")
+    if memory_bytes is not None:
+        per_device(memory_bytes, len(speeds), "--memory-mib", "worker")
     results = []
     for model in models:
         plans = memory_plans(model, speeds, batch, memory_bytes, seed)

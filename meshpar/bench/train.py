@@ -44,6 +44,17 @@ def train_argv(model: str, cluster_file: str, plan_file: str, steps: int, batch:
                 [] if trace_step is None else ["--trace-step", str(trace_step)])
 
 
+def run_train_command(argv: list, what: str) -> str:
+    """Run a :func:`train_argv` command; its stdout, or RuntimeError naming ``what``
+    with the last line it wrote to stderr."""
+    proc = subprocess.run(argv, capture_output=True, text=True,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    if proc.returncode != 0:
+        tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise RuntimeError(f"meshpar train failed for {what}: {tail}")
+    return proc.stdout
+
+
 def run_strategy(model: str, plan, cluster_file: str, work: str, name: str, steps: int,
                  batch: int, upstream: bool = False, seed: int = 0, log=print,
                  run: int = 0) -> dict:
@@ -57,12 +68,8 @@ def run_strategy(model: str, plan, cluster_file: str, work: str, name: str, step
                       model_dir=os.path.join(work, f"{model}-{name}-run{run}"),
                       upstream=upstream, seed=seed)
     started = time.perf_counter()
-    proc = subprocess.run(argv, capture_output=True, text=True,
-                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
-    if proc.returncode != 0:
-        tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
-        raise RuntimeError(f"meshpar train failed for {model} / {name}: {tail}")
-    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    out = run_train_command(argv, f"{model} / {name}")
+    summary = json.loads(out.strip().splitlines()[-1])
     summary["wall_seconds"] = time.perf_counter() - started
     log(f"  {name:<20} {summary['samples_per_second']:8.2f} samples/s  "
         f"({summary['steady_steps']} steady steps, {summary['wall_seconds']:.0f} s)")
@@ -255,6 +262,7 @@ def run_benchmark(models: Sequence[str] = DEFAULT_MODELS,
     one per worker) given to the planner in place of the profile's memory;
     every row reports its predicted memory per worker and whether it fits."""
     from meshpar.models import get
+    from meshpar.planning.cluster import per_device
     from meshpar.runtime.cluster_files import ExistingCluster
     from meshpar.runtime.local_cluster import LocalCluster
     from meshpar.runtime.profiling import profile_cluster_workers
@@ -265,9 +273,8 @@ def run_benchmark(models: Sequence[str] = DEFAULT_MODELS,
         raise ValueError(f"--steps must be >= 8 (warm-up plus steady steps), got {steps}")
     if rounds < 1:
         raise ValueError(f"--rounds must be >= 1, got {rounds}")
-    if memory_bytes is not None and not cluster_file and len(memory_bytes) not in (1, len(speeds)):
-        raise ValueError(f"--memory-mib: {len(memory_bytes)} values for {len(speeds)} workers; "
-                         "give one for all or one per worker")
+    if memory_bytes is not None and not cluster_file:  # refused before any worker starts
+        per_device(memory_bytes, len(speeds), "--memory-mib", "worker")
     started = time.time()
     context = ExistingCluster(cluster_file) if cluster_file else LocalCluster(speeds,
                                                                               throttle=throttle)

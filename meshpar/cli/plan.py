@@ -69,7 +69,7 @@ def run(args) -> int:
 
     ValueError (exit code 2) for bad arguments or when no plan fits in memory.
     """
-    from meshpar.planning.cluster import ClusterSpec
+    from meshpar.planning.cluster import ClusterSpec, per_device
     from meshpar.models import describe_model
     from meshpar.planning.planners import plan
 
@@ -84,11 +84,8 @@ def run(args) -> int:
     cluster = (ClusterSpec.from_speeds(parse_speeds(args.speeds)) if args.speeds is not None
                else _load_profile(args.profile))
     if args.memory_mib is not None:
-        budgets = parse_memory_mib(args.memory_mib)
-        if len(budgets) not in (1, len(cluster)):
-            raise ValueError(f"--memory-mib: {len(budgets)} values for {len(cluster)} devices; "
-                             "give one for all or one per device")
-        cluster = cluster.with_memory(budgets)
+        cluster = cluster.with_memory(
+            per_device(parse_memory_mib(args.memory_mib), len(cluster), "--memory-mib"))
     model = describe_model(args.model)
     options = {}
     if args.method == "ga":

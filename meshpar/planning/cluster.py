@@ -136,6 +136,19 @@ class DeviceSpec:
         return out
 
 
+def per_device(values: Sequence[float], n: int, what: str = "memory",
+               noun: str = "device") -> list:
+    """``values`` as one float per ``noun`` of ``n``: one value for all, or ``n``;
+    ValueError naming ``what`` otherwise."""
+    values = [float(v) for v in values]
+    if len(values) == 1:
+        return values * n
+    if len(values) != n:
+        raise ValueError(f"{what}: {len(values)} values for {n} {noun}s; give one for all "
+                         f"or one per {noun}")
+    return values
+
+
 @dataclass(frozen=True)
 class ClusterSpec:
     """Devices plus the link model shared by all collectives.
@@ -214,14 +227,8 @@ class ClusterSpec:
         """This cluster with each device's memory replaced: ``memory_bytes`` is one
         value for every device or one per device in cluster order (a budget the
         planner must respect, e.g. to leave room for other jobs, or emulated)."""
-        values = [float(m) for m in memory_bytes]
-        if len(values) == 1:
-            values = values * len(self.devices)
-        if len(values) != len(self.devices):
-            raise ValueError(f"memory: {len(memory_bytes)} values for {len(self.devices)} "
-                             "devices; give one for all or one per device")
-        devices = tuple(replace(d, memory_bytes=m)
-                        for d, m in zip(self.devices, values))
+        values = per_device(memory_bytes, len(self.devices))
+        devices = tuple(replace(d, memory_bytes=m) for d, m in zip(self.devices, values))
         return replace(self, devices=devices)
 
     def to_dict(self) -> dict:
