@@ -87,18 +87,20 @@ def _plan_memory_mib(capsys, extra):
 
 
 def test_a_memory_budget_moves_the_plan_within_it(capsys):
-    """Unbounded, the plan's fast device holds more than 60 MiB of vgg-cifar at
-    batch 8; with --memory-mib 60 every device fits its budget (the GA moves
-    memory to the slow device), and a per-device budget is read in order."""
+    """Unbounded, the plan's fast device needs more than 130 MiB for vgg-cifar at
+    batch 8; with --memory-mib 130 every device fits its budget (the GA moves
+    memory to the slow device), and a per-device budget is read in order. When
+    nothing fits, the refusal names the plan that overflows least (an even
+    split's 106 MiB), not the fastest one."""
     free, _ = _plan_memory_mib(capsys, [])
-    assert max(free) > 60
-    bounded, data = _plan_memory_mib(capsys, ["--memory-mib", "60"])
-    assert data["feasible"] and max(bounded) <= 60
-    per_device, data = _plan_memory_mib(capsys, ["--memory-mib", "61,30"])
-    assert data["feasible"] and per_device[0] <= 61 and per_device[1] <= 30
+    assert max(free) > 130
+    bounded, data = _plan_memory_mib(capsys, ["--memory-mib", "130"])
+    assert data["feasible"] and max(bounded) <= 130
+    per_device, data = _plan_memory_mib(capsys, ["--memory-mib", "131,90"])
+    assert data["feasible"] and per_device[0] <= 131 and per_device[1] <= 90
     assert main(["plan", "--speeds", "0.9,0.3", "--model", "vgg-cifar", "--batch", "8",
-                 "--memory-mib", "20"]) == 2
-    assert "needs 78.4 MiB but has 20.0 MiB" in capsys.readouterr().err
+                 "--memory-mib", "90"]) == 2
+    assert "needs 106.1 MiB but has 90.0 MiB" in capsys.readouterr().err
 
 
 def test_plan_plot_writes_a_png(tmp_path):

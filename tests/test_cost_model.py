@@ -6,6 +6,7 @@ import pytest
 from meshpar.planning.cluster import ClusterSpec, DeviceSpec
 from meshpar.planning.cost_model import CostModel, split_sizes_batch
 from meshpar.planning.description import Layer, ModelDescription
+from meshpar.planning.memory import TENSORS_ONLY, MemoryTerms
 from meshpar.core.splits import split_sizes
 
 
@@ -65,9 +66,37 @@ def test_speed_depends_on_slice_size():
 def test_memory_counts_params_optimizer_slots_and_activations():
     cluster = ClusterSpec.from_speeds([1.0], memory_bytes=1e12)
     model = one_conv(filters=4, out_elems=10)
-    ev = CostModel(model, cluster, batch=2).evaluate_sizes(1, 1, [0], [2], {})
-    expected = 100 * 4 * (2 + 2) + (40 + 1000) * 2 * 4
-    assert ev.memory[0, 0] == pytest.approx(expected)
+    ev = CostModel(model, cluster, batch=2,
+                   memory_terms=TENSORS_ONLY).evaluate_sizes(1, 1, [0], [2], {})
+    # 100 parameters x (value, gradient, 2 Adam slots) + (input 1000 + output 40) x 2 samples
+    tensors = 100 * 4 * (2 + 2) + (40 + 1000) * 2 * 4
+    assert ev.memory[0, 0] == pytest.approx(tensors)
+    terms = MemoryTerms(base_bytes=1000, update_copies=1.5, exchange_copies=7,
+                        activation_copies=3)
+    ev = CostModel(model, cluster, batch=2, memory_terms=terms).evaluate_sizes(
+        1, 1, [0], [2], {})
+    assert ev.memory[0, 0] == pytest.approx(
+        1000 + 100 * 4 * (2 + 2 + 1.5) + 3 * (40 + 1000) * 2 * 4)
+
+
+def test_only_a_split_batch_axis_pays_the_gradient_exchange():
+    model = one_conv(filters=4, out_elems=10)
+    cluster = ClusterSpec.from_speeds([1.0, 1.0], memory_bytes=1e12)
+    terms = MemoryTerms(base_bytes=0, update_copies=0, exchange_copies=3, activation_copies=1)
+    cost = CostModel(model, cluster, batch=2, memory_terms=terms)
+    batch = cost.evaluate_sizes(2, 1, [0, 1], [1, 1], {}).memory[0]
+    filters = cost.evaluate_sizes(1, 2, [0, 1], [2], {"f": [2, 2]}).memory[0]
+    # one sample each, the whole output; parameters x (value, gradient, slots, exchange)
+    assert batch == pytest.approx([100 * 4 * (4 + 3) + (1000 + 40) * 1 * 4] * 2)
+    # half the parameters, no exchange buffers; the gathered output whole and the slice
+    assert filters == pytest.approx([50 * 4 * 4 + (1000 + 40 * 1.5) * 2 * 4] * 2)
+
+
+def test_memory_terms_refuse_negative_or_infinite_copies():
+    with pytest.raises(ValueError, match="activation_copies"):
+        MemoryTerms(activation_copies=-1)
+    with pytest.raises(ValueError, match="base_bytes"):
+        MemoryTerms(base_bytes=float("inf"))
 
 
 def test_plan_over_device_memory_is_infeasible():

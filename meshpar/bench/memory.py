@@ -10,8 +10,8 @@ what that worker needed for this plan: slices, gradients, optimizer slots,
 activations, the collectives' buffers and whatever TensorFlow allocates on
 the way, initialisation and the final checkpoint included (a device must
 hold its peak wherever in the run it falls). Next to it: the cost model's
-count (``Plan.memory_per_device``: parameters x (1 + gradient + slots) plus
-the activations kept for the backward pass).
+count (``Plan.memory_per_device``: the plan's tensors times the copies a
+worker holds of each, plus a runtime base; ``meshpar.planning.memory``).
 
 Linux only (``/proc``). Fresh workers for every strategy, so no run inherits
 another's freed-but-kept heap.

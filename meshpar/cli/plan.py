@@ -42,9 +42,9 @@ def register(subparsers) -> None:
     parser.add_argument("--batch", type=int, default=8, help="global batch size (default: 8)")
     parser.add_argument("--memory-mib", help="memory budget per device in MiB, one value for "
                         "every device or one per device in order (replaces the profile's "
-                        "memory; the cost model's count of parameters, optimizer slots and "
-                        "kept activations must fit, about a third of a worker's measured "
-                        "peak: see `meshpar bench memory` and docs/cost_model.md)")
+                        "memory): what a worker may grow by while it trains, against the "
+                        "cost model's count of its peak (measured: `meshpar bench memory`, "
+                        "docs/cost_model.md)")
     parser.add_argument("--method", choices=METHODS, default="ga")
     parser.add_argument("--seed", type=int, default=0, help="GA seed (default: 0)")
     parser.add_argument("--generations", type=int, default=None, help="GA generations")

@@ -38,10 +38,13 @@ The model (see docs/cost_model.md) for a ``batch:R;model:M`` mesh:
   devices per step: ``(k-1) S`` for an all-concat of ``S`` bytes over ``k``
   devices, ``2(k-1) S`` for an all-reduce, exactly what the lowered graph
   sends (``tests/test_collective_pricing.py`` counts them).
-* Memory of a device = parameter slice x (1 + 1 gradient + optimizer slots,
-  2 for Adam) + input and every layer's output kept for the backward pass
-  (split outputs as the slice plus the gathered whole when all-concatenated).
-  A plan is infeasible if any device exceeds its memory.
+* Memory of a device: the tensors it holds (parameter slices; input and every
+  layer's output kept for the backward pass, split outputs as the slice plus
+  the gathered whole when all-concatenated) times the copies a worker keeps
+  of each at its peak, plus a runtime base (``memory.MemoryTerms``, measured:
+  parameters x (value, gradient, optimizer slots, update temporaries, and
+  the gradient exchange where the batch axis is split)). A plan is
+  infeasible if any device exceeds its memory.
 
 Everything is evaluated for a whole population at once: arrays ``[P, ...]``.
 """
@@ -56,6 +59,7 @@ import numpy as np
 from meshpar.planning.calibration import expected_max, fit_axis
 from meshpar.planning.cluster import ClusterSpec
 from meshpar.planning.description import ModelDescription
+from meshpar.planning.memory import MEASURED, MemoryTerms
 from meshpar.planning.profiles import lookup, nondecreasing_profile, slice_table
 
 
@@ -145,10 +149,13 @@ class CostModel:
         Global batch size (split over the ``batch`` mesh axis).
     optimizer_slots : int
         Optimizer state per parameter (Adam: 2).
+    memory_terms : MemoryTerms
+        Copies a worker holds of each counted tensor, and its runtime base
+        (default: measured on this repository's workers, ``memory.MEASURED``).
     """
 
     def __init__(self, model: ModelDescription, cluster: ClusterSpec, batch: int,
-                 optimizer_slots: int = 2):
+                 optimizer_slots: int = 2, memory_terms: MemoryTerms = MEASURED):
         if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or batch < 1:
             raise ValueError(f"batch must be a positive integer, got {batch!r}")
         if not model.layers:
@@ -157,6 +164,7 @@ class CostModel:
         self.cluster = cluster
         self.batch = int(batch)
         self.optimizer_slots = int(optimizer_slots)
+        self.memory_terms = memory_terms
         self.n = len(cluster.devices)
         layers = model.layers
         self.dim_names = list(model.split_dims)  # insertion order of first use
@@ -237,7 +245,7 @@ class CostModel:
         drop = ("split_seconds", "split_overhead_flops", "sync_jitter")
         probe = CostModel(self.model, dataclasses.replace(
             self.cluster, extra={k: v for k, v in self.cluster.extra.items() if k not in drop}),
-            batch, self.optimizer_slots)
+            batch, self.optimizer_slots, self.memory_terms)
         n, ident = self.n, np.arange(self.n)
         balanced = measured.get("balanced") or {}
         weights = balanced.get("weights")
@@ -459,8 +467,8 @@ class CostModel:
                               np.where(stays[:, None, :], frac, 1.0))
         act = (act_factor * self.out_elems[None, None, :]).sum(axis=2)  # [P, M]
         act_bytes = (act[:, None, :] + self.model.input_elems) * bs[:, :, None] * self.bytes
-        state_bytes = param_bytes * (2 + self.optimizer_slots)         # [P, M]
-        memory = (act_bytes + state_bytes[:, None, :]).reshape(P, self.n)
+        memory = self.memory_terms.device_bytes(param_bytes[:, None, :], act_bytes,
+                                                self.optimizer_slots, R > 1).reshape(P, self.n)
         ratio = memory / self.memory_capacity[perm]
         overflow = ratio.max(axis=1)
         return Evaluation(

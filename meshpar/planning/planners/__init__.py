@@ -82,11 +82,18 @@ def plan(model: ModelDescription, cluster: ClusterSpec, batch: int, method: str 
             options["time_limit"] = max(budget - (time.perf_counter() - t0), 1e-3)
         candidate = planner(model, sub, batch, cost=CostModel(model, sub, batch), **options)
         found.append(candidate)
-        if better(candidate, best):
-            best = candidate
+        if better(candidate, best) if candidate.feasible or best.feasible else \
+                _overflow(candidate, cluster) < _overflow(best, cluster):
+            best = candidate  # when nothing fits: the plan that overflows least
     if method == "exact":
         best = _proven_over_subsets(best, found, time.perf_counter() - t0)
     return best
+
+
+def _overflow(plan: Plan, cluster) -> float:
+    """The largest ratio of a device's counted memory to its capacity in ``plan``."""
+    capacity = {d.device: d.memory_bytes for d in cluster.devices}
+    return max(m / capacity[d] for d, m in zip(plan.devices, plan.memory_per_device))
 
 
 def _proven_over_subsets(best: Plan, found: list, seconds: float) -> Plan:

@@ -345,11 +345,16 @@ def _times_batch(batch_sizes, batch_vars, r, const: float, lin: dict):
 
 
 def _memory_constraints(cost, prog, R, M, perm, batch, split, frac, params):
-    """``b_r * (input + kept outputs)(c) * bytes + state(c) <= capacity`` per device,
-    scaled by the capacity; skipped where even the largest share fits."""
+    """``base + a * b_r * (input + kept outputs)(c) * bytes + s * params(c) <=
+    capacity`` per device (``a``, ``s``: the copies of :class:`MemoryTerms`, as
+    in :meth:`CostModel.evaluate`), scaled by the capacity; skipped where even
+    the largest share fits."""
     B = cost.batch
-    cap = cost.memory_capacity[np.asarray(perm)].reshape(R, M)
-    slots = 2 + cost.optimizer_slots
+    terms = cost.memory_terms
+    scale = cost.memory_capacity[np.asarray(perm)].reshape(R, M)
+    cap = scale - terms.base_bytes  # what the plan's tensors may take
+    slots = terms.state_copies(cost.optimizer_slots, R > 1)
+    copies = terms.activation_copies
     top_batch = B - R + 1
     for m in range(M):
         const, lin, upper = cost.model.input_elems * cost.bytes, {}, 0.0
@@ -365,6 +370,7 @@ def _memory_constraints(cost, prog, R, M, perm, batch, split, frac, params):
                 lin = _plus(lin, {i: size * c for i, c in v.items()})
             else:
                 const += size
+        const, lin = copies * const, {i: copies * c for i, c in lin.items()}
         upper = const + sum(c * prog.ub[i] for i, c in lin.items())
         p_const, p_lin = params[m]
         p_upper = p_const + sum(c * prog.ub[i] for i, c in p_lin.items())
@@ -374,8 +380,8 @@ def _memory_constraints(cost, prog, R, M, perm, batch, split, frac, params):
                 continue
             a_const, a_lin = _times_batch(*batch, r, const, lin)
             row = _plus(a_lin, {i: slots * c for i, c in p_lin.items()})
-            prog.add({i: c / cap[r, m] for i, c in row.items()},
-                     hi=(cap[r, m] - a_const - slots * p_const) / cap[r, m])
+            prog.add({i: c / scale[r, m] for i, c in row.items()},
+                     hi=(cap[r, m] - a_const - slots * p_const) / scale[r, m])
 
 
 @dataclass(frozen=True)
