@@ -8,6 +8,7 @@ import pytest
 
 from meshpar.bench import memory as bench_memory
 from meshpar.cli import main
+from meshpar.runtime.memory_limit import detect_memory_cgroup
 
 
 def test_process_bytes_reads_this_process_and_names_a_missing_one():
@@ -57,8 +58,25 @@ def test_memory_benchmark_skips_a_planner_without_a_plan_and_a_run_that_fails(mo
     (["--models", "nope"], "unknown model 'nope'"),
     (["--steps", "0"], "--steps must be >= 1"),
     (["--memory-mib", "1,2,3"], "--memory-mib: 3 values for 2 workers"),
+    (["--enforce"], "--enforce needs --memory-mib"),
 ])
 def test_bench_memory_refuses_bad_input_in_one_line(capsys, argv, message):
     assert main(["bench", "memory"] + argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0]
+
+
+@pytest.mark.skipif(detect_memory_cgroup() is None,
+                    reason="needs a writable cgroup memory controller")
+def test_an_enforced_budget_kills_the_worker_that_outgrows_it_and_says_which():
+    """vgg-cifar-small grows a working worker by ~17 MiB: with 6 MiB of emulated
+    memory each, the worker training alone is killed and the row says so; the
+    idle one is not named."""
+    result = bench_memory.run_benchmark(["vgg-cifar-small"], [0.9, 0.3], batch=4, steps=2,
+                                        memory_bytes=[6 * 2**20], enforce=True,
+                                        strategies=("alone-0",), log=lambda *a: None)
+    assert result["enforced"] is True
+    row = result["models"][0]["strategies"]["alone-0"]
+    assert row["out_of_memory"] == [0]
+    assert "worker 0 went over its 6.0 MiB" in row["skipped"]
+    assert "went over" in bench_memory.format_table(result)

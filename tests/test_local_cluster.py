@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from meshpar.runtime.local_cluster import LocalCluster, WorkerError, detect_cgroup
+from meshpar.runtime.memory_limit import detect_memory_cgroup
 
 
 def _alive(pid):
@@ -122,3 +123,51 @@ def test_cgroup_quota_uses_a_short_period():
         assert slow.quota_us >= 1000 and abs(slow.quota_us / slow.period_us - 0.05) < 0.01
     finally:
         slow.remove()
+
+
+def test_memory_budgets_are_validated():
+    with pytest.raises(ValueError, match="2 values for 1 workers"):
+        LocalCluster([1.0], memory_bytes=[1e8, 1e8])
+    with pytest.raises(ValueError, match="finite and > 0"):
+        LocalCluster([1.0], memory_bytes=[0])
+
+
+def _allocate_on_worker(cluster, nbytes):
+    """Run one op on worker 0 that holds ``nbytes`` of float32 at once."""
+    import tensorflow as tf
+
+    graph = tf.Graph()
+    with graph.as_default(), tf.device(cluster.devices[0]):
+        x = tf.random.uniform([int(nbytes) // 4], seed=1)
+        total = tf.reduce_sum(x * 2.0)
+    # a killed worker never answers: the op times out instead of waiting forever
+    config = tf.compat.v1.ConfigProto(operation_timeout_in_ms=15_000)
+    sess = tf.compat.v1.Session(cluster.target, graph=graph, config=config)
+    try:
+        return sess.run(total)
+    finally:
+        try:
+            sess.close()
+        except tf.errors.OpError:  # closing needs the dead worker too
+            pass
+
+
+@pytest.mark.skipif(detect_memory_cgroup() is None,
+                    reason="needs a writable cgroup memory controller")
+def test_a_worker_that_outgrows_its_emulated_memory_is_killed_and_says_so():
+    """The budget limits what a worker allocates once ready (not the ~450 MiB
+    runtime it started with): 16 MiB of tensors fit in 96 MiB, 256 MiB do not,
+    and the worker that went over is reported as out of memory."""
+    import tensorflow as tf
+
+    with LocalCluster([1.0, 1.0], throttle="none", pin=False,
+                      memory_bytes=[96 * 2**20, 96 * 2**20]) as cluster:
+        assert np.isfinite(_allocate_on_worker(cluster, 16 * 2**20))
+        assert not cluster.out_of_memory(0)
+        with pytest.raises(tf.errors.OpError):
+            _allocate_on_worker(cluster, 256 * 2**20)
+        cluster.processes[0].wait(timeout=30)
+        assert cluster.processes[0].returncode == -9
+        assert cluster.out_of_memory(0) and not cluster.out_of_memory(1)
+        paths = [g.path for g in cluster._memory_limits.values()]
+    assert not any(os.path.exists(p) for p in paths)  # groups removed on stop

@@ -15,6 +15,12 @@ worker holds of each, plus a runtime base; ``meshpar.planning.memory``).
 
 Linux only (``/proc``). Fresh workers for every strategy, so no run inherits
 another's freed-but-kept heap.
+
+With ``enforce`` the budget is also an emulated device memory: each worker
+may grow by at most its budget (a cgroup memory limit, as root), and a
+strategy whose worker needs more is killed by the kernel; its row says which
+worker ran out (``out_of_memory``). That is what a budget means on real
+devices, so it tells whether the count kept a plan inside it.
 """
 from __future__ import annotations
 
@@ -63,15 +69,26 @@ def memory_plans(model: str, speeds: Sequence[float], batch: int,
     return plans
 
 
+class OutOfMemory(RuntimeError):
+    """A strategy's worker went over its emulated memory and was killed."""
+
+    def __init__(self, tasks: list, budget: list):
+        self.tasks = tasks
+        super().__init__("out of memory: " + ", ".join(
+            f"worker {t} went over its {budget[t] / 2**20:.1f} MiB" for t in tasks))
+
+
 def measure(model: str, plan, upstream: bool, batch: int, steps: int, workers: int,
-            seed: int = 0) -> list:
+            seed: int = 0, limits: Optional[Sequence[float]] = None) -> list:
     """Train ``plan`` for ``steps`` steps on ``workers`` fresh local workers; per
-    worker task: the plan's predicted bytes there and its measured growth."""
+    worker task: the plan's predicted bytes there and its measured growth.
+    ``limits``: bytes each worker may grow by (emulated memory); a worker killed
+    for going over raises :class:`OutOfMemory`."""
     from meshpar.bench.train import run_train_command, train_argv
     from meshpar.runtime.local_cluster import LocalCluster
 
     predicted = dict(zip(plan.devices, plan.memory_per_device))
-    with LocalCluster([1.0] * workers, throttle="none") as cluster, \
+    with LocalCluster([1.0] * workers, throttle="none", memory_bytes=limits) as cluster, \
             tempfile.TemporaryDirectory(prefix="meshpar-bench-memory-") as work:
         ready = [process_bytes(p.pid, "VmRSS") for p in cluster.processes]
         cluster_file, plan_file = (os.path.join(work, n) for n in ("cluster.json", "plan.json"))
@@ -80,7 +97,13 @@ def measure(model: str, plan, upstream: bool, batch: int, steps: int, workers: i
         plan.save(plan_file)
         argv = train_argv(model, cluster_file, plan_file, steps, batch, trace_step=None,
                           model_dir=os.path.join(work, "model"), upstream=upstream, seed=seed)
-        run_train_command(argv, model)
+        try:
+            run_train_command(argv, model)
+        except RuntimeError:
+            killed = [t for t in range(workers) if cluster.out_of_memory(t)]
+            if killed:
+                raise OutOfMemory(killed, list(limits)) from None
+            raise
         peak = [process_bytes(p.pid, "VmHWM") for p in cluster.processes]
     rows = []
     for task in range(workers):
@@ -93,8 +116,10 @@ def measure(model: str, plan, upstream: bool, batch: int, steps: int, workers: i
 
 def run_benchmark(models: Sequence[str], speeds: Sequence[float], batch: int = 8,
                   steps: int = 8, memory_bytes: Optional[Sequence[float]] = None,
-                  strategies: Sequence[str] = STRATEGIES, seed: int = 0, log=print) -> dict:
-    """Every model's strategies measured; the JSON-ready result."""
+                  strategies: Sequence[str] = STRATEGIES, seed: int = 0, enforce: bool = False,
+                  log=print) -> dict:
+    """Every model's strategies measured; the JSON-ready result. ``enforce``: the
+    budget ``memory_bytes`` is each worker's emulated memory (see module doc)."""
     from meshpar.models import get
     from meshpar.planning.cluster import per_device
 
@@ -105,8 +130,19 @@ def run_benchmark(models: Sequence[str], speeds: Sequence[float], batch: int = 8
         raise ValueError(f"unknown strategies {unknown}; choose from {', '.join(STRATEGIES)}")
     if steps < 1:
         raise ValueError(f"--steps must be >= 1, got {steps}")
+    limits = None
     if memory_bytes is not None:
-        per_device(memory_bytes, len(speeds), "--memory-mib", "worker")
+        limits = per_device(memory_bytes, len(speeds), "--memory-mib", "worker")
+    if enforce:
+        from meshpar.runtime.memory_limit import detect_memory_cgroup
+
+        if limits is None:
+            raise ValueError("--enforce needs --memory-mib: the memory to emulate")
+        if detect_memory_cgroup() is None:
+            raise ValueError("--enforce needs a writable cgroup memory controller "
+                             "(Linux, as root)")
+    else:
+        limits = None
     results = []
     for model in models:
         plans = memory_plans(model, speeds, batch, memory_bytes, seed)
@@ -117,7 +153,13 @@ def run_benchmark(models: Sequence[str], speeds: Sequence[float], batch: int = 8
                 continue
             plan, upstream = plans[name]
             try:
-                tasks = measure(model, plan, upstream, batch, steps, len(speeds), seed)
+                tasks = measure(model, plan, upstream, batch, steps, len(speeds), seed, limits)
+            except OutOfMemory as err:
+                rows[name] = {"mesh": plan.mesh_shape_string(), "out_of_memory": err.tasks,
+                              "predicted_bytes": list(plan.memory_per_device),
+                              "devices": list(plan.devices), "skipped": str(err)}
+                log(f"{model} {name:<20} {err}")
+                continue
             except RuntimeError as err:  # e.g. a split Mesh-TF cannot express
                 rows[name] = {"skipped": str(err)}
                 log(f"{model} {name:<20} skipped: {err}")
@@ -131,6 +173,7 @@ def run_benchmark(models: Sequence[str], speeds: Sequence[float], batch: int = 8
         results.append({"model": model, "batch": batch, "steps": steps, "strategies": rows})
     return {"benchmark": "memory", "speeds": list(speeds),
             "memory_budget_bytes": None if memory_bytes is None else list(memory_bytes),
+            "enforced": bool(enforce),
             "models": results}
 
 

@@ -18,6 +18,7 @@ EPILOG = """examples:
   meshpar bench train --out benchmarks/results/train-0.9-0.3    whole networks, meshpar train path
   meshpar bench train --models vgg-cifar-pairs --rounds 3        vgg with its convolutions split in pairs
   meshpar bench memory --models vgg-cifar-pairs --batch 8         predicted vs measured memory per worker
+  meshpar bench memory --memory-mib 160 --enforce                 ... with 160 MiB of emulated memory each
 """
 
 
@@ -71,6 +72,10 @@ def register(subparsers) -> None:
                         help="training steps per strategy (default %(default)s)")
     memory.add_argument("--memory-mib", help="the planner's memory budget per worker in MiB "
                                              "(one for all or one per worker)")
+    memory.add_argument("--enforce", action="store_true",
+                        help="emulate the --memory-mib budget as each worker's memory: a "
+                             "worker that grows past it is killed (cgroup, as root) and its "
+                             "strategy reported out of memory")
     memory.add_argument("--seed", type=int, default=0)
     memory.add_argument("--out", default=None, help="directory for memory.json")
     memory.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -116,7 +121,8 @@ def run_memory(args) -> int:
     models, speeds, budget = _models_speeds_budget(args)
     log = _log(args)
     result = bench_memory.run_benchmark(models, speeds, batch=args.batch, steps=args.steps,
-                                        memory_bytes=budget, seed=args.seed, log=log)
+                                        memory_bytes=budget, seed=args.seed,
+                                        enforce=args.enforce, log=log)
     return _report(args, bench_memory, result, log)
 
 

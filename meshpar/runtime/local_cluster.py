@@ -10,6 +10,10 @@ there are enough cores, and limits each one's CPU share to its speed:
   writable (root);
 * ``signal``: otherwise a SIGSTOP/SIGCONT duty cycle driven from this process.
 
+With ``memory_bytes`` each worker may also grow by at most its budget once it
+is ready (an emulated device memory, :mod:`meshpar.runtime.memory_limit`): a
+worker that needs more is killed by the kernel, as a device out of memory.
+
 It is a context manager that always stops its processes and removes its
 cgroups, also on Ctrl-C and on failure. Devices are TF device strings
 ``/job:worker/task:i/device:CPU:0``; the session target is worker 0.
@@ -37,6 +41,7 @@ import uuid
 from typing import Optional, Sequence
 
 from meshpar.runtime.client import ClusterFailure, unreachable_reason
+from meshpar.runtime.memory_limit import MemoryLimit, detect_memory_cgroup
 from meshpar.core.splits import validate_weights
 
 CGROUP_V1_CPU = "/sys/fs/cgroup/cpu"
@@ -173,12 +178,29 @@ class LocalCluster:
         cgroup CPU period (default 10 ms).
     start_timeout : float
         Seconds to wait for every worker's port to accept connections.
+    memory_bytes : sequence of float, optional
+        Emulated device memory: what each worker may allocate once it is
+        ready (one value per worker; needs a writable cgroup memory
+        controller, else ValueError).
     """
 
     def __init__(self, speeds: Sequence[float], throttle: str = "auto", pin: Optional[bool] = None,
                  period_us: int = DEFAULT_PERIOD_US, start_timeout: float = 180.0,
-                 host: str = "127.0.0.1"):
+                 host: str = "127.0.0.1", memory_bytes: Optional[Sequence[float]] = None):
         self.speeds = validate_weights(speeds, "LocalCluster speeds")
+        if memory_bytes is not None:
+            memory_bytes = [float(m) for m in memory_bytes]
+            if len(memory_bytes) != len(self.speeds):
+                raise ValueError(f"LocalCluster memory_bytes has {len(memory_bytes)} values for "
+                                 f"{len(self.speeds)} workers")
+            if not all(0 < m < float("inf") for m in memory_bytes):
+                raise ValueError(f"LocalCluster memory_bytes must be finite and > 0, "
+                                 f"got {memory_bytes}")
+            if detect_memory_cgroup() is None:
+                raise ValueError("LocalCluster memory_bytes needs a writable cgroup memory "
+                                 "controller (Linux, as root)")
+        self.memory_bytes = memory_bytes
+        self._memory_limits: dict = {}  # worker -> its MemoryLimit
         if any(s > 1.0 for s in self.speeds):
             raise ValueError(f"LocalCluster speeds are CPU shares in (0, 1], got {self.speeds}")
         if throttle not in ("auto", "cgroup", "signal", "none"):
@@ -246,6 +268,8 @@ class LocalCluster:
         try:
             self._start_workers()
             self._wait_ready()
+            for i in range(len(self.speeds)):
+                self._limit_memory(i)
         except BaseException:
             self.stop()
             raise
@@ -305,6 +329,21 @@ class LocalCluster:
                 raise WorkerError(f"timed out after {self.start_timeout:.0f} s waiting for {names}")
             if pending:
                 time.sleep(0.2)
+
+    def _limit_memory(self, i: int):
+        """Put ready worker ``i`` under its memory budget (if the cluster has budgets)."""
+        if self.memory_bytes is None:
+            return
+        group = self._memory_limits.get(i)
+        if group is None:
+            group = MemoryLimit(f"meshpar-{self._tag}-mem{i}", self.memory_bytes[i])
+            self._memory_limits[i] = group
+        group.add(self.processes[i].pid)
+
+    def out_of_memory(self, i: int) -> bool:
+        """True if worker ``i`` went over its emulated memory and was killed for it."""
+        group = self._memory_limits.get(i)
+        return group is not None and group.out_of_memory()
 
     def check_alive(self):
         """Raise :class:`WorkerError` naming the first worker that has died."""
@@ -379,6 +418,7 @@ class LocalCluster:
                 raise WorkerError(f"worker {i} at {self.addresses[i]} did not come back: "
                                   f"{self._log_tail(i)}")
             time.sleep(0.2)
+        self._limit_memory(i)
 
     def stop(self):
         """Stop every worker, end throttling, remove cgroups (idempotent)."""
@@ -408,9 +448,10 @@ class LocalCluster:
             log = getattr(proc, "meshpar_log", None)
             if log and not log.closed:
                 log.close()
-        for group in self._cgroups:
+        for group in list(self._cgroups) + list(self._memory_limits.values()):
             group.remove()
         self._cgroups = []
+        self._memory_limits = {}
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
