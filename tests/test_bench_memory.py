@@ -80,3 +80,9 @@ def test_an_enforced_budget_kills_the_worker_that_outgrows_it_and_says_which():
     assert row["out_of_memory"] == [0]
     assert "worker 0 went over its 6.0 MiB" in row["skipped"]
     assert "went over" in bench_memory.format_table(result)
+    # ... and the same budget of 60 MiB holds the filter split, its peak counted
+    roomy = bench_memory.run_benchmark(["vgg-cifar-small"], [0.9, 0.3], batch=4, steps=2,
+                                       memory_bytes=[60 * 2**20], enforce=True,
+                                       strategies=("proportional-filter",), log=lambda *a: None)
+    tasks = roomy["models"][0]["strategies"]["proportional-filter"]["tasks"]
+    assert all(0 < t["charged_peak_bytes"] <= 60 * 2**20 for t in tasks)

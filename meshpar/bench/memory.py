@@ -105,12 +105,15 @@ def measure(model: str, plan, upstream: bool, batch: int, steps: int, workers: i
                 raise OutOfMemory(killed, list(limits)) from None
             raise
         peak = [process_bytes(p.pid, "VmHWM") for p in cluster.processes]
+        charged = [cluster.memory_peak(t) for t in range(workers)]
     rows = []
     for task in range(workers):
         device = f"/job:worker/task:{task}/device:CPU:0"
         rows.append({"device": device, "predicted_bytes": predicted.get(device, 0.0),
                      "ready_bytes": ready[task], "peak_bytes": peak[task],
                      "measured_bytes": peak[task] - ready[task]})
+        if charged[task] is not None:  # what the emulated memory counted: new pages only
+            rows[-1]["charged_peak_bytes"] = charged[task]
     return rows
 
 

@@ -345,6 +345,12 @@ class LocalCluster:
         group = self._memory_limits.get(i)
         return group is not None and group.out_of_memory()
 
+    def memory_peak(self, i: int):
+        """The most worker ``i`` has held under its budget since it was ready
+        (bytes; None without budgets or where the kernel does not keep it)."""
+        group = self._memory_limits.get(i)
+        return None if group is None else group.peak_bytes()
+
     def check_alive(self):
         """Raise :class:`WorkerError` naming the first worker that has died."""
         for i, proc in enumerate(self.processes):
