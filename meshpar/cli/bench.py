@@ -50,8 +50,9 @@ def register(subparsers) -> None:
                                                              "(default %(default)s)")
     train.add_argument("--batch", type=int, default=8, help="global batch (default %(default)s)")
     train.add_argument("--memory-mib", help="memory budget per worker in MiB (one value for "
-                       "all or one per worker, emulated: the planner must fit it and rows "
-                       "over it are marked, but nothing enforces it at run time)")
+                       "all or one per worker): the planner must fit it and rows over it "
+                       "are marked by the cost model's count; `bench memory --enforce` runs "
+                       "the plans under it")
     train.add_argument("--rounds", type=int, default=1,
                        help="runs of every strategy, interleaved round after round; each row "
                             "is the median run, with the others' rates (default %(default)s)")
