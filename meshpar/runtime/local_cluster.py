@@ -40,6 +40,7 @@ import time
 import uuid
 from typing import Optional, Sequence
 
+from meshpar.runtime.cgroups import remove_group, writable
 from meshpar.runtime.client import ClusterFailure, unreachable_reason
 from meshpar.runtime.memory_limit import MemoryLimit, detect_memory_cgroup
 from meshpar.core.splits import validate_weights
@@ -69,16 +70,12 @@ def free_ports(n: int, host: str = "127.0.0.1") -> list:
     return ports
 
 
-def _writable(path: str) -> bool:
-    return os.path.isdir(path) and os.access(path, os.W_OK)
-
-
 def detect_cgroup() -> Optional[str]:
     """'v1' or 'v2' if this process may create CPU-quota cgroups, else None."""
-    if _writable(CGROUP_V1_CPU) and os.path.exists(os.path.join(CGROUP_V1_CPU, "cpu.cfs_quota_us")):
+    if writable(CGROUP_V1_CPU) and os.path.exists(os.path.join(CGROUP_V1_CPU, "cpu.cfs_quota_us")):
         return "v1"
     controllers = os.path.join(CGROUP_V2, "cgroup.controllers")
-    if os.path.exists(controllers) and _writable(CGROUP_V2):
+    if os.path.exists(controllers) and writable(CGROUP_V2):
         with open(controllers, encoding="utf-8") as f:
             if "cpu" in f.read().split():
                 return "v2"
@@ -122,14 +119,7 @@ class _CgroupQuota:
         self._write("cgroup.procs", str(pid))
 
     def remove(self):
-        for _ in range(50):  # the kernel frees the group a moment after its last task exits
-            try:
-                os.rmdir(self.path)
-                return
-            except FileNotFoundError:
-                return
-            except OSError:
-                time.sleep(0.05)
+        remove_group(self.path)
 
 
 class _DutyCycle(threading.Thread):

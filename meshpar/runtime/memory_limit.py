@@ -12,25 +12,22 @@ only as root; :func:`detect_memory_cgroup` says whether one is usable.
 from __future__ import annotations
 
 import os
-import time
 from typing import Optional
+
+from meshpar.runtime.cgroups import remove_group, writable
 
 CGROUP_V1_MEMORY = "/sys/fs/cgroup/memory"
 CGROUP_V2 = "/sys/fs/cgroup"
 
 
-def _writable(path: str) -> bool:
-    return os.path.isdir(path) and os.access(path, os.W_OK)
-
-
 def detect_memory_cgroup() -> Optional[str]:
     """'v1' or 'v2' if this process may create memory-limited cgroups, else None."""
-    if _writable(CGROUP_V1_MEMORY) and os.path.exists(
+    if writable(CGROUP_V1_MEMORY) and os.path.exists(
             os.path.join(CGROUP_V1_MEMORY, "memory.limit_in_bytes")):
         return "v1"
     controllers = os.path.join(CGROUP_V2, "cgroup.controllers")
     subtree = os.path.join(CGROUP_V2, "cgroup.subtree_control")
-    if os.path.exists(subtree) and _writable(CGROUP_V2):
+    if os.path.exists(subtree) and writable(CGROUP_V2):
         with open(controllers, encoding="utf-8") as f:
             available = f.read().split()
         with open(subtree, encoding="utf-8") as f:
@@ -99,11 +96,4 @@ class MemoryLimit:
         return int(self._read("memory.failcnt")) > 0  # older kernels: the limit was hit
 
     def remove(self):
-        for _ in range(50):  # the kernel frees the group a moment after its last task exits
-            try:
-                os.rmdir(self.path)
-                return
-            except FileNotFoundError:
-                return
-            except OSError:
-                time.sleep(0.05)
+        remove_group(self.path)
