@@ -28,8 +28,8 @@ def tiny_model():
 
 def tight(tensor_bytes):
     """A device memory leaving ``tensor_bytes`` for a plan's tensors (their
-    copies included) over the runtime base the cost model counts."""
-    return MEASURED.base_bytes + tensor_bytes
+    copies included) over the runtime base, after the count's headroom."""
+    return (MEASURED.base_bytes + tensor_bytes) / (1.0 - MEASURED.headroom)
 
 
 def random_cluster(rng, n):

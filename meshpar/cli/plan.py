@@ -72,6 +72,7 @@ def run(args) -> int:
     from meshpar.planning.cluster import ClusterSpec, per_device
     from meshpar.models import describe_model
     from meshpar.planning.planners import plan
+    from meshpar.planning.memory import MEASURED
 
     if args.profile_alias is not None:
         if args.profile is not None:
@@ -106,11 +107,14 @@ def run(args) -> int:
         worst = max(range(len(result.devices)),
                     key=lambda p: result.memory_per_device[p]
                     / _capacity(cluster, result.devices[p]))
+        has = _capacity(cluster, result.devices[worst])
+        headroom = MEASURED.headroom
         raise ValueError(
             f"no plan fits in memory: {result.devices[worst]} needs "
-            f"{_size(result.memory_per_device[worst])} but has "
-            f"{_size(_capacity(cluster, result.devices[worst]))} "
-            f"(model {model.name}, batch {args.batch})")
+            f"{_size(result.memory_per_device[worst])}, over the "
+            f"{_size(float(MEASURED.usable(has)))} a plan may count on of its {_size(has)} "
+            f"({headroom:.0%} kept for the count's error; model {model.name}, "
+            f"batch {args.batch})")
     if args.out:
         result.save(args.out)
     if args.plot:

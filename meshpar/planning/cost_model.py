@@ -209,7 +209,8 @@ class CostModel:
         self._log_speed = np.array([
             np.interp(self._grid, np.log([s for s, _ in prof]), np.log([f for _, f in prof]))
             for prof in profiles])
-        self.memory_capacity = np.array([d.memory_bytes for d in cluster.devices], dtype=float)
+        # what a plan's count may take: the memory less the count's headroom
+        self.memory_capacity = memory_terms.usable([d.memory_bytes for d in cluster.devices])
         self.max_speed = np.exp(self._log_speed.max(axis=1))[self.device_type]
         self.split_overhead = None
         self.sync_jitter = {"batch": 0.0, "model": 0.0}

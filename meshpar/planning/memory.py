@@ -15,7 +15,10 @@ that does not depend on the plan at all. :class:`MemoryTerms` says how many:
   (the gradient all-reduce: the flat concatenation, the peer's copy, the sum);
 * ``activation_copies`` per kept activation byte (the output itself, its
   gradient in the backward pass, the intermediates a layer keeps besides its
-  output: a normalisation's centred input, an activation function's mask).
+  output: a normalisation's centred input, an activation function's mask);
+* ``headroom``: the share of a device's memory a plan's count may not use,
+  because the count has been up to 23% under a measured need: a plan is
+  held to ``(1 - headroom) x memory``.
 
 The defaults are fitted (least squares on the relative error) to ``meshpar
 bench memory`` runs of this repository, TensorFlow 2.15 on Linux x86-64: the
@@ -42,12 +45,19 @@ class MemoryTerms:
     update_copies: float = 4.0
     exchange_copies: float = 2.8
     activation_copies: float = 2.3
+    headroom: float = 0.25
 
     def __post_init__(self):
         for name in ("base_bytes", "update_copies", "exchange_copies", "activation_copies"):
             value = float(getattr(self, name))
             if not np.isfinite(value) or value < 0:
                 raise ValueError(f"MemoryTerms.{name} must be finite and >= 0, got {value!r}")
+        if not 0.0 <= float(self.headroom) < 1.0:
+            raise ValueError(f"MemoryTerms.headroom must be in [0, 1), got {self.headroom!r}")
+
+    def usable(self, memory_bytes):
+        """What a plan's count may take of devices with ``memory_bytes``."""
+        return np.asarray(memory_bytes, dtype=float) * (1.0 - self.headroom)
 
     def state_copies(self, optimizer_slots: int, batch_split: bool) -> float:
         """Bytes held per parameter byte of a device's slices: value, gradient,
@@ -68,7 +78,7 @@ class MemoryTerms:
 #: The counted tensors alone, one copy each (the count before it was measured):
 #: for tests of the counting itself and for comparison.
 TENSORS_ONLY = MemoryTerms(base_bytes=0.0, update_copies=0.0, exchange_copies=0.0,
-                           activation_copies=1.0)
+                           activation_copies=1.0, headroom=0.0)
 
 #: The terms fitted on this host (see module doc).
 MEASURED = MemoryTerms()

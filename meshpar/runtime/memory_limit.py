@@ -96,4 +96,5 @@ class MemoryLimit:
         return int(self._read("memory.failcnt")) > 0  # older kernels: the limit was hit
 
     def remove(self):
+        """Remove the group (once its processes have exited)."""
         remove_group(self.path)
