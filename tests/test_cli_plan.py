@@ -105,6 +105,20 @@ def test_a_memory_budget_moves_the_plan_within_it(capsys):
             in capsys.readouterr().err)
 
 
+def test_a_lower_memory_headroom_lets_a_plan_count_on_more_of_the_budget(capsys):
+    """Under 140 MiB the default 25% headroom leaves 105 MiB, below any plan of
+    vgg-cifar at batch 8; with --memory-headroom 0 the whole 140 MiB counts."""
+    argv = ["plan", "--speeds", "0.9,0.3", "--model", "vgg-cifar", "--batch", "8",
+            "--memory-mib", "140"]
+    assert main(argv) == 2
+    assert "over the 105.0 MiB a plan may count on of its 140.0 MiB" in capsys.readouterr().err
+    full, data = _plan_memory_mib(capsys, ["--memory-mib", "140", "--memory-headroom", "0"])
+    assert data["feasible"] and 105 < max(full) <= 140
+    assert main(argv + ["--memory-headroom", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["meshpar plan: error: --memory-headroom must be in [0, 1), got 1.0"]
+
+
 def test_plan_plot_writes_a_png(tmp_path):
     from meshpar.cli import main
 

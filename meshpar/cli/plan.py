@@ -8,6 +8,7 @@ times are seconds on those devices).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import sys
@@ -45,6 +46,11 @@ def register(subparsers) -> None:
                         "memory): what a worker may grow by while it trains, against the "
                         "cost model's count of its peak (measured: `meshpar bench memory`, "
                         "docs/cost_model.md)")
+    parser.add_argument("--memory-headroom", type=float, default=None,
+                        help="share of each device's memory a plan's count may not use, for "
+                             "the count's error (default 0.25: the count has been up to 23%% "
+                             "under a measured need; lower it for a workload measured with "
+                             "`meshpar bench memory --enforce`)")
     parser.add_argument("--method", choices=METHODS, default="ga")
     parser.add_argument("--seed", type=int, default=0, help="GA seed (default: 0)")
     parser.add_argument("--generations", type=int, default=None, help="GA generations")
@@ -101,19 +107,23 @@ def run(args) -> int:
         if not args.time_limit > 0:
             raise ValueError(f"--time-limit must be > 0, got {args.time_limit}")
         options["time_limit"] = args.time_limit
+    terms = MEASURED
+    if args.memory_headroom is not None:
+        if not 0.0 <= args.memory_headroom < 1.0:
+            raise ValueError(f"--memory-headroom must be in [0, 1), got {args.memory_headroom}")
+        terms = dataclasses.replace(MEASURED, headroom=args.memory_headroom)
     result = plan(model, cluster, args.batch, method=args.method, seed=args.seed,
-                  subsets=not args.all_devices, **options)
+                  subsets=not args.all_devices, memory_terms=terms, **options)
     if not result.feasible:
         worst = max(range(len(result.devices)),
                     key=lambda p: result.memory_per_device[p]
                     / _capacity(cluster, result.devices[p]))
         has = _capacity(cluster, result.devices[worst])
-        headroom = MEASURED.headroom
         raise ValueError(
             f"no plan fits in memory: {result.devices[worst]} needs "
             f"{_size(result.memory_per_device[worst])}, over the "
-            f"{_size(float(MEASURED.usable(has)))} a plan may count on of its {_size(has)} "
-            f"({headroom:.0%} kept for the count's error; model {model.name}, "
+            f"{_size(float(terms.usable(has)))} a plan may count on of its {_size(has)} "
+            f"({terms.headroom:.0%} kept for the count's error; model {model.name}, "
             f"batch {args.batch})")
     if args.out:
         result.save(args.out)

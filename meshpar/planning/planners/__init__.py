@@ -20,6 +20,7 @@ from typing import Optional, Sequence
 from meshpar.planning.cluster import ClusterSpec
 from meshpar.planning.cost_model import CostModel
 from meshpar.planning.description import ModelDescription
+from meshpar.planning.memory import MEASURED, MemoryTerms
 from meshpar.planning.plan import Plan
 from meshpar.planning.planners.common import better, representative_speeds
 from meshpar.planning.planners.even import plan_even
@@ -41,7 +42,7 @@ __all__ = ["plan", "METHODS", "plan_even", "plan_proportional", "plan_exact", "p
 
 def plan(model: ModelDescription, cluster: ClusterSpec, batch: int, method: str = "ga",
          seed: int = 0, shapes: Optional[Sequence[tuple]] = None, subsets: bool = False,
-         **options) -> Plan:
+         memory_terms: Optional[MemoryTerms] = None, **options) -> Plan:
     """Plan ``model`` on ``cluster`` for a global ``batch`` with ``method``.
 
     ``method`` is one of ``even``, ``proportional``, ``exact``, ``ga``;
@@ -49,6 +50,8 @@ def plan(model: ModelDescription, cluster: ClusterSpec, batch: int, method: str 
     options go to the planner (e.g. ``population``, ``generations`` for ga); an
     option the planner does not take is a ValueError, never silently ignored.
     ``seed`` matters to the planners that draw random numbers (ga).
+    ``memory_terms``: how memory is counted (default the measured
+    :data:`~meshpar.planning.memory.MEASURED`, e.g. with another headroom).
 
     With ``subsets`` the planner also plans for the fastest ``k`` devices
     alone, ``k = 1 .. n-1`` (at speed-class boundaries when ``n > 16``), and
@@ -69,7 +72,8 @@ def plan(model: ModelDescription, cluster: ClusterSpec, batch: int, method: str 
         raise ValueError(f"planning method {method!r} takes no option(s) {', '.join(unknown)}")
     if "seed" in accepted:
         options["seed"] = seed
-    cost = CostModel(model, cluster, batch)
+    terms = MEASURED if memory_terms is None else memory_terms
+    cost = CostModel(model, cluster, batch, memory_terms=terms)
     t0 = time.perf_counter()
     budget = options.get("time_limit") if method == "exact" else None
     best = planner(model, cluster, batch, shapes=shapes, cost=cost, **options)
@@ -80,7 +84,8 @@ def plan(model: ModelDescription, cluster: ClusterSpec, batch: int, method: str 
         sub = dataclasses.replace(cluster, devices=devices)
         if budget is not None:  # the exact planner's limit is for the whole call
             options["time_limit"] = max(budget - (time.perf_counter() - t0), 1e-3)
-        candidate = planner(model, sub, batch, cost=CostModel(model, sub, batch), **options)
+        candidate = planner(model, sub, batch, cost=CostModel(model, sub, batch, memory_terms=terms),
+                            **options)
         found.append(candidate)
         if better(candidate, best) if candidate.feasible or best.feasible else \
                 _overflow(candidate, cluster) < _overflow(best, cluster):
