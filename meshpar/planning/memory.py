@@ -25,8 +25,8 @@ bench memory`` runs of this repository, TensorFlow 2.15 on Linux x86-64: the
 peak resident growth of 56 worker rows, six workloads from vgg-cifar-small
 (17 MiB) to resattnet3d at 96x112x96 (12 GiB), every strategy, two and three
 workers. The count is then 0.77-1.56 of the measured need (median 0.97);
-the tensors alone were 0.27-0.68 of it (docs/cost_model.md "Memory: the
-count against the measured peak", with a held-out check).
+the tensors alone were at most 0.68 of it, median 0.35 (docs/cost_model.md
+"Memory: the count against the measured peak", with a held-out check).
 """
 from __future__ import annotations
 
