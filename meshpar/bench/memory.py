@@ -133,19 +133,17 @@ def run_benchmark(models: Sequence[str], speeds: Sequence[float], batch: int = 8
         raise ValueError(f"unknown strategies {unknown}; choose from {', '.join(STRATEGIES)}")
     if steps < 1:
         raise ValueError(f"--steps must be >= 1, got {steps}")
-    limits = None
-    if memory_bytes is not None:
-        limits = per_device(memory_bytes, len(speeds), "--memory-mib", "worker")
+    budget = None if memory_bytes is None else \
+        per_device(memory_bytes, len(speeds), "--memory-mib", "worker")
     if enforce:
         from meshpar.runtime.memory_limit import detect_memory_cgroup
 
-        if limits is None:
+        if budget is None:
             raise ValueError("--enforce needs --memory-mib: the memory to emulate")
-        if detect_memory_cgroup() is None:
+        if detect_memory_cgroup() is None:  # said with the flag, before any planning
             raise ValueError("--enforce needs a writable cgroup memory controller "
                              "(Linux, as root)")
-    else:
-        limits = None
+    limits = budget if enforce else None
     results = []
     for model in models:
         plans = memory_plans(model, speeds, batch, memory_bytes, seed)

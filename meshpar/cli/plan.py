@@ -77,7 +77,7 @@ def run(args) -> int:
     """
     from meshpar.planning.cluster import ClusterSpec, per_device
     from meshpar.models import describe_model
-    from meshpar.planning.planners import plan
+    from meshpar.planning.planners import memory_ratios, plan
     from meshpar.planning.memory import MEASURED
 
     if args.profile_alias is not None:
@@ -115,9 +115,8 @@ def run(args) -> int:
     result = plan(model, cluster, args.batch, method=args.method, seed=args.seed,
                   subsets=not args.all_devices, memory_terms=terms, **options)
     if not result.feasible:
-        worst = max(range(len(result.devices)),
-                    key=lambda p: result.memory_per_device[p]
-                    / _capacity(cluster, result.devices[p]))
+        ratios = memory_ratios(result, cluster)
+        worst = ratios.index(max(ratios))
         has = _capacity(cluster, result.devices[worst])
         raise ValueError(
             f"no plan fits in memory: {result.devices[worst]} needs "

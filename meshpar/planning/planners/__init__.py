@@ -36,13 +36,13 @@ PLANNERS = {
 }
 METHODS = tuple(PLANNERS)
 
-__all__ = ["plan", "METHODS", "plan_even", "plan_proportional", "plan_exact", "plan_ga",
+__all__ = ["plan", "memory_ratios", "METHODS", "plan_even", "plan_proportional", "plan_exact", "plan_ga",
            "ExactTimeLimit"]
 
 
 def plan(model: ModelDescription, cluster: ClusterSpec, batch: int, method: str = "ga",
          seed: int = 0, shapes: Optional[Sequence[tuple]] = None, subsets: bool = False,
-         memory_terms: Optional[MemoryTerms] = None, **options) -> Plan:
+         memory_terms: MemoryTerms = MEASURED, **options) -> Plan:
     """Plan ``model`` on ``cluster`` for a global ``batch`` with ``method``.
 
     ``method`` is one of ``even``, ``proportional``, ``exact``, ``ga``;
@@ -51,7 +51,7 @@ def plan(model: ModelDescription, cluster: ClusterSpec, batch: int, method: str 
     option the planner does not take is a ValueError, never silently ignored.
     ``seed`` matters to the planners that draw random numbers (ga).
     ``memory_terms``: how memory is counted (default the measured
-    :data:`~meshpar.planning.memory.MEASURED`, e.g. with another headroom).
+    :data:`~meshpar.planning.memory.MEASURED`; e.g. another headroom).
 
     With ``subsets`` the planner also plans for the fastest ``k`` devices
     alone, ``k = 1 .. n-1`` (at speed-class boundaries when ``n > 16``), and
@@ -72,8 +72,7 @@ def plan(model: ModelDescription, cluster: ClusterSpec, batch: int, method: str 
         raise ValueError(f"planning method {method!r} takes no option(s) {', '.join(unknown)}")
     if "seed" in accepted:
         options["seed"] = seed
-    terms = MEASURED if memory_terms is None else memory_terms
-    cost = CostModel(model, cluster, batch, memory_terms=terms)
+    cost = CostModel(model, cluster, batch, memory_terms=memory_terms)
     t0 = time.perf_counter()
     budget = options.get("time_limit") if method == "exact" else None
     best = planner(model, cluster, batch, shapes=shapes, cost=cost, **options)
@@ -84,21 +83,23 @@ def plan(model: ModelDescription, cluster: ClusterSpec, batch: int, method: str 
         sub = dataclasses.replace(cluster, devices=devices)
         if budget is not None:  # the exact planner's limit is for the whole call
             options["time_limit"] = max(budget - (time.perf_counter() - t0), 1e-3)
-        candidate = planner(model, sub, batch, cost=CostModel(model, sub, batch, memory_terms=terms),
+        candidate = planner(model, sub, batch,
+                            cost=CostModel(model, sub, batch, memory_terms=memory_terms),
                             **options)
         found.append(candidate)
         if better(candidate, best) if candidate.feasible or best.feasible else \
-                _overflow(candidate, cluster) < _overflow(best, cluster):
+                max(memory_ratios(candidate, cluster)) < max(memory_ratios(best, cluster)):
             best = candidate  # when nothing fits: the plan that overflows least
     if method == "exact":
         best = _proven_over_subsets(best, found, time.perf_counter() - t0)
     return best
 
 
-def _overflow(plan: Plan, cluster) -> float:
-    """The largest ratio of a device's counted memory to its capacity in ``plan``."""
+def memory_ratios(plan: Plan, cluster: ClusterSpec) -> list:
+    """For each of ``plan``'s devices: its counted memory over the memory ``cluster``
+    gives that device."""
     capacity = {d.device: d.memory_bytes for d in cluster.devices}
-    return max(m / capacity[d] for d, m in zip(plan.devices, plan.memory_per_device))
+    return [m / capacity[d] for d, m in zip(plan.devices, plan.memory_per_device)]
 
 
 def _proven_over_subsets(best: Plan, found: list, seconds: float) -> Plan:
