@@ -54,11 +54,32 @@ def test_memory_benchmark_skips_a_planner_without_a_plan_and_a_run_that_fails(mo
     assert "cannot split evenly" in bench_memory.format_table(result)
 
 
+def test_the_memory_headroom_decides_what_the_plans_may_count_on():
+    """Under 140 MiB per worker the default headroom leaves vgg-cifar at batch 8
+    no plan (105 MiB usable); with --memory-headroom 0 the planner plans within
+    the whole 140 MiB, and the result records the headroom it planned with."""
+    import dataclasses
+
+    from meshpar.planning.memory import MEASURED
+
+    budget = [140 * 2**20]
+    assert "planner" not in bench_memory.memory_plans("vgg-cifar", [0.9, 0.3], 8, budget)
+    full = dataclasses.replace(MEASURED, headroom=0.0)
+    planner = bench_memory.memory_plans("vgg-cifar", [0.9, 0.3], 8, budget,
+                                        memory_terms=full)["planner"][0]
+    assert 105 * 2**20 < max(planner.memory_per_device) <= 140 * 2**20
+    result = bench_memory.run_benchmark(["vgg-cifar"], [0.9, 0.3], batch=8, memory_bytes=budget,
+                                        strategies=(), memory_terms=full, log=lambda *a: None)
+    assert result["memory_headroom"] == 0.0
+    assert "140.0 MiB (a plan's count may use 100% of it)" in bench_memory.format_table(result)
+
+
 @pytest.mark.parametrize("argv,message", [
     (["--models", "nope"], "unknown model 'nope'"),
     (["--steps", "0"], "--steps must be >= 1"),
     (["--memory-mib", "1,2,3"], "--memory-mib: 3 values for 2 workers"),
     (["--enforce"], "--enforce needs --memory-mib"),
+    (["--memory-headroom", "1"], "--memory-headroom must be in [0, 1), got 1.0"),
 ])
 def test_bench_memory_refuses_bad_input_in_one_line(capsys, argv, message):
     assert main(["bench", "memory"] + argv) == 2

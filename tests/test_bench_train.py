@@ -229,6 +229,35 @@ def test_a_memory_budget_marks_the_rows_over_it_and_the_planner_fits_it(monkeypa
     assert "planner" not in ran and "alone-0" in ran
 
 
+def test_a_lower_memory_headroom_lets_every_row_count_on_more_of_the_budget(monkeypatch):
+    """Under 140 MiB the default headroom leaves 105 MiB: Mesh-TF's even filter
+    split (108 MiB) is marked over it and no planner plan fits; with
+    ``memory_terms`` of headroom 0 both count on the whole 140 MiB."""
+    import dataclasses
+
+    from meshpar.planning.memory import MEASURED
+
+    monkeypatch.setattr(bench_train, "run_strategy", lambda *a, **k: {
+        "samples_per_second": 10.0, "step_seconds_median": 0.8,
+        "samples_per_second_p25_p75": [9.0, 11.0], "trace_step_seconds": 0.8})
+    profile = ClusterSpec.from_speeds([0.9, 0.3]).with_memory([140 * 2**20])
+    rows = bench_train.bench_model("vgg-cifar", profile, "f", "w", 8, 8, 0,
+                                   log=lambda *a: None)["strategies"]
+    assert not rows["mtf-even-filter"]["fits_memory"]
+    assert rows["planner"]["skipped"] == "no plan fits the memory budget"
+    full = dataclasses.replace(MEASURED, headroom=0.0)
+    rows = bench_train.bench_model("vgg-cifar", profile, "f", "w", 8, 8, 0, log=lambda *a: None,
+                                   memory_terms=full)["strategies"]
+    assert rows["mtf-even-filter"]["fits_memory"] and rows["planner"]["fits_memory"]
+    assert 105 * 2**20 < max(rows["planner"]["predicted_memory_bytes"]) <= 140 * 2**20
+
+
+def test_bench_train_refuses_a_memory_headroom_out_of_range_in_one_line(capsys):
+    assert main(["bench", "train", "--memory-headroom", "-0.5"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["meshpar bench: error: --memory-headroom must be in [0, 1), got -0.5"]
+
+
 def test_bench_train_refuses_a_memory_budget_per_worker_of_the_wrong_count(capsys):
     assert main(["bench", "train", "--speeds", "0.9,0.3", "--memory-mib", "64,32,16"]) == 2
     err = capsys.readouterr().err.strip().splitlines()

@@ -29,6 +29,9 @@ import os
 import tempfile
 from typing import Optional, Sequence
 
+from meshpar.bench.results import budget_headroom
+from meshpar.planning.memory import MEASURED
+
 STRATEGIES = ("alone-0", "mtf-even-filter", "mtf-even-batch", "proportional-batch",
               "proportional-filter", "planner")
 
@@ -48,10 +51,12 @@ def process_bytes(pid: int, key: str) -> int:
 
 
 def memory_plans(model: str, speeds: Sequence[float], batch: int,
-                 memory_bytes: Optional[Sequence[float]] = None, seed: int = 0) -> dict:
+                 memory_bytes: Optional[Sequence[float]] = None, seed: int = 0,
+                 memory_terms=MEASURED) -> dict:
     """``name -> (plan, upstream)`` for :data:`STRATEGIES` on a synthetic cluster of
     ``speeds`` (``memory_bytes``: the planner's budget, one for all or one per
-    device); the planner's row is absent when no plan fits the budget."""
+    device; ``memory_terms``: the count's terms and headroom); the planner's row
+    is absent when no plan fits the budget."""
     from meshpar.bench.train import alone_plan, strategy_plans
     from meshpar.models import describe_model
     from meshpar.planning.cluster import ClusterSpec
@@ -60,10 +65,10 @@ def memory_plans(model: str, speeds: Sequence[float], batch: int,
     profile = ClusterSpec.from_speeds(speeds)
     if memory_bytes is not None:
         profile = profile.with_memory(memory_bytes)
-    plans = {"alone-0": (alone_plan(model, profile, batch, 0), False)}
-    plans.update(strategy_plans(model, profile, batch, speeds))
+    plans = {"alone-0": (alone_plan(model, profile, batch, 0, memory_terms), False)}
+    plans.update(strategy_plans(model, profile, batch, speeds, memory_terms))
     planned = make_plan(describe_model(model), profile, batch, method="ga", seed=seed,
-                        subsets=True)
+                        subsets=True, memory_terms=memory_terms)
     if planned.feasible:
         plans["planner"] = (planned, False)
     return plans
@@ -120,9 +125,11 @@ def measure(model: str, plan, upstream: bool, batch: int, steps: int, workers: i
 def run_benchmark(models: Sequence[str], speeds: Sequence[float], batch: int = 8,
                   steps: int = 8, memory_bytes: Optional[Sequence[float]] = None,
                   strategies: Sequence[str] = STRATEGIES, seed: int = 0, enforce: bool = False,
-                  log=print) -> dict:
+                  log=print, memory_terms=MEASURED) -> dict:
     """Every model's strategies measured; the JSON-ready result. ``enforce``: the
-    budget ``memory_bytes`` is each worker's emulated memory (see module doc)."""
+    budget ``memory_bytes`` is each worker's emulated memory (see module doc).
+    ``memory_terms``: the count's terms and headroom the plans are made with
+    (default :data:`meshpar.planning.memory.MEASURED`)."""
     from meshpar.models import get
     from meshpar.planning.cluster import per_device
 
@@ -146,7 +153,7 @@ def run_benchmark(models: Sequence[str], speeds: Sequence[float], batch: int = 8
     limits = budget if enforce else None
     results = []
     for model in models:
-        plans = memory_plans(model, speeds, batch, memory_bytes, seed)
+        plans = memory_plans(model, speeds, batch, memory_bytes, seed, memory_terms)
         rows = {}
         for name in strategies:
             if name not in plans:
@@ -174,7 +181,7 @@ def run_benchmark(models: Sequence[str], speeds: Sequence[float], batch: int = 8
         results.append({"model": model, "batch": batch, "steps": steps, "strategies": rows})
     return {"benchmark": "memory", "speeds": list(speeds),
             "memory_budget_bytes": None if memory_bytes is None else list(memory_bytes),
-            "enforced": bool(enforce),
+            "enforced": bool(enforce), "memory_headroom": float(memory_terms.headroom),
             "models": results}
 
 
@@ -184,7 +191,7 @@ def format_table(result: dict) -> str:
     lines = []
     if budget:
         lines.append("planner's memory budget per worker: "
-                     + ", ".join(f"{b / 2**20:.1f}" for b in budget) + " MiB")
+                     + ", ".join(f"{b / 2**20:.1f}" for b in budget) + " MiB" + budget_headroom(result))
     for m in result["models"]:
         lines.append(f"{m['model']} (batch {m['batch']}, {m['steps']} steps): per worker, "
                      "predicted / measured MiB (peak resident growth)")

@@ -27,6 +27,9 @@ import tempfile
 import time
 from typing import Optional, Sequence
 
+from meshpar.bench.results import budget_headroom
+from meshpar.planning.memory import MEASURED
+
 DEFAULT_MODELS = ("resattnet3d-small", "vgg-cifar")
 DEFAULT_SPEEDS = (0.9, 0.3)
 
@@ -76,14 +79,16 @@ def run_strategy(model: str, plan, cluster_file: str, work: str, name: str, step
     return summary
 
 
-def strategy_plans(model_name: str, profile, batch: int, standalone: Sequence[float]) -> dict:
+def strategy_plans(model_name: str, profile, batch: int, standalone: Sequence[float],
+                   memory_terms=MEASURED) -> dict:
     """The non-alone strategies' plans on ``profile``'s devices (task order),
-    each with the cost model's predicted step time. ``(plan, upstream)``."""
+    each with the cost model's predicted step time. ``(plan, upstream)``.
+    ``memory_terms``: the count's terms and headroom."""
     from meshpar.models import describe_model
     from meshpar.planning.cost_model import CostModel
     from meshpar.planning.planners.common import build_plan
 
-    cost = CostModel(describe_model(model_name), profile, batch)
+    cost = CostModel(describe_model(model_name), profile, batch, memory_terms=memory_terms)
     n = len(profile.devices)
     ident, even = list(range(n)), [1.0] * n
     rates = [float(r) for r in standalone]
@@ -97,7 +102,7 @@ def strategy_plans(model_name: str, profile, batch: int, standalone: Sequence[fl
     }
 
 
-def alone_plan(model_name: str, profile, batch: int, task: int):
+def alone_plan(model_name: str, profile, batch: int, task: int, memory_terms=MEASURED):
     """A one-device plan on worker ``task`` (its predicted time from that device alone)."""
     import dataclasses
 
@@ -106,7 +111,7 @@ def alone_plan(model_name: str, profile, batch: int, task: int):
     from meshpar.planning.planners.common import build_plan
 
     single = dataclasses.replace(profile, devices=(profile.devices[task],))
-    cost = CostModel(describe_model(model_name), single, batch)
+    cost = CostModel(describe_model(model_name), single, batch, memory_terms=memory_terms)
     return build_plan(f"alone-{task}", cost, 1, 1, [0], [1.0], [1.0])
 
 
@@ -193,16 +198,17 @@ def _run_rounds(model: str, plans: dict, names: Sequence[str], runs: dict, round
 
 
 def bench_model(model: str, profile, cluster_file: str, work: str, steps: int, batch: int,
-                seed: int, log, rounds: int = 1) -> dict:
+                seed: int, log, rounds: int = 1, memory_terms=MEASURED) -> dict:
     """All strategies for one model; the result dict of that model. With
     ``rounds`` > 1 every strategy runs that many times, interleaved, and each row
-    is its median run; the proportional plans use the first round's alone rates."""
+    is its median run; the proportional plans use the first round's alone rates.
+    ``memory_terms``: the count's terms and headroom every plan is priced with."""
     from meshpar.planning.planners import plan as make_plan
     from meshpar.models import describe_model
 
     n = len(profile.devices)
     log(f"{model}: batch {batch}, {steps} steps per strategy, {rounds} round(s)")
-    plans = {f"alone-{task}": (alone_plan(model, profile, batch, task), False)
+    plans = {f"alone-{task}": (alone_plan(model, profile, batch, task, memory_terms), False)
              for task in range(n)}
     runs = {}
     _run_rounds(model, plans, list(plans), runs, 1, cluster_file, work, steps, batch, seed, log)
@@ -210,10 +216,12 @@ def bench_model(model: str, profile, cluster_file: str, work: str, steps: int, b
     if failed:  # no ideal without every worker's standalone rate
         raise RuntimeError("; ".join(failed))
     plans.update(strategy_plans(model, profile, batch,
-                                [runs[f"alone-{t}"][0]["samples_per_second"] for t in range(n)]))
+                                [runs[f"alone-{t}"][0]["samples_per_second"] for t in range(n)],
+                                memory_terms))
     started = time.perf_counter()
     plans["planner"] = (make_plan(describe_model(model), profile, batch, method="ga",
-                                  seed=seed, subsets=True), False)
+                                  seed=seed, subsets=True, memory_terms=memory_terms),
+                        False)
     planning_seconds = time.perf_counter() - started
     if not plans["planner"][0].feasible:  # the budget leaves no plan: nothing to run
         runs["planner"] = "no plan fits the memory budget"
@@ -255,12 +263,14 @@ def run_benchmark(models: Sequence[str] = DEFAULT_MODELS,
                   speeds: Sequence[float] = DEFAULT_SPEEDS, cluster_file: Optional[str] = None,
                   steps: int = 60, batch: int = 8, seed: int = 0, throttle: str = "auto",
                   profile_repeats: int = 3, rounds: int = 1, log=print,
-                  memory_bytes: Optional[Sequence[float]] = None) -> dict:
+                  memory_bytes: Optional[Sequence[float]] = None, memory_terms=MEASURED) -> dict:
     """Run every model's strategies on one cluster; the JSON-ready result.
 
     ``memory_bytes``: an emulated memory budget per worker (one value for all or
     one per worker) given to the planner in place of the profile's memory;
-    every row reports its predicted memory per worker and whether it fits."""
+    every row reports its predicted memory per worker and whether it fits.
+    ``memory_terms``: the count's terms and headroom (default
+    :data:`meshpar.planning.memory.MEASURED`)."""
     from meshpar.models import get
     from meshpar.planning.cluster import per_device
     from meshpar.runtime.cluster_files import ExistingCluster
@@ -292,12 +302,13 @@ def run_benchmark(models: Sequence[str] = DEFAULT_MODELS,
                 profile = profile.with_memory(memory_bytes)
             profiles[m] = profile.to_dict()
             results.append(bench_model(m, profile, tf_cluster, work, steps, batch, seed, log,
-                                       rounds=rounds))
+                                       rounds=rounds, memory_terms=memory_terms))
     return {"benchmark": "train", "cluster": {
                 "workers": len(cluster.addresses), "speeds": list(getattr(cluster, "speeds", [])),
                 "describe": cluster.describe(), "throttle": getattr(cluster, "throttle", "none")},
             "profiles": profiles, "models": results,
             "memory_budget_bytes": None if memory_bytes is None else list(memory_bytes),
+            "memory_headroom": float(memory_terms.headroom),
             "seconds": time.time() - started}
 
 
@@ -308,7 +319,7 @@ def format_table(result: dict) -> str:
     budget = result.get("memory_budget_bytes")
     if budget:
         lines.append("memory budget per worker (emulated): "
-                     + ", ".join(f"{b / 2**20:.1f}" for b in budget) + " MiB")
+                     + ", ".join(f"{b / 2**20:.1f}" for b in budget) + " MiB" + budget_headroom(result))
     for m in result["models"]:
         lines.append(f"{m['model']} (batch {m['batch']}): ideal {m['ideal_samples_per_second']:.2f}"
                      " samples/s = " + " + ".join(f"{r:.2f}" for r in

@@ -9,7 +9,8 @@ import argparse
 import json
 import sys
 
-from meshpar.cli.parsing import parse_memory_mib, parse_speeds
+from meshpar.cli.parsing import (MEMORY_HEADROOM_HELP, memory_terms, parse_memory_mib,
+                                 parse_speeds)
 
 EPILOG = """examples:
   meshpar bench hetero --quick                   a short run: two workers at 0.9 and 0.3 of a core
@@ -53,6 +54,7 @@ def register(subparsers) -> None:
                        "all or one per worker): the planner must fit it and rows over it "
                        "are marked by the cost model's count; `bench memory --enforce` runs "
                        "the plans under it")
+    train.add_argument("--memory-headroom", type=float, default=None, help=MEMORY_HEADROOM_HELP)
     train.add_argument("--rounds", type=int, default=1,
                        help="runs of every strategy, interleaved round after round; each row "
                             "is the median run, with the others' rates (default %(default)s)")
@@ -77,6 +79,7 @@ def register(subparsers) -> None:
                         help="emulate the --memory-mib budget as each worker's memory: a "
                              "worker that grows past it is killed (cgroup, as root) and its "
                              "strategy reported out of memory")
+    memory.add_argument("--memory-headroom", type=float, default=None, help=MEMORY_HEADROOM_HELP)
     memory.add_argument("--seed", type=int, default=0)
     memory.add_argument("--out", default=None, help="directory for memory.json")
     memory.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -119,17 +122,18 @@ def run_memory(args) -> int:
     """Run ``meshpar bench memory``: predicted vs measured memory per worker."""
     from meshpar.bench import memory as bench_memory
 
-    models, speeds, budget = _models_speeds_budget(args)
+    models, speeds, budget, terms = _models_speeds_budget(args)
     log = _log(args)
     result = bench_memory.run_benchmark(models, speeds, batch=args.batch, steps=args.steps,
                                         memory_bytes=budget, seed=args.seed,
-                                        enforce=args.enforce, log=log)
+                                        enforce=args.enforce, log=log, memory_terms=terms)
     return _report(args, bench_memory, result, log)
 
 
 def _models_speeds_budget(args) -> tuple:
-    """``--models``, ``--speeds`` and ``--memory-mib`` (bytes, or None) read and checked,
-    ``--batch`` checked: what ``bench train`` and ``bench memory`` share."""
+    """``--models``, ``--speeds``, ``--memory-mib`` (bytes, or None) and
+    ``--memory-headroom`` (the planner's memory terms) read and checked, ``--batch``
+    checked: what ``bench train`` and ``bench memory`` share."""
     speeds = parse_speeds(args.speeds)
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     if not models:
@@ -137,7 +141,7 @@ def _models_speeds_budget(args) -> tuple:
     if args.batch < 1:
         raise ValueError(f"--batch must be >= 1, got {args.batch}")
     budget = None if args.memory_mib is None else parse_memory_mib(args.memory_mib)
-    return models, speeds, budget
+    return models, speeds, budget, memory_terms(args.memory_headroom)
 
 
 def _log(args):
@@ -160,11 +164,11 @@ def run_train(args) -> int:
     print the table (or JSON), optionally write ``train.json`` and ``train.png``."""
     from meshpar.bench import train as bench_train
 
-    models, speeds, memory = _models_speeds_budget(args)
+    models, speeds, memory, terms = _models_speeds_budget(args)
     log = _log(args)
     result = bench_train.run_benchmark(models, speeds, cluster_file=args.cluster,
                                        steps=args.steps, batch=args.batch, seed=args.seed,
                                        throttle=args.throttle, rounds=args.rounds, log=log,
-                                       memory_bytes=memory)
+                                       memory_bytes=memory, memory_terms=terms)
     return _report(args, bench_train, result, log)
 

@@ -8,12 +8,12 @@ times are seconds on those devices).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import math
 import sys
 
-from meshpar.cli.parsing import parse_memory_mib, parse_speeds
+from meshpar.cli.parsing import (MEMORY_HEADROOM_HELP, memory_terms, parse_memory_mib,
+                                 parse_speeds)
 from meshpar.models import names as model_names
 
 METHODS = ("ga", "exact", "proportional", "even")
@@ -47,10 +47,7 @@ def register(subparsers) -> None:
                         "cost model's count of its peak (measured: `meshpar bench memory`, "
                         "docs/cost_model.md)")
     parser.add_argument("--memory-headroom", type=float, default=None,
-                        help="share of each device's memory a plan's count may not use, for "
-                             "the count's error (default 0.25: the count has been up to 23%% "
-                             "under a measured need; lower it for a workload measured with "
-                             "`meshpar bench memory --enforce`)")
+                        help=MEMORY_HEADROOM_HELP)
     parser.add_argument("--method", choices=METHODS, default="ga")
     parser.add_argument("--seed", type=int, default=0, help="GA seed (default: 0)")
     parser.add_argument("--generations", type=int, default=None, help="GA generations")
@@ -78,7 +75,6 @@ def run(args) -> int:
     from meshpar.planning.cluster import ClusterSpec, per_device
     from meshpar.models import describe_model
     from meshpar.planning.planners import memory_ratios, plan
-    from meshpar.planning.memory import MEASURED
 
     if args.profile_alias is not None:
         if args.profile is not None:
@@ -107,11 +103,7 @@ def run(args) -> int:
         if not args.time_limit > 0:
             raise ValueError(f"--time-limit must be > 0, got {args.time_limit}")
         options["time_limit"] = args.time_limit
-    terms = MEASURED
-    if args.memory_headroom is not None:
-        if not 0.0 <= args.memory_headroom < 1.0:
-            raise ValueError(f"--memory-headroom must be in [0, 1), got {args.memory_headroom}")
-        terms = dataclasses.replace(MEASURED, headroom=args.memory_headroom)
+    terms = memory_terms(args.memory_headroom)
     result = plan(model, cluster, args.batch, method=args.method, seed=args.seed,
                   subsets=not args.all_devices, memory_terms=terms, **options)
     if not result.feasible:
