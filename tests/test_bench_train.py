@@ -130,7 +130,7 @@ def test_rounds_interleave_the_strategies_and_keep_the_median_run(monkeypatch):
     bench_train._run_rounds("m", plans, ["a", "b", "c"], runs, 3, "f", "w", 8, 4, 0,
                             log=lambda *a: None)
     assert calls == [("a", 0), ("b", 0), ("c", 0), ("a", 1), ("b", 1), ("a", 2), ("b", 2)]
-    assert runs["c"] == "Mesh-TF cannot express it"
+    assert runs["c"] == {"skipped": "Mesh-TF cannot express it"}
     a = bench_train._median_run(runs["a"])
     assert a["samples_per_second"] == 5.0 and a["run"] == 2
     assert a["samples_per_second_runs"] == [3.0, 9.0, 5.0] and a["runs"] == 3
@@ -250,6 +250,57 @@ def test_a_lower_memory_headroom_lets_every_row_count_on_more_of_the_budget(monk
                                    memory_terms=full)["strategies"]
     assert rows["mtf-even-filter"]["fits_memory"] and rows["planner"]["fits_memory"]
     assert 105 * 2**20 < max(rows["planner"]["predicted_memory_bytes"]) <= 140 * 2**20
+
+
+def test_enforced_runs_start_on_fresh_workers_and_name_the_worker_out_of_memory(monkeypatch):
+    """With an enforced budget every run starts on renewed workers: each worker
+    alone without the budget, every split under it; a run that fails because
+    the kernel killed a worker becomes a row saying which, the others run."""
+    renewals, killed = [], []
+
+    class Cluster:
+        def renew_workers(self, memory_bytes):
+            renewals.append(memory_bytes)
+            killed.clear()
+
+        def out_of_memory(self, task):
+            return task in killed
+
+    def fake_run(model, plan, cluster_file, work, name, steps, batch, upstream=False,
+                 seed=0, log=print, run=0):
+        if name == "proportional-batch":  # its fast worker outgrows the budget
+            killed.append(0)
+            raise RuntimeError("meshpar train failed: worker 0 stopped answering")
+        if name == "mtf-even-batch":
+            raise RuntimeError("meshpar train failed: some other reason")
+        return {"samples_per_second": 10.0, "step_seconds_median": batch / 10.0,
+                "samples_per_second_p25_p75": [9.0, 11.0], "trace_step_seconds": 0.8}
+
+    monkeypatch.setattr(bench_train, "run_strategy", fake_run)
+    budget = [150 * 2**20, 150 * 2**20]
+    enforced = bench_train.EnforcedMemory(Cluster(), budget)
+    profile = ClusterSpec.from_speeds([0.9, 0.3]).with_memory(budget)
+    rows = bench_train.bench_model("vgg-cifar-pairs", profile, "f", "w", 8, 8, 0,
+                                   log=lambda *a: None, enforced=enforced)["strategies"]
+    assert renewals[:2] == [None, None]  # the two workers alone
+    assert renewals[2:] == [budget] * (len(rows) - 2)  # every split, one run each
+    assert rows["proportional-batch"]["out_of_memory"] == [0]
+    assert rows["proportional-batch"]["skipped"] == "out of memory: worker 0 went over its " \
+                                                    "150.0 MiB"
+    assert "out_of_memory" not in rows["mtf-even-batch"]
+    assert "some other reason" in rows["mtf-even-batch"]["skipped"]
+    assert rows["planner"]["samples_per_second"] == 10.0
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--enforce"], "--enforce needs --memory-mib"),
+    (["--enforce", "--memory-mib", "100", "--cluster", "c.json"],
+     "--enforce emulates memory on local workers"),
+])
+def test_bench_train_refuses_enforce_without_a_budget_or_local_workers(capsys, argv, message):
+    assert main(["bench", "train"] + argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0]
 
 
 def test_bench_train_refuses_a_memory_headroom_out_of_range_in_one_line(capsys):

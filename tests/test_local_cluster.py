@@ -157,7 +157,8 @@ def _allocate_on_worker(cluster, nbytes):
 def test_a_worker_that_outgrows_its_emulated_memory_is_killed_and_says_so():
     """The budget limits what a worker allocates once ready (not the ~450 MiB
     runtime it started with): 16 MiB of tensors fit in 96 MiB, 256 MiB do not,
-    and the worker that went over is reported as out of memory."""
+    and the worker that went over is reported as out of memory. Then the
+    workers are renewed (:func:`_renew_the_workers`)."""
     import tensorflow as tf
 
     with LocalCluster([1.0, 1.0], throttle="none", pin=False,
@@ -170,4 +171,27 @@ def test_a_worker_that_outgrows_its_emulated_memory_is_killed_and_says_so():
         assert cluster.processes[0].returncode == -9
         assert cluster.out_of_memory(0) and not cluster.out_of_memory(1)
         paths = [g.path for g in cluster._memory_limits.values()]
+        _renew_the_workers(cluster)
+        paths += [g.path for g in cluster._memory_limits.values()]
     assert not any(os.path.exists(p) for p in paths)  # groups removed on stop
+
+
+def _renew_the_workers(cluster):
+    """renew_workers replaces every worker (new pids, same addresses) in new
+    memory groups, so the worker killed for going over answers again and is no
+    longer reported out of memory; with None the fresh workers have no budget
+    (256 MiB fit); a budget given again holds them to it."""
+    budget, addresses = list(cluster.memory_bytes), list(cluster.addresses)
+    old = [p.pid for p in cluster.processes]
+    cluster.renew_workers()
+    assert cluster.addresses == addresses and cluster.memory_bytes == budget
+    assert all(p.pid not in old and p.poll() is None for p in cluster.processes)
+    assert not cluster.out_of_memory(0) and cluster.memory_peak(0) is not None
+    cluster.renew_workers(None)
+    assert cluster.memory_bytes is None and cluster.memory_peak(0) is None
+    assert np.isfinite(_allocate_on_worker(cluster, 256 * 2**20))
+    cluster.renew_workers(budget)
+    assert cluster.memory_bytes == budget and cluster.memory_peak(1) is not None
+    assert np.isfinite(_allocate_on_worker(cluster, 16 * 2**20))
+    assert cluster.memory_peak(0) < 96 * 2**20
+

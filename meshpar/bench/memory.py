@@ -191,7 +191,8 @@ def format_table(result: dict) -> str:
     lines = []
     if budget:
         lines.append("planner's memory budget per worker: "
-                     + ", ".join(f"{b / 2**20:.1f}" for b in budget) + " MiB" + budget_headroom(result))
+                     + ", ".join(f"{b / 2**20:.1f}" for b in budget) + " MiB"
+                     + budget_headroom(result))
     for m in result["models"]:
         lines.append(f"{m['model']} (batch {m['batch']}, {m['steps']} steps): per worker, "
                      "predicted / measured MiB (peak resident growth)")

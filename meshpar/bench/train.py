@@ -175,34 +175,67 @@ def _median_run(runs: list) -> dict:
     return row
 
 
+class EnforcedMemory:
+    """An emulated memory budget that the strategies' runs are held to: before
+    every run the LocalCluster's workers are replaced by fresh processes (so
+    no run inherits another's memory), under the budget for a split's run and
+    without it for a worker alone (the ideal's reference: whether it would fit
+    is the count's mark, ``fits_memory``)."""
+
+    def __init__(self, cluster, budget: Sequence[float]):
+        self.cluster = cluster
+        self.budget = [float(b) for b in budget]
+
+    def before(self, name: str) -> None:
+        """Fresh workers for strategy ``name``'s next run."""
+        self.cluster.renew_workers(None if name.startswith("alone-") else self.budget)
+
+    def out_of_memory(self) -> list:
+        """The worker tasks the kernel killed for going over their budget in this run."""
+        return [t for t in range(len(self.budget)) if self.cluster.out_of_memory(t)]
+
+    def message(self, tasks: Sequence[int]) -> str:
+        """One line naming the workers that ran out (as ``bench memory`` says it)."""
+        return "out of memory: " + ", ".join(
+            f"worker {t} went over its {self.budget[t] / 2**20:.1f} MiB" for t in tasks)
+
+
 def _run_rounds(model: str, plans: dict, names: Sequence[str], runs: dict, rounds: int,
-                cluster_file: str, work: str, steps: int, batch: int, seed: int, log) -> None:
+                cluster_file: str, work: str, steps: int, batch: int, seed: int, log,
+                enforced: Optional[EnforcedMemory] = None) -> None:
     """Run each of ``names`` once per round, round after round (strategies
     interleaved, so a slow spell of the shared machine hits them all alike);
-    ``runs[name]`` collects the summaries, or the skip message of a plan that
-    cannot run."""
+    ``runs[name]`` collects the summaries, or the row of a plan that cannot run:
+    ``{"skipped": why}``, with ``"out_of_memory": [tasks]`` where ``enforced``
+    killed workers."""
     for r in range(rounds):
         if rounds > 1:
             log(f"  round {r + 1} of {rounds}")
         for name in names:
-            if isinstance(runs.get(name), str) or len(runs.get(name, [])) > r:
+            if isinstance(runs.get(name), dict) or len(runs.get(name, [])) > r:
                 continue
             plan, upstream = plans[name]
+            if enforced is not None:
+                enforced.before(name)
             try:
                 runs.setdefault(name, []).append(run_strategy(
                     model, plan, cluster_file, work, name, steps, batch, upstream=upstream,
                     seed=seed, log=log, run=r))
             except RuntimeError as err:  # e.g. a split Mesh-TF cannot express
-                runs[name] = str(err)
-                log(f"  {name:<20} skipped: {err}")
+                killed = enforced.out_of_memory() if enforced is not None else []
+                runs[name] = {"skipped": enforced.message(killed), "out_of_memory": killed} \
+                    if killed else {"skipped": str(err)}
+                log(f"  {name:<20} skipped: {runs[name]['skipped']}")
 
 
 def bench_model(model: str, profile, cluster_file: str, work: str, steps: int, batch: int,
-                seed: int, log, rounds: int = 1, memory_terms=MEASURED) -> dict:
+                seed: int, log, rounds: int = 1, memory_terms=MEASURED,
+                enforced: Optional[EnforcedMemory] = None) -> dict:
     """All strategies for one model; the result dict of that model. With
     ``rounds`` > 1 every strategy runs that many times, interleaved, and each row
     is its median run; the proportional plans use the first round's alone rates.
-    ``memory_terms``: the count's terms and headroom every plan is priced with."""
+    ``memory_terms``: the count's terms and headroom every plan is priced with;
+    ``enforced``: the emulated memory the runs are held to (fresh workers each)."""
     from meshpar.planning.planners import plan as make_plan
     from meshpar.models import describe_model
 
@@ -211,8 +244,10 @@ def bench_model(model: str, profile, cluster_file: str, work: str, steps: int, b
     plans = {f"alone-{task}": (alone_plan(model, profile, batch, task, memory_terms), False)
              for task in range(n)}
     runs = {}
-    _run_rounds(model, plans, list(plans), runs, 1, cluster_file, work, steps, batch, seed, log)
-    failed = [f"{name}: {got}" for name, got in runs.items() if isinstance(got, str)]
+    _run_rounds(model, plans, list(plans), runs, 1, cluster_file, work, steps, batch, seed, log,
+                enforced)
+    failed = [f"{name}: {got['skipped']}" for name, got in runs.items()
+              if isinstance(got, dict)]
     if failed:  # no ideal without every worker's standalone rate
         raise RuntimeError("; ".join(failed))
     plans.update(strategy_plans(model, profile, batch,
@@ -224,10 +259,10 @@ def bench_model(model: str, profile, cluster_file: str, work: str, steps: int, b
                         False)
     planning_seconds = time.perf_counter() - started
     if not plans["planner"][0].feasible:  # the budget leaves no plan: nothing to run
-        runs["planner"] = "no plan fits the memory budget"
+        runs["planner"] = {"skipped": "no plan fits the memory budget"}
     _run_rounds(model, plans, list(plans), runs, rounds, cluster_file, work, steps, batch, seed,
-                log)
-    rows = {name: ({"skipped": got} if isinstance(got, str) else _median_run(got))
+                log, enforced)
+    rows = {name: (dict(got) if isinstance(got, dict) else _median_run(got))
             for name, got in runs.items()}
     standalone = [rows[f"alone-{t}"]["samples_per_second"] for t in range(n)]
     ideal = sum(standalone)
@@ -263,14 +298,17 @@ def run_benchmark(models: Sequence[str] = DEFAULT_MODELS,
                   speeds: Sequence[float] = DEFAULT_SPEEDS, cluster_file: Optional[str] = None,
                   steps: int = 60, batch: int = 8, seed: int = 0, throttle: str = "auto",
                   profile_repeats: int = 3, rounds: int = 1, log=print,
-                  memory_bytes: Optional[Sequence[float]] = None, memory_terms=MEASURED) -> dict:
+                  memory_bytes: Optional[Sequence[float]] = None, memory_terms=MEASURED,
+                  enforce: bool = False) -> dict:
     """Run every model's strategies on one cluster; the JSON-ready result.
 
     ``memory_bytes``: an emulated memory budget per worker (one value for all or
     one per worker) given to the planner in place of the profile's memory;
     every row reports its predicted memory per worker and whether it fits.
     ``memory_terms``: the count's terms and headroom (default
-    :data:`meshpar.planning.memory.MEASURED`)."""
+    :data:`meshpar.planning.memory.MEASURED`). ``enforce``: the budget is also
+    each LocalCluster worker's emulated memory (:class:`EnforcedMemory`); a
+    run whose worker outgrows it is reported out of memory."""
     from meshpar.models import get
     from meshpar.planning.cluster import per_device
     from meshpar.runtime.cluster_files import ExistingCluster
@@ -283,8 +321,20 @@ def run_benchmark(models: Sequence[str] = DEFAULT_MODELS,
         raise ValueError(f"--steps must be >= 8 (warm-up plus steady steps), got {steps}")
     if rounds < 1:
         raise ValueError(f"--rounds must be >= 1, got {rounds}")
+    budget = None  # per worker
     if memory_bytes is not None and not cluster_file:  # refused before any worker starts
-        per_device(memory_bytes, len(speeds), "--memory-mib", "worker")
+        budget = per_device(memory_bytes, len(speeds), "--memory-mib", "worker")
+    if enforce:
+        from meshpar.runtime.memory_limit import detect_memory_cgroup
+
+        if memory_bytes is None:
+            raise ValueError("--enforce needs --memory-mib: the memory to emulate")
+        if cluster_file:
+            raise ValueError("--enforce emulates memory on local workers; it cannot limit "
+                             "the workers of --cluster")
+        if detect_memory_cgroup() is None:
+            raise ValueError("--enforce needs a writable cgroup memory controller "
+                             "(Linux, as root)")
     started = time.time()
     context = ExistingCluster(cluster_file) if cluster_file else LocalCluster(speeds,
                                                                               throttle=throttle)
@@ -301,14 +351,18 @@ def run_benchmark(models: Sequence[str] = DEFAULT_MODELS,
             if memory_bytes is not None:
                 profile = profile.with_memory(memory_bytes)
             profiles[m] = profile.to_dict()
+            enforced = EnforcedMemory(cluster, budget) if enforce else None
             results.append(bench_model(m, profile, tf_cluster, work, steps, batch, seed, log,
-                                       rounds=rounds, memory_terms=memory_terms))
+                                       rounds=rounds, memory_terms=memory_terms,
+                                       enforced=enforced))
+            if enforced is not None:  # the next model's profile runs without the budget
+                cluster.renew_workers(None)
     return {"benchmark": "train", "cluster": {
                 "workers": len(cluster.addresses), "speeds": list(getattr(cluster, "speeds", [])),
                 "describe": cluster.describe(), "throttle": getattr(cluster, "throttle", "none")},
             "profiles": profiles, "models": results,
             "memory_budget_bytes": None if memory_bytes is None else list(memory_bytes),
-            "memory_headroom": float(memory_terms.headroom),
+            "memory_headroom": float(memory_terms.headroom), "enforced": bool(enforce),
             "seconds": time.time() - started}
 
 
@@ -319,7 +373,11 @@ def format_table(result: dict) -> str:
     budget = result.get("memory_budget_bytes")
     if budget:
         lines.append("memory budget per worker (emulated): "
-                     + ", ".join(f"{b / 2**20:.1f}" for b in budget) + " MiB" + budget_headroom(result))
+                     + ", ".join(f"{b / 2**20:.1f}" for b in budget) + " MiB"
+                     + budget_headroom(result) + ("; enforced: every split ran on fresh workers "
+                                                  "under it, each worker alone without it"
+                                                  if result.get("enforced") else
+                                                  "; rows marked by the count, not enforced"))
     for m in result["models"]:
         lines.append(f"{m['model']} (batch {m['batch']}): ideal {m['ideal_samples_per_second']:.2f}"
                      " samples/s = " + " + ".join(f"{r:.2f}" for r in

@@ -52,9 +52,14 @@ def register(subparsers) -> None:
     train.add_argument("--batch", type=int, default=8, help="global batch (default %(default)s)")
     train.add_argument("--memory-mib", help="memory budget per worker in MiB (one value for "
                        "all or one per worker): the planner must fit it and rows over it "
-                       "are marked by the cost model's count; `bench memory --enforce` runs "
-                       "the plans under it")
+                       "are marked by the cost model's count; --enforce runs them under it")
     train.add_argument("--memory-headroom", type=float, default=None, help=MEMORY_HEADROOM_HELP)
+    train.add_argument("--enforce", action="store_true",
+                       help="emulate the --memory-mib budget as each local worker's memory: "
+                            "every run starts on fresh workers, a split's under the budget "
+                            "(cgroup, as root), and a run whose worker outgrows it is "
+                            "reported out of memory; workers alone run without it (the "
+                            "ideal's reference)")
     train.add_argument("--rounds", type=int, default=1,
                        help="runs of every strategy, interleaved round after round; each row "
                             "is the median run, with the others' rates (default %(default)s)")
@@ -169,6 +174,7 @@ def run_train(args) -> int:
     result = bench_train.run_benchmark(models, speeds, cluster_file=args.cluster,
                                        steps=args.steps, batch=args.batch, seed=args.seed,
                                        throttle=args.throttle, rounds=args.rounds, log=log,
-                                       memory_bytes=memory, memory_terms=terms)
+                                       memory_bytes=memory, memory_terms=terms,
+                                       enforce=args.enforce)
     return _report(args, bench_train, result, log)
 

@@ -49,6 +49,7 @@ CGROUP_V1_CPU = "/sys/fs/cgroup/cpu"
 CGROUP_V2 = "/sys/fs/cgroup"
 DEFAULT_PERIOD_US = 10_000
 MIN_QUOTA_US = 1_000  # the kernel refuses smaller quotas
+_KEEP = object()  # renew_workers: keep the cluster's memory budgets
 
 
 class WorkerError(ClusterFailure):
@@ -178,18 +179,7 @@ class LocalCluster:
                  period_us: int = DEFAULT_PERIOD_US, start_timeout: float = 180.0,
                  host: str = "127.0.0.1", memory_bytes: Optional[Sequence[float]] = None):
         self.speeds = validate_weights(speeds, "LocalCluster speeds")
-        if memory_bytes is not None:
-            memory_bytes = [float(m) for m in memory_bytes]
-            if len(memory_bytes) != len(self.speeds):
-                raise ValueError(f"LocalCluster memory_bytes has {len(memory_bytes)} values for "
-                                 f"{len(self.speeds)} workers")
-            if not all(0 < m < float("inf") for m in memory_bytes):
-                raise ValueError(f"LocalCluster memory_bytes must be finite and > 0, "
-                                 f"got {memory_bytes}")
-            if detect_memory_cgroup() is None:
-                raise ValueError("LocalCluster memory_bytes needs a writable cgroup memory "
-                                 "controller (Linux, as root)")
-        self.memory_bytes = memory_bytes
+        self.memory_bytes = self._checked_memory(memory_bytes)
         self._memory_limits: dict = {}  # worker -> its MemoryLimit
         if any(s > 1.0 for s in self.speeds):
             raise ValueError(f"LocalCluster speeds are CPU shares in (0, 1], got {self.speeds}")
@@ -212,6 +202,22 @@ class LocalCluster:
         self._throttle_of: dict = {}  # worker -> its _CgroupQuota or _DutyCycle
         self._tmp = None
         self._started = False
+
+    def _checked_memory(self, memory_bytes) -> Optional[list]:
+        """``memory_bytes`` as floats, one per worker, or None; ValueError otherwise."""
+        if memory_bytes is None:
+            return None
+        memory_bytes = [float(m) for m in memory_bytes]
+        if len(memory_bytes) != len(self.speeds):
+            raise ValueError(f"LocalCluster memory_bytes has {len(memory_bytes)} values for "
+                             f"{len(self.speeds)} workers")
+        if not all(0 < m < float("inf") for m in memory_bytes):
+            raise ValueError(f"LocalCluster memory_bytes must be finite and > 0, "
+                             f"got {memory_bytes}")
+        if detect_memory_cgroup() is None:
+            raise ValueError("LocalCluster memory_bytes needs a writable cgroup memory "
+                             "controller (Linux, as root)")
+        return memory_bytes
 
     # ------------------------------------------------------------ properties
     @property
@@ -394,6 +400,36 @@ class LocalCluster:
         machine that comes back); returns when it accepts connections."""
         if self.processes[i].poll() is None:
             raise ValueError(f"worker {i} is still running")
+        self._respawn(i)
+        self._await_back(i, time.monotonic() + timeout)
+        self._limit_memory(i)
+
+    def renew_workers(self, memory_bytes=_KEEP, timeout: float = 120.0):
+        """Replace every worker by a fresh process at the same address, CPU share
+        and core: nothing a plan left in a worker's memory carries over to the
+        next. ``memory_bytes``: the emulated memory the fresh workers run under
+        (one value per worker; None: none; default: the cluster's), each in a
+        new group, so that its peak and out-of-memory record are this life's
+        alone. Returns when every worker answers."""
+        if memory_bytes is not _KEEP:
+            memory_bytes = self._checked_memory(memory_bytes)
+        for i in range(len(self.processes)):
+            if self.processes[i].poll() is None:
+                self.kill_worker(i)
+        for group in self._memory_limits.values():
+            group.remove()
+        self._memory_limits = {}
+        if memory_bytes is not _KEEP:
+            self.memory_bytes = memory_bytes
+        deadline = time.monotonic() + timeout
+        for i in range(len(self.processes)):
+            self._respawn(i)
+        for i in range(len(self.processes)):
+            self._await_back(i, deadline)
+            self._limit_memory(i)
+
+    def _respawn(self, i: int):
+        """Start a new process for stopped worker ``i``, under its CPU share."""
         old = self.processes[i].meshpar_log
         if not old.closed:
             old.close()
@@ -408,13 +444,15 @@ class LocalCluster:
                 self._throttle_of[i] = group
             else:
                 self._throttle(i, self.speeds[i])
-        deadline = time.monotonic() + timeout
+
+    def _await_back(self, i: int, deadline: float):
+        """Return once respawned worker ``i`` accepts connections (WorkerError if it
+        exits or ``deadline``, a ``time.monotonic()``, passes first)."""
         while unreachable_reason(self.addresses[i], 0.5) is not None:
             if self.processes[i].poll() is not None or time.monotonic() > deadline:
                 raise WorkerError(f"worker {i} at {self.addresses[i]} did not come back: "
                                   f"{self._log_tail(i)}")
             time.sleep(0.2)
-        self._limit_memory(i)
 
     def stop(self):
         """Stop every worker, end throttling, remove cgroups (idempotent)."""
