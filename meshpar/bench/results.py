@@ -18,10 +18,9 @@ def save_result(result: dict, out_dir: str, name: str, plot=None) -> list:
 
 
 def budget_headroom(result: dict) -> str:
-    """``" (a plan's count may use 75% of it)"``: the memory-budget line's note of the
-    headroom the plans were made with (results written before it was
-    recorded were made with the default)."""
-    from meshpar.planning.memory import MEASURED
-
-    headroom = result.get("memory_headroom", MEASURED.headroom)
-    return f" (a plan's count may use {1.0 - headroom:.0%} of it)"
+    """``" (a plan's count may use 75% of it)"``: the memory-budget line's note of
+    the headroom the plans were made with ("" for a result that does not record
+    it: written before the headroom existed)."""
+    if "memory_headroom" not in result:
+        return ""
+    return f" (a plan's count may use {1.0 - result['memory_headroom']:.0%} of it)"

@@ -262,8 +262,8 @@ def bench_model(model: str, profile, cluster_file: str, work: str, steps: int, b
         runs["planner"] = {"skipped": "no plan fits the memory budget"}
     _run_rounds(model, plans, list(plans), runs, rounds, cluster_file, work, steps, batch, seed,
                 log, enforced)
-    rows = {name: (dict(got) if isinstance(got, dict) else _median_run(got))
-            for name, got in runs.items()}
+    rows = {name: (dict(runs[name]) if isinstance(runs[name], dict) else _median_run(runs[name]))
+            for name in plans if name in runs}  # in the strategies' order
     standalone = [rows[f"alone-{t}"]["samples_per_second"] for t in range(n)]
     ideal = sum(standalone)
     baseline = rows.get("mtf-even-filter", {}).get("samples_per_second")
@@ -377,7 +377,7 @@ def format_table(result: dict) -> str:
                      + budget_headroom(result) + ("; enforced: every split ran on fresh workers "
                                                   "under it, each worker alone without it"
                                                   if result.get("enforced") else
-                                                  "; rows marked by the count, not enforced"))
+                                                  "; rows marked by the count"))
     for m in result["models"]:
         lines.append(f"{m['model']} (batch {m['batch']}): ideal {m['ideal_samples_per_second']:.2f}"
                      " samples/s = " + " + ".join(f"{r:.2f}" for r in
@@ -406,10 +406,11 @@ def format_table(result: dict) -> str:
             if not r.get("fits_memory", True):
                 same += "  OVER THE MEMORY BUDGET (predicted {:.1f} MiB)".format(
                     max(r["predicted_memory_bytes"]) / 2**20)
+            vs_mtf = (f"{r['vs_mtf_even_filter']:5.2f}x" if "vs_mtf_even_filter" in r
+                      else f"{'-':>6}")  # Mesh-TF's row did not run (e.g. out of memory)
             lines.append(
                 f"  {name:<20} {r['mesh']:<16} {r['samples_per_second']:9.2f} "
-                f"{lo:6.1f}-{hi:<6.1f} {r['of_ideal']:6.2f} "
-                f"{r.get('vs_mtf_even_filter', float('nan')):5.2f}x "
+                f"{lo:6.1f}-{hi:<6.1f} {r['of_ideal']:6.2f} {vs_mtf} "
                 f"{r['vs_fastest_alone']:4.2f}x {r['predicted_over_measured']:9.2f}  "
                 f"{trace}{same}")
     return "\n".join(lines)
