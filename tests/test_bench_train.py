@@ -255,8 +255,10 @@ def test_a_lower_memory_headroom_lets_every_row_count_on_more_of_the_budget(monk
 def test_enforced_runs_start_on_fresh_workers_and_name_the_worker_out_of_memory(monkeypatch):
     """With an enforced budget every run starts on renewed workers: each worker
     alone without the budget, every split under it; a run that fails because
-    the kernel killed a worker becomes a row saying which, the others run."""
-    renewals, killed = [], []
+    the kernel killed a worker becomes a row saying which, and ends that
+    strategy's runs; a plan that ran before it ran out keeps those runs' rates
+    and says in which run it ran out; the others run every round."""
+    renewals, killed, runs_of = [], [], {}
 
     class Cluster:
         def renew_workers(self, memory_bytes):
@@ -268,8 +270,9 @@ def test_enforced_runs_start_on_fresh_workers_and_name_the_worker_out_of_memory(
 
     def fake_run(model, plan, cluster_file, work, name, steps, batch, upstream=False,
                  seed=0, log=print, run=0):
-        if name == "proportional-batch":  # its fast worker outgrows the budget
-            killed.append(0)
+        runs_of[name] = runs_of.get(name, 0) + 1
+        if name == "proportional-batch" or (name == "proportional-filter" and run == 1):
+            killed.append(0)  # the fast worker outgrows the budget
             raise RuntimeError("meshpar train failed: worker 0 stopped answering")
         if name == "mtf-even-batch":
             raise RuntimeError("meshpar train failed: some other reason")
@@ -281,15 +284,27 @@ def test_enforced_runs_start_on_fresh_workers_and_name_the_worker_out_of_memory(
     enforced = bench_train.EnforcedMemory(Cluster(), budget)
     profile = ClusterSpec.from_speeds([0.9, 0.3]).with_memory(budget)
     rows = bench_train.bench_model("vgg-cifar-pairs", profile, "f", "w", 8, 8, 0,
-                                   log=lambda *a: None, enforced=enforced)["strategies"]
-    assert renewals[:2] == [None, None]  # the two workers alone
-    assert renewals[2:] == [budget] * (len(rows) - 2)  # every split, one run each
+                                   log=lambda *a: None, enforced=enforced,
+                                   rounds=3)["strategies"]
+    assert runs_of == {"alone-0": 3, "alone-1": 3, "mtf-even-filter": 3, "mtf-even-batch": 1,
+                       "proportional-batch": 1, "proportional-filter": 2, "planner": 3}
+    assert renewals.count(None) == 6 and renewals.count(budget) == 10  # one per run
+    assert renewals[:2] == [None, None]  # the two workers alone, before any split
     assert rows["proportional-batch"]["out_of_memory"] == [0]
     assert rows["proportional-batch"]["skipped"] == "out of memory: worker 0 went over its " \
                                                     "150.0 MiB"
     assert "out_of_memory" not in rows["mtf-even-batch"]
     assert "some other reason" in rows["mtf-even-batch"]["skipped"]
-    assert rows["planner"]["samples_per_second"] == 10.0
+    assert rows["planner"]["samples_per_second"] == 10.0 and rows["planner"]["runs"] == 3
+    split = rows["proportional-filter"]
+    assert split["runs"] == 1 and split["out_of_memory"] == [0]
+    assert split["out_of_memory_in_run"] == 2
+    table = bench_train.format_table({"models": [{
+        "model": "vgg-cifar-pairs", "batch": 8, "ideal_samples_per_second": 20.0,
+        "standalone_samples_per_second": [10.0, 10.0], "strategies": rows}],
+        "memory_budget_bytes": budget, "memory_headroom": 0.25, "enforced": True})
+    assert "OUT OF MEMORY in run 2: worker 0 went over its 150.0 MiB" in table
+    assert "enforced: every split ran on fresh workers under it" in table
 
 
 @pytest.mark.parametrize("argv,message", [

@@ -205,14 +205,16 @@ def _run_rounds(model: str, plans: dict, names: Sequence[str], runs: dict, round
                 enforced: Optional[EnforcedMemory] = None) -> None:
     """Run each of ``names`` once per round, round after round (strategies
     interleaved, so a slow spell of the shared machine hits them all alike);
-    ``runs[name]`` collects the summaries, or the row of a plan that cannot run:
-    ``{"skipped": why}``, with ``"out_of_memory": [tasks]`` where ``enforced``
-    killed workers."""
+    ``runs[name]`` collects the summaries, or the row of a plan that cannot run,
+    ``{"skipped": why}``. A run in which ``enforced`` saw workers killed adds
+    ``{"skipped": why, "out_of_memory": [tasks]}`` to the summaries and ends the
+    strategy's runs: a plan that ran out of memory once does not fit."""
     for r in range(rounds):
         if rounds > 1:
             log(f"  round {r + 1} of {rounds}")
         for name in names:
-            if isinstance(runs.get(name), dict) or len(runs.get(name, [])) > r:
+            got = runs.get(name, [])
+            if isinstance(got, dict) or len(got) > r or any("out_of_memory" in g for g in got):
                 continue
             plan, upstream = plans[name]
             if enforced is not None:
@@ -223,9 +225,29 @@ def _run_rounds(model: str, plans: dict, names: Sequence[str], runs: dict, round
                     seed=seed, log=log, run=r))
             except RuntimeError as err:  # e.g. a split Mesh-TF cannot express
                 killed = enforced.out_of_memory() if enforced is not None else []
-                runs[name] = {"skipped": enforced.message(killed), "out_of_memory": killed} \
-                    if killed else {"skipped": str(err)}
-                log(f"  {name:<20} skipped: {runs[name]['skipped']}")
+                if killed:
+                    runs.setdefault(name, []).append(
+                        {"skipped": enforced.message(killed), "out_of_memory": killed})
+                else:
+                    runs[name] = {"skipped": str(err)}
+                log(f"  {name:<20} skipped: {enforced.message(killed) if killed else err}")
+
+
+def _row(got) -> dict:
+    """A strategy's row from what :func:`_run_rounds` collected: its skip row, or
+    its median run; a plan that ran out of memory after runs that did not
+    keeps those runs' rates and says in which run it ran out."""
+    if isinstance(got, dict):
+        return dict(got)
+    ran = [g for g in got if "out_of_memory" not in g]
+    short = [g for g in got if "out_of_memory" in g]
+    if not ran:
+        return dict(short[0])
+    row = _median_run(ran)
+    if short:
+        row.update(out_of_memory=short[0]["out_of_memory"], out_of_memory_in_run=len(ran) + 1,
+                   out_of_memory_message=short[0]["skipped"])
+    return row
 
 
 def bench_model(model: str, profile, cluster_file: str, work: str, steps: int, batch: int,
@@ -262,8 +284,7 @@ def bench_model(model: str, profile, cluster_file: str, work: str, steps: int, b
         runs["planner"] = {"skipped": "no plan fits the memory budget"}
     _run_rounds(model, plans, list(plans), runs, rounds, cluster_file, work, steps, batch, seed,
                 log, enforced)
-    rows = {name: (dict(runs[name]) if isinstance(runs[name], dict) else _median_run(runs[name]))
-            for name in plans if name in runs}  # in the strategies' order
+    rows = {name: _row(runs[name]) for name in plans if name in runs}  # strategies' order
     standalone = [rows[f"alone-{t}"]["samples_per_second"] for t in range(n)]
     ideal = sum(standalone)
     baseline = rows.get("mtf-even-filter", {}).get("samples_per_second")
@@ -403,6 +424,9 @@ def format_table(result: dict) -> str:
             same = f"  (same plan as {r['same_as']})" if r.get("same_as") else ""
             if r.get("runs", 1) > 1:
                 same += "  runs {:.1f}-{:.1f}".format(*r["samples_per_second_min_max"])
+            if r.get("out_of_memory"):
+                same += f"  OUT OF MEMORY in run {r['out_of_memory_in_run']}: " + \
+                    r["out_of_memory_message"].split(": ", 1)[1]
             if not r.get("fits_memory", True):
                 same += "  OVER THE MEMORY BUDGET (predicted {:.1f} MiB)".format(
                     max(r["predicted_memory_bytes"]) / 2**20)
