@@ -29,7 +29,7 @@ import os
 import tempfile
 from typing import Optional, Sequence
 
-from meshpar.bench.results import budget_headroom
+from meshpar.bench.results import budget_headroom, out_of_memory_message
 from meshpar.planning.memory import MEASURED
 
 STRATEGIES = ("alone-0", "mtf-even-filter", "mtf-even-batch", "proportional-batch",
@@ -79,8 +79,7 @@ class OutOfMemory(RuntimeError):
 
     def __init__(self, tasks: list, budget: list):
         self.tasks = tasks
-        super().__init__("out of memory: " + ", ".join(
-            f"worker {t} went over its {budget[t] / 2**20:.1f} MiB" for t in tasks))
+        super().__init__(out_of_memory_message(tasks, budget))
 
 
 def measure(model: str, plan, upstream: bool, batch: int, steps: int, workers: int,

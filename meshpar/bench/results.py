@@ -24,3 +24,10 @@ def budget_headroom(result: dict) -> str:
     if "memory_headroom" not in result:
         return ""
     return f" (a plan's count may use {1.0 - result['memory_headroom']:.0%} of it)"
+
+
+def out_of_memory_message(tasks, budget) -> str:
+    """One line naming the workers ``tasks`` that went over their ``budget`` (bytes
+    per worker) and were killed for it."""
+    return "out of memory: " + ", ".join(
+        f"worker {t} went over its {budget[t] / 2**20:.1f} MiB" for t in tasks)

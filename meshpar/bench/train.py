@@ -27,7 +27,7 @@ import tempfile
 import time
 from typing import Optional, Sequence
 
-from meshpar.bench.results import budget_headroom
+from meshpar.bench.results import budget_headroom, out_of_memory_message
 from meshpar.planning.memory import MEASURED
 
 DEFAULT_MODELS = ("resattnet3d-small", "vgg-cifar")
@@ -196,8 +196,7 @@ class EnforcedMemory:
 
     def message(self, tasks: Sequence[int]) -> str:
         """One line naming the workers that ran out (as ``bench memory`` says it)."""
-        return "out of memory: " + ", ".join(
-            f"worker {t} went over its {self.budget[t] / 2**20:.1f} MiB" for t in tasks)
+        return out_of_memory_message(tasks, self.budget)
 
 
 def _run_rounds(model: str, plans: dict, names: Sequence[str], runs: dict, rounds: int,
