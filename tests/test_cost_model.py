@@ -255,8 +255,15 @@ def test_a_slice_runs_at_its_devices_measured_efficiency_for_its_share_of_the_di
                  if l.split_dim else 1.0 for l in model.layers]
     work = [3 * l.flops * 4 * (share[l.split_dim] if l.split_dim else 1.0) for l in model.layers]
     speed0 = 2e9  # device 0's whole step of 4 samples, not its slices' summed work
+    # the step's fixed part (2/3 of a 1-sample step here) goes by parameter share
+    fixed = 2.0 / 3.0 * step / 1e9
+    assert cost.fixed_seconds[cost.device_type[0]] == pytest.approx(fixed)
+    params = np.array([l.params for l in model.layers], float)
+    flops = np.array([l.flops for l in model.layers], float)
+    shift = fixed * (params / params.sum() - flops / flops.sum())
+    frac = [share[l.split_dim] if l.split_dim else 1.0 for l in model.layers]
     assert mine.device_seconds[0, 0] == pytest.approx(
-        sum(w / speed0 / e for w, e in zip(work, layer_eff)))
+        sum((w / speed0 + f * d) / e for w, f, d, e in zip(work, frac, shift, layer_eff)))
     assert mine.device_seconds[0, 0] > theirs.device_seconds[0, 0]
     batch = (cost.evaluate_sizes(2, 1, [0, 1], [3, 1], {}),
              plain.evaluate_sizes(2, 1, [0, 1], [3, 1], {}))
@@ -296,3 +303,56 @@ def test_a_plan_may_count_on_its_devices_memory_less_the_headroom():
         assert ev.memory[0, 0] == pytest.approx(need) and bool(ev.feasible[0]) == fits
     with pytest.raises(ValueError, match="headroom"):
         MemoryTerms(headroom=1.0)
+
+
+def test_a_step_profiles_fixed_part_is_its_intercept_held_within_the_shortest_step():
+    from meshpar.planning.profiles import fixed_step_seconds
+
+    work = 1e9  # FLOPs of one sample's step; step time 0.02 s + 0.01 s per sample
+    profile = [(b * work, b * work / (0.02 + 0.01 * b)) for b in (1, 2, 4, 8)]
+    assert fixed_step_seconds(profile) == pytest.approx(0.02)
+    assert fixed_step_seconds(profile[:1]) == 0.0
+    # speed falling with the batch: a negative intercept is no fixed part
+    assert fixed_step_seconds([(work, 2e9), (4 * work, 1e9)]) == 0.0
+
+
+def test_the_fixed_part_of_a_step_is_shared_out_by_parameters_not_flops():
+    """Workers whose step takes 0.02 s + 0.01 s per sample (slices at full
+    efficiency): each layer slice costs ``frac (flops share (t - A) + params
+    share A)``, a replicated layer (``frac`` 1) on every device; a batch split
+    is priced as with no fixed part, and a plan that gives worker 1 most of
+    the parameter-heavy dim costs it more than by FLOPs."""
+    from meshpar.models import describe_model
+
+    model = describe_model("vgg-cifar-small")
+    step = 3.0 * model.flops
+    profile = tuple((b * step, b * step / (0.02 + 0.01 * b)) for b in (1, 2, 4, 8))
+    devices = tuple(DeviceSpec(name=f"w{i}", device=f"/job:worker/task:{i}/device:CPU:0",
+                               profile=profile, memory_bytes=1e12,
+                               slice_efficiency=((0.25, 1.0), (0.5, 1.0))) for i in range(2))
+    cluster = ClusterSpec(devices, bandwidth=1e12, latency=0.0,
+                          extra={"work": "model-step", "model": model.name})
+    cost = CostModel(model, cluster, 4)
+    flat = CostModel(model, cluster, 4)
+    flat.fixed_seconds[:] = 0.0
+    assert cost.fixed_seconds == pytest.approx([0.02])
+    names, sizes = cost.dim_names, cost.dim_sizes
+    even = {d: [s // 2, s - s // 2] for d, s in zip(names, sizes)}
+    assert cost.evaluate_sizes(2, 1, [0, 1], [3, 1], {}).device_seconds == pytest.approx(
+        flat.evaluate_sizes(2, 1, [0, 1], [3, 1], {}).device_seconds, rel=1e-12)
+    params = np.array([l.params for l in model.layers], float)
+    flops = np.array([l.flops for l in model.layers], float)
+    by_dim = {d: params[[l.split_dim == d for l in model.layers]].sum() for d in names}
+    heavy = max(by_dim, key=by_dim.get)  # worker 1 takes 3/4 of it, 1/4 of the others
+    skewed = {d: ([s // 4, s - s // 4] if d == heavy else [s - s // 4, s // 4])
+              for d, s in zip(names, sizes)}
+    whole = 0.02 + 0.01 * 4
+    for plan in (even, skewed):
+        got = cost.evaluate_sizes(1, 2, [0, 1], [4], plan).device_seconds[0]
+        for m in range(2):
+            frac = np.array([plan[l.split_dim][m] / model.split_dims[l.split_dim]
+                             if l.split_dim else 1.0 for l in model.layers])
+            expected = (frac * (flops / flops.sum() * (whole - 0.02)
+                                + params / params.sum() * 0.02)).sum()
+            assert got[m] == pytest.approx(expected, rel=1e-9)
+    assert got[1] > flat.evaluate_sizes(1, 2, [0, 1], [4], skewed).device_seconds[0][1]

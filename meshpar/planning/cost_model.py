@@ -8,6 +8,9 @@ The model (see docs/cost_model.md) for a ``batch:R;model:M`` mesh:
   that is not split is replicated: every device of the row computes all of it.
 * Compute time of a slice = ``3 * forward FLOPs`` (forward + two backward
   products) / the device's speed at that work size (its measured profile).
+  With a model-step profile, the step's part that does not grow with the
+  batch (the optimizer update, measured to grow with the parameters) is
+  shared out by the parameters each slice holds instead of its FLOPs.
 * The layout says which split dimensions are laid out on ``model`` (default:
   every one of size >= M); the others are replicated. Each collective the
   lowering runs belongs to the layer row of the dimension whose layout
@@ -60,7 +63,8 @@ from meshpar.planning.calibration import expected_max, fit_axis
 from meshpar.planning.cluster import ClusterSpec
 from meshpar.planning.description import ModelDescription
 from meshpar.planning.memory import MEASURED, MemoryTerms
-from meshpar.planning.profiles import lookup, nondecreasing_profile, slice_table
+from meshpar.planning.profiles import (fixed_step_seconds, lookup, nondecreasing_profile,
+                                       slice_table)
 
 
 #: ``Layer.comm`` -> code: none, all-concat, all-reduce.
@@ -204,6 +208,10 @@ class CostModel:
         profiles = [nondecreasing_profile(p) if self.step_profile else tuple(sorted(p))
                     for p, _ in keys]
         self._slice_grid, self._log_slice = slice_table([s for _, s in keys])
+        # A step profile's fixed part, shared out by the parameters a slice
+        # holds rather than by its FLOPs (see evaluate): per device type.
+        self.fixed_seconds = np.array([fixed_step_seconds(p) if self.step_profile else 0.0
+                                       for p, _ in keys])
         grid = sorted({np.log(s) for prof in profiles for s, _ in prof})
         self._grid = np.array(grid, dtype=float)
         self._log_speed = np.array([
@@ -354,6 +362,28 @@ class CostModel:
         per_layer = np.transpose(share[:, np.maximum(self.layer_dim, 0), :], (0, 2, 1))
         return np.where(split[:, None, :], per_layer, 1.0)
 
+    def _fixed_part_shift(self, at, frac, dev_type) -> np.ndarray:
+        """[P, R, M, L]: what each layer slice's seconds gain (or lose) when the
+        step's fixed part is shared out by the parameters the slice holds
+        instead of by its FLOPs.
+
+        The step profile times the whole model's step at each batch; its part
+        that does not grow with the batch (``fixed_seconds``) grows with the
+        parameters (measured, :func:`fixed_step_seconds`). Priced by FLOPs, a
+        slice holding a large share of the parameters but a small share of
+        the FLOPs (vgg-cifar's late convolutions and fc1, which a memory
+        budget pushes to a slow device) was predicted too fast. A replicated
+        layer is charged its whole parameter share on every device (each
+        updates it). The shifts of a device sum to zero where it holds every
+        layer whole (alone, any batch split) and nearly so where every split
+        dim has the same share (even, proportional: only the replicated
+        layers move). A slice never goes below zero (the fixed part is at
+        most the whole step)."""
+        whole = at / self.speed(dev_type[..., None], at)               # [P, R, M, 1]
+        fixed = np.minimum(self.fixed_seconds[dev_type][..., None], whole)
+        shift = self.params / self.params.sum() - self.flops / self.flops.sum()
+        return fixed * shift[None, None, None, :] * frac[:, None, :, :]
+
     def _row_compute(self, seconds: np.ndarray, split: np.ndarray) -> np.ndarray:
         """[P, R]: sum over the segments between forward collectives of the
         slowest column (the expected slowest, with the model axis's jitter),
@@ -438,6 +468,8 @@ class CostModel:
         else:  # speeds measured per kernel: each layer slice at its own size
             at = work
         seconds = work / self.speed(dev_type[..., None], at)  # [P, R, M, L]
+        if self.step_profile and self._slice_grid is not None and self.params.sum() > 0:
+            seconds = seconds + self._fixed_part_shift(at, frac, dev_type)
         if self._slice_grid is not None:  # a narrow slice runs below the whole layer's speed
             seconds = seconds / self.slice_efficiency(dev_type[..., None], frac[:, None, :, :])
         device_seconds = seconds.sum(axis=3)
