@@ -356,3 +356,26 @@ def test_the_fixed_part_of_a_step_is_shared_out_by_parameters_not_flops():
                                 + params / params.sum() * 0.02)).sum()
             assert got[m] == pytest.approx(expected, rel=1e-9)
     assert got[1] > flat.evaluate_sizes(1, 2, [0, 1], [4], skewed).device_seconds[0][1]
+
+
+def test_stored_runs_repredicted_move_only_the_plans_whose_shares_differ():
+    """``benchmarks/repredict.py`` on a stored enforced run (its own profile
+    and plans): the planner's memory-driven split (the slow worker holds half
+    the parameters, a quarter of the FLOPs) is predicted slower once the
+    step's fixed part goes by parameters (0.69 -> 0.79 of its measured step);
+    the workers alone stay exactly, Mesh-TF's even split nearly, where they were."""
+    import importlib.util
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    spec = importlib.util.spec_from_file_location("repredict", root / "benchmarks" / "repredict.py")
+    repredict = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(repredict)
+    rows = {name: (before, now) for _, name, before, now in repredict.repredict(str(
+        root / "benchmarks/results/train-0.9-0.3-vgg-pairs-memory150-enforced-run1/train.json"))}
+    assert rows["planner"][0] == pytest.approx(0.69, abs=0.01)
+    assert rows["planner"][1] == pytest.approx(0.79, abs=0.01)
+    for name in ("alone-0", "alone-1"):
+        assert rows[name][1] == pytest.approx(rows[name][0], rel=1e-9)
+    # equal shares in every split dim: only its replicated layers move
+    assert rows["mtf-even-filter"][1] == pytest.approx(rows["mtf-even-filter"][0], abs=0.005)

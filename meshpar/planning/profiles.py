@@ -68,7 +68,7 @@ def fixed_step_seconds(profile) -> float:
 
     Measured on this repository's workers it grows with the model's
     parameters (the optimizer update and the weight gradients' handling):
-    20-28 ms of a 0.9-core worker's step for vgg-cifar's 4.6M parameters,
+    17-35 ms of a 0.9-core worker's step for vgg-cifar's 4.6M parameters,
     2-7 ms for resattnet3d-small's 60k (docs/cost_model.md)."""
     points = sorted(profile)
     if len(points) < 2:
