@@ -181,6 +181,7 @@ class LocalCluster:
         self.speeds = validate_weights(speeds, "LocalCluster speeds")
         self.memory_bytes = self._checked_memory(memory_bytes)
         self._memory_limits: dict = {}  # worker -> its MemoryLimit
+        self._renewals = 0  # in the groups' names: a renewed worker never meets an old one
         if any(s > 1.0 for s in self.speeds):
             raise ValueError(f"LocalCluster speeds are CPU shares in (0, 1], got {self.speeds}")
         if throttle not in ("auto", "cgroup", "signal", "none"):
@@ -332,7 +333,8 @@ class LocalCluster:
             return
         group = self._memory_limits.get(i)
         if group is None:
-            group = MemoryLimit(f"meshpar-{self._tag}-mem{i}", self.memory_bytes[i])
+            group = MemoryLimit(f"meshpar-{self._tag}-mem{i}-{self._renewals}",
+                                self.memory_bytes[i])
             self._memory_limits[i] = group
         group.add(self.processes[i].pid)
 
@@ -419,6 +421,7 @@ class LocalCluster:
         for group in self._memory_limits.values():
             group.remove()
         self._memory_limits = {}
+        self._renewals += 1
         if memory_bytes is not _KEEP:
             self.memory_bytes = memory_bytes
         deadline = time.monotonic() + timeout
