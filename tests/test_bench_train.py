@@ -265,8 +265,8 @@ def test_enforced_runs_start_on_fresh_workers_and_name_the_worker_out_of_memory(
             renewals.append(memory_bytes)
             killed.clear()
 
-        def out_of_memory(self, task):
-            return task in killed
+        def workers_out_of_memory(self):
+            return list(killed)
 
     def fake_run(model, plan, cluster_file, work, name, steps, batch, upstream=False,
                  seed=0, log=print, run=0):

@@ -170,6 +170,7 @@ def test_a_worker_that_outgrows_its_emulated_memory_is_killed_and_says_so():
         cluster.processes[0].wait(timeout=30)
         assert cluster.processes[0].returncode == -9
         assert cluster.out_of_memory(0) and not cluster.out_of_memory(1)
+        assert cluster.workers_out_of_memory() == [0]
         paths = [g.path for g in cluster._memory_limits.values()]
         _renew_the_workers(cluster)
         paths += [g.path for g in cluster._memory_limits.values()]

@@ -29,7 +29,7 @@ import os
 import tempfile
 from typing import Optional, Sequence
 
-from meshpar.bench.results import budget_headroom, out_of_memory_message
+from meshpar.bench.budget import budget_headroom, check_enforceable, out_of_memory_message
 from meshpar.planning.memory import MEASURED
 
 STRATEGIES = ("alone-0", "mtf-even-filter", "mtf-even-batch", "proportional-batch",
@@ -104,7 +104,7 @@ def measure(model: str, plan, upstream: bool, batch: int, steps: int, workers: i
         try:
             run_train_command(argv, model)
         except RuntimeError:
-            killed = [t for t in range(workers) if cluster.out_of_memory(t)]
+            killed = cluster.workers_out_of_memory()
             if killed:
                 raise OutOfMemory(killed, list(limits)) from None
             raise
@@ -142,13 +142,7 @@ def run_benchmark(models: Sequence[str], speeds: Sequence[float], batch: int = 8
     budget = None if memory_bytes is None else \
         per_device(memory_bytes, len(speeds), "--memory-mib", "worker")
     if enforce:
-        from meshpar.runtime.memory_limit import detect_memory_cgroup
-
-        if budget is None:
-            raise ValueError("--enforce needs --memory-mib: the memory to emulate")
-        if detect_memory_cgroup() is None:  # said with the flag, before any planning
-            raise ValueError("--enforce needs a writable cgroup memory controller "
-                             "(Linux, as root)")
+        check_enforceable(budget)
     limits = budget if enforce else None
     results = []
     for model in models:

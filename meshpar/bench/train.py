@@ -27,7 +27,7 @@ import tempfile
 import time
 from typing import Optional, Sequence
 
-from meshpar.bench.results import budget_headroom, out_of_memory_message
+from meshpar.bench.budget import budget_headroom, check_enforceable, out_of_memory_message
 from meshpar.planning.memory import MEASURED
 
 DEFAULT_MODELS = ("resattnet3d-small", "vgg-cifar")
@@ -192,7 +192,7 @@ class EnforcedMemory:
 
     def out_of_memory(self) -> list:
         """The worker tasks the kernel killed for going over their budget in this run."""
-        return [t for t in range(len(self.budget)) if self.cluster.out_of_memory(t)]
+        return self.cluster.workers_out_of_memory()
 
     def message(self, tasks: Sequence[int]) -> str:
         """One line naming the workers that ran out (as ``bench memory`` says it)."""
@@ -345,16 +345,7 @@ def run_benchmark(models: Sequence[str] = DEFAULT_MODELS,
     if memory_bytes is not None and not cluster_file:  # refused before any worker starts
         budget = per_device(memory_bytes, len(speeds), "--memory-mib", "worker")
     if enforce:
-        from meshpar.runtime.memory_limit import detect_memory_cgroup
-
-        if memory_bytes is None:
-            raise ValueError("--enforce needs --memory-mib: the memory to emulate")
-        if cluster_file:
-            raise ValueError("--enforce emulates memory on local workers; it cannot limit "
-                             "the workers of --cluster")
-        if detect_memory_cgroup() is None:
-            raise ValueError("--enforce needs a writable cgroup memory controller "
-                             "(Linux, as root)")
+        check_enforceable(memory_bytes, cluster_file)
     started = time.time()
     context = ExistingCluster(cluster_file) if cluster_file else LocalCluster(speeds,
                                                                               throttle=throttle)

@@ -343,6 +343,10 @@ class LocalCluster:
         group = self._memory_limits.get(i)
         return group is not None and group.out_of_memory()
 
+    def workers_out_of_memory(self) -> list:
+        """The workers (task numbers) killed for going over their emulated memory."""
+        return [i for i in range(len(self.speeds)) if self.out_of_memory(i)]
+
     def memory_peak(self, i: int):
         """The most worker ``i`` has held under its budget since it was ready
         (bytes; None without budgets or where the kernel does not keep it)."""

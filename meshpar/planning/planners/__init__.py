@@ -36,8 +36,8 @@ PLANNERS = {
 }
 METHODS = tuple(PLANNERS)
 
-__all__ = ["plan", "memory_ratios", "METHODS", "plan_even", "plan_proportional", "plan_exact", "plan_ga",
-           "ExactTimeLimit"]
+__all__ = ["plan", "memory_ratios", "METHODS", "plan_even", "plan_proportional", "plan_exact",
+           "plan_ga", "ExactTimeLimit"]
 
 
 def plan(model: ModelDescription, cluster: ClusterSpec, batch: int, method: str = "ga",
