@@ -250,3 +250,49 @@ def test_an_interrupted_run_trains_from_the_start_not_from_its_checkpoint(tmp_pa
     seen.clear()
     assert protocol.execute(run, "resattnet3d-small")["final_loss"] == 0.5
     assert seen == [] and run.model_dir.exists()
+
+
+def _load_pilots():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "pilots.py"
+    spec = importlib.util.spec_from_file_location("pilots", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _write_accuracy(directory, runs):
+    directory.mkdir()
+    payload = {"tasks": {"smci-pmci": {"configs": {"one-device": {"runs": [
+        {"seed": s, "fold": 0, "metrics": {"accuracy": a, "auc": a + 0.05}} for s, a in runs]}}}}}
+    (directory / "accuracy.json").write_text(json.dumps(payload))
+    return str(directory)
+
+
+def test_pilots_are_paired_with_the_baseline_by_seed_and_fold(tmp_path, capsys):
+    """``benchmarks/pilots.py``: a pilot's runs are matched to the baseline's by
+    (seed, fold), whatever order they were written in; a run only one side holds
+    is named and left out of both means and of the paired difference."""
+    pilots = _load_pilots()
+    base = _write_accuracy(tmp_path / "base", [(1, 0.80), (2, 0.70), (3, 0.90)])
+    other = _write_accuracy(tmp_path / "other", [(4, 0.10), (2, 0.75), (1, 0.70)])
+    out = tmp_path / "cmp.json"
+    assert pilots.main([f"default={base}", f"wide={other}", "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    wide = result["pilots"]["wide"]
+    assert [r["seed"] for r in wide["runs"]] == [1, 2]
+    assert wide["not_paired"] == [[3, 0], [4, 0]]
+    assert wide["accuracy"]["mean"] == pytest.approx(0.725)
+    paired = wide["paired_accuracy"]
+    assert paired["mean_difference"] == pytest.approx(-0.025)   # (-0.10 + 0.05) / 2
+    assert (paired["wins"], paired["ties"], paired["losses"]) == (1, 0, 1)
+    assert "paired_accuracy" not in result["pilots"]["default"]
+    assert "wide" in capsys.readouterr().out
+
+
+def test_a_pilot_argument_without_a_name_is_refused():
+    pilots = _load_pilots()
+    with pytest.raises(SystemExit):
+        pilots.main(["/tmp/somewhere"])
