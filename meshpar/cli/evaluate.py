@@ -62,7 +62,7 @@ def register(subparsers) -> None:
     parser.add_argument("--folds", type=int, default=5, help="folds by person (default: 5)")
     parser.add_argument("--test-folds", default="0",
                         help="held-out folds run per seed: comma list or 'all' (default: 0)")
-    parser.add_argument("--model", default="resattnet3d-small-48",
+    parser.add_argument("--model", default="resattnet3d-wide-48",
                         help="built-in model; its input grid is the phantoms' grid "
                              "(default: %(default)s)")
     parser.add_argument("--speeds", default="0.9,0.3,0.6",

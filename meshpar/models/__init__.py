@@ -70,6 +70,12 @@ _REGISTRY = {
     # pMCI differ in hippocampi a few voxels wide at 32^3 (docs/accuracy.md)
     "resattnet3d-small-48": (resattnet3d, ResAttNet3DConfig.small, dict(
         input_shape=(48, 48, 48), name="resattnet3d-small-48")),
+    # resattnet3d-small-48 with 1.5x the channels (stem 12, stages 12/24/48; 2.2x the
+    # parameters): the accuracy protocol's default since sMCI vs pMCI pilots gained
+    # with width and not with a finer grid or more subjects (docs/accuracy.md)
+    "resattnet3d-wide-48": (resattnet3d, ResAttNet3DConfig.small, dict(
+        input_shape=(48, 48, 48), stem_filters=12, stage_filters=(12, 24, 48),
+        name="resattnet3d-wide-48")),
     # resattnet3d-small with batch norm over each device's share of the batch
     # (bn_statistics="local"): no synchronisation per layer on a batch split
     "resattnet3d-small-local-bn": (resattnet3d, ResAttNet3DConfig.small, dict(
