@@ -180,6 +180,18 @@ def test_model_registry_names_and_bad_names():
         models.get("resnet-9000")
 
 
+def test_the_wide_accuracy_model_is_small_48_with_one_and_a_half_times_the_channels():
+    """``resattnet3d-wide-48`` (``meshpar evaluate``'s default) has small-48's layers,
+    grid and split dimensions, every split dimension 1.5x as large."""
+    small, wide = models.get("resattnet3d-small-48"), models.get("resattnet3d-wide-48")
+    assert wide.input_shape == small.input_shape == (48, 48, 48, 1)
+    s_dims, w_dims = small.describe().split_dims, wide.describe().split_dims
+    assert set(w_dims) == set(s_dims)
+    assert all(w_dims[d] == 3 * s_dims[d] // 2 for d in s_dims)
+    assert [layer.name for layer in wide.describe().layers] == \
+        [layer.name for layer in small.describe().layers]
+
+
 @pytest.mark.parametrize("kwargs", [dict(input_shape=(8, 8)), dict(stage_filters=()),
                                     dict(attention_stages=(5,)),
                                     dict(attention_key_ratio=0)])
