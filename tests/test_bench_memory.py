@@ -30,6 +30,9 @@ def test_memory_benchmark_measures_fresh_workers_per_strategy(tmp_path):
         assert t["peak_bytes"] >= t["ready_bytes"] > 0
         assert t["measured_bytes"] == t["peak_bytes"] - t["ready_bytes"]
     assert alone[0]["measured_bytes"] > alone[1]["measured_bytes"]  # the working worker grew
+    # the plan's device order is kept: split_sizes are in that order
+    assert rows["alone-0"]["plan_devices"] == ["/job:worker/task:0/device:CPU:0"]
+    assert sorted(rows["proportional-filter"]["plan_devices"]) == [t["device"] for t in split]
     table = bench_memory.format_table(result)
     assert "alone-0" in table and "proportional-filter" in table
     (path,) = bench_memory.save(result, str(tmp_path))

@@ -165,7 +165,8 @@ def run_benchmark(models: Sequence[str], speeds: Sequence[float], batch: int = 8
                 rows[name] = {"skipped": str(err)}
                 log(f"{model} {name:<20} skipped: {err}")
                 continue
-            rows[name] = {"mesh": plan.mesh_shape_string(),
+            # plan_devices: the pnum order of split_sizes, so a stored row can be re-priced
+            rows[name] = {"mesh": plan.mesh_shape_string(), "plan_devices": list(plan.devices),
                           "split_sizes": {k: list(v) for k, v in plan.split_sizes.items()},
                           "tasks": tasks}
             log(f"{model} {name:<20} " + "  ".join(
