@@ -40,6 +40,9 @@ def read_runs(directory: str, task: str, config: str) -> dict:
 
 def compare(pilots: list, task: str, config: str) -> dict:
     """Each pilot against the first over the runs both hold."""
+    names = [name for name, _ in pilots]
+    if len(set(names)) != len(names):  # a second NAME= would silently replace the first
+        raise SystemExit(f"pilot names must differ, got {', '.join(names)}")
     runs = {name: read_runs(d, task, config) for name, d in pilots}
     base_name = pilots[0][0]
     base = runs[base_name]

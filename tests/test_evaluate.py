@@ -296,3 +296,5 @@ def test_a_pilot_argument_without_a_name_is_refused():
     pilots = _load_pilots()
     with pytest.raises(SystemExit):
         pilots.main(["/tmp/somewhere"])
+    with pytest.raises(SystemExit, match="must differ"):
+        pilots.main(["a=/tmp/x", "a=/tmp/y"])
