@@ -44,6 +44,7 @@ def test_strategy_plans_are_the_named_splits_with_predictions():
 def test_whole_network_benchmark_runs_every_strategy_and_writes_json_and_png(tmp_path):
     result = bench_train.run_benchmark(["vgg-cifar-small"], [1.0, 1.0], steps=8, batch=4,
                                        throttle="none", profile_repeats=1, log=lambda *a: None)
+    assert result["profile_repeats"] == 1
     (model,) = result["models"]
     rows = model["strategies"]
     assert set(rows) == {"alone-0", "alone-1", "mtf-even-filter", "mtf-even-batch",
@@ -150,6 +151,9 @@ def test_bench_train_refuses_zero_rounds_in_one_line(capsys):
     assert main(["bench", "train", "--rounds", "0"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--rounds" in err[0]
+    assert main(["bench", "train", "--profile-repeats", "0"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--profile-repeats" in err[0]
 
 
 def _step_profile(model, ms_by_worker, sizes=(1, 2, 4, 8)):

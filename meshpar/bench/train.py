@@ -341,6 +341,8 @@ def run_benchmark(models: Sequence[str] = DEFAULT_MODELS,
         raise ValueError(f"--steps must be >= 8 (warm-up plus steady steps), got {steps}")
     if rounds < 1:
         raise ValueError(f"--rounds must be >= 1, got {rounds}")
+    if profile_repeats < 1:
+        raise ValueError(f"--profile-repeats must be >= 1, got {profile_repeats}")
     budget = None  # per worker
     if memory_bytes is not None and not cluster_file:  # refused before any worker starts
         budget = per_device(memory_bytes, len(speeds), "--memory-mib", "worker")
@@ -374,7 +376,7 @@ def run_benchmark(models: Sequence[str] = DEFAULT_MODELS,
             "profiles": profiles, "models": results,
             "memory_budget_bytes": None if memory_bytes is None else list(memory_bytes),
             "memory_headroom": float(memory_terms.headroom), "enforced": bool(enforce),
-            "seconds": time.time() - started}
+            "profile_repeats": int(profile_repeats), "seconds": time.time() - started}
 
 
 def format_table(result: dict) -> str:

@@ -60,6 +60,9 @@ def register(subparsers) -> None:
                             "(cgroup, as root), and a run whose worker outgrows it is "
                             "reported out of memory; workers alone run without it (the "
                             "ideal's reference)")
+    train.add_argument("--profile-repeats", type=int, default=3,
+                       help="timed steps behind each profile measurement, their median "
+                            "(`meshpar profile --repeats`; default %(default)s)")
     train.add_argument("--rounds", type=int, default=1,
                        help="runs of every strategy, interleaved round after round; each row "
                             "is the median run, with the others' rates (default %(default)s)")
@@ -175,6 +178,7 @@ def run_train(args) -> int:
                                        steps=args.steps, batch=args.batch, seed=args.seed,
                                        throttle=args.throttle, rounds=args.rounds, log=log,
                                        memory_bytes=memory, memory_terms=terms,
-                                       enforce=args.enforce)
+                                       enforce=args.enforce,
+                                       profile_repeats=args.profile_repeats)
     return _report(args, bench_train, result, log)
 
