@@ -41,10 +41,17 @@ def test_strategy_plans_are_the_named_splits_with_predictions():
     assert alone.devices == ("/job:worker/task:1/device:CPU:0",)
 
 
-def test_whole_network_benchmark_runs_every_strategy_and_writes_json_and_png(tmp_path):
+def test_whole_network_benchmark_runs_every_strategy_and_writes_json_and_png(tmp_path,
+                                                                           monkeypatch):
+    from meshpar.runtime import profiling
+
+    # two unthrottled workers run at about one speed: time the split by speed anyway
+    monkeypatch.setattr(profiling, "BALANCED_MIN_RATIO", 1.0)
     result = bench_train.run_benchmark(["vgg-cifar-small"], [1.0, 1.0], steps=8, batch=4,
                                        throttle="none", profile_repeats=1, log=lambda *a: None)
     assert result["profile_repeats"] == 1
+    _check_model_step_profile(ClusterSpec.from_dict(result["profiles"]["vgg-cifar-small"]),
+                              "vgg-cifar-small", batch=4)
     (model,) = result["models"]
     rows = model["strategies"]
     assert set(rows) == {"alone-0", "alone-1", "mtf-even-filter", "mtf-even-batch",
@@ -72,41 +79,44 @@ def test_whole_network_benchmark_runs_every_strategy_and_writes_json_and_png(tmp
     assert "ideal" in bench_train.format_table(result)
 
 
-def test_bench_train_refuses_an_unknown_model_in_one_line(capsys):
-    assert main(["bench", "train", "--models", "vgg-cifar,nope"]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "unknown model 'nope'" in err[0]
-
-
-def test_model_step_profile_times_whole_training_steps_per_batch_size(monkeypatch):
+def _check_model_step_profile(profile, model, batch):
+    """The benchmark's `meshpar profile --cluster --model` part: whole training steps
+    per batch size, slice speeds, the even and speed-weighted splits timed."""
     from meshpar.models import describe_model
     from meshpar.planning.cost_model import CostModel
-    from meshpar.runtime import profiling
-    from meshpar.runtime.profiling import model_batch_sizes, slice_counts
+    from meshpar.runtime.profiling import model_batch_sizes
 
-    assert model_batch_sizes(8) == [1, 2, 4, 8] and model_batch_sizes(6) == [1, 2, 4, 6]
-    # two unthrottled workers run at about one speed: time the split by speed anyway
-    monkeypatch.setattr(profiling, "BALANCED_MIN_RATIO", 1.0)
-    with LocalCluster([1.0, 1.0], throttle="none") as cluster:
-        profile = profile_cluster_workers(cluster.addresses, model="vgg-cifar-small", batch=2,
-                                          repeats=1, transfer_bytes=4096)
-    step_flops = 3.0 * describe_model("vgg-cifar-small").flops
-    assert profile.extra["work"] == "model-step" and profile.extra["model"] == "vgg-cifar-small"
-    ways = slice_counts(describe_model("vgg-cifar-small"))
-    assert ways == [2, 4]
+    step_flops = 3.0 * describe_model(model).flops
+    assert profile.extra["work"] == "model-step" and profile.extra["model"] == model
     for d in profile.devices:
-        assert [w for w, _ in d.profile] == pytest.approx([step_flops, 2 * step_flops])
+        assert [w for w, _ in d.profile] == pytest.approx(
+            [b * step_flops for b in model_batch_sizes(batch)])
         # the model split 4 and 2 ways on the worker alone: a speed relative to the whole step
         assert [f for f, _ in d.slice_efficiency] == pytest.approx([0.25, 0.5])
         assert all(0 < e < 5 for _, e in d.slice_efficiency)
     # the splits weighted by the measured speeds: the weights are the profile's own
     # speeds at the batch, both axes timed; the cost model fits its jitter to them
     split = profile.extra["split_seconds"]
+    assert split["batch"] > 0 and split["model"] > 0 and split["batch_size"] == batch
     balanced = split["balanced"]
     assert balanced["weights"] == pytest.approx([d.profile[-1][1] for d in profile.devices])
     assert balanced["batch"] > 0 and balanced["model"] > 0
-    jitter = CostModel(describe_model("vgg-cifar-small"), profile, 2).sync_jitter
+    jitter = CostModel(describe_model(model), profile, 2).sync_jitter
     assert all(0.0 <= jitter[axis] <= 2.0 for axis in ("batch", "model"))
+
+
+def test_bench_train_refuses_an_unknown_model_in_one_line(capsys):
+    assert main(["bench", "train", "--models", "vgg-cifar,nope"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "unknown model 'nope'" in err[0]
+
+
+def test_model_step_profile_sizes_and_slice_counts():
+    from meshpar.models import describe_model
+    from meshpar.runtime.profiling import model_batch_sizes, slice_counts
+
+    assert model_batch_sizes(8) == [1, 2, 4, 8] and model_batch_sizes(6) == [1, 2, 4, 6]
+    assert slice_counts(describe_model("vgg-cifar-small")) == [2, 4]
     # a model whose smallest split dim is 3 can be split 2 ways only; none without dims
     assert slice_counts(SimpleNamespace(split_dims={"a": 3, "b": 64})) == [2]
     assert slice_counts(SimpleNamespace(split_dims={})) == []
