@@ -1,8 +1,8 @@
 """Data for meshpar: synthetic brain MRI phantoms and NIfTI datasets.
 
 ``phantoms`` writes brain-like synthetic subjects as real ``.nii.gz`` files;
-``nifti`` reads an ADNI-style directory (NIfTI files + ``labels.csv``) into a
-streaming ``tf.data`` pipeline, through the small composable pre-processing
+``nifti_files`` reads one NIfTI file or ``labels.csv``, checked; ``nifti``
+reads an ADNI-style directory of them into a streaming ``tf.data`` pipeline, through the small composable pre-processing
 steps of ``transforms``; ``cohorts`` splits subjects into train and
 validation sets by person. None imports TensorFlow until :func:`make_tf_dataset`
 is called.
@@ -10,7 +10,8 @@ is called.
 from __future__ import annotations
 
 from meshpar.data.cohorts import fold_split, group_by_person, person_folds, person_id, split_subjects
-from meshpar.data.nifti import NiftiDataset, load_volume, make_tf_dataset, read_labels
+from meshpar.data.nifti import NiftiDataset, make_tf_dataset
+from meshpar.data.nifti_files import load_volume, read_labels
 from meshpar.data.phantoms import make_phantom, write_dataset
 from meshpar.data.types import BadDataError, BadLabelsError, BadSubjectError, Subject, Volume
 from meshpar.data.transforms import (

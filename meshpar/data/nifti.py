@@ -25,12 +25,12 @@ voxel content is checked lazily when a subject is loaded. With
 ``skip_bad=True`` bad subjects are logged, counted in
 :attr:`NiftiDataset.skipped` and left out instead.
 
+Reading one file (labels, headers, voxels) lives in :mod:`meshpar.data.nifti_files`.
 TensorFlow is imported only by :func:`make_tf_dataset` / :meth:`NiftiDataset.to_tf`.
 """
 from __future__ import annotations
 
 import copy
-import csv
 import functools
 import logging
 import threading
@@ -40,219 +40,14 @@ from typing import Callable, Iterator, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from meshpar.data.transforms import Compose, default_transform
-from meshpar.data.types import (BadDataError, BadLabelsError, BadSubjectError, PathLike, Skipped,
-                                Subject, Volume)
+# load_volume and read_labels stay importable from here (their home before nifti_files)
+from meshpar.data.nifti_files import check_header, load_volume, note_skip, read_labels
+from meshpar.data.types import BadDataError, BadSubjectError, PathLike, Skipped, Subject, Volume
 
 log = logging.getLogger(__name__)
 
-NIFTI_SUFFIXES = (".nii.gz", ".nii")
-LABELS_FILE = "labels.csv"
 #: Pre-processed examples kept in memory by default (see NiftiDataset's cache_bytes).
 DEFAULT_CACHE_BYTES = 512 * 2**20
-
-
-# --------------------------------------------------------------------------- labels
-
-
-def _find_column(header: Sequence[str], name: str) -> Optional[int]:
-    lowered = [h.strip().lower() for h in header]
-    return lowered.index(name.lower()) if name.lower() in lowered else None
-
-
-def _resolve(directory: Path, name: str) -> Path:
-    path = Path(name) if Path(name).is_absolute() else directory / name
-    if path.exists() or name.endswith(NIFTI_SUFFIXES):
-        return path
-    for suffix in NIFTI_SUFFIXES:
-        candidate = path.with_name(path.name + suffix)
-        if candidate.exists():
-            return candidate
-    return path
-
-
-def _strip_nifti_suffix(name: str) -> str:
-    for suffix in NIFTI_SUFFIXES:
-        if name.endswith(suffix):
-            return name[: -len(suffix)]
-    return name
-
-
-def read_labels(
-    directory: PathLike,
-    label_set: Optional[Sequence[str]] = None,
-    *,
-    labels_file: str = LABELS_FILE,
-    subject_column: str = "subject",
-    label_column: str = "label",
-    group_column: str = "group",
-    id_column: str = "subject_id",
-    check_files: bool = True,
-    skip_bad: bool = False,
-    skipped: Optional[List[Skipped]] = None,
-) -> List[Subject]:
-    """Parse ``directory/labels.csv`` into :class:`Subject` records.
-
-    Column names are matched case-insensitively. Raises
-    :class:`BadLabelsError` if the file is missing, has no ``subject`` or
-    ``label`` column, is empty, or names a file twice. A row whose label is not
-    in ``label_set`` or (with ``check_files``) whose file does not exist raises
-    :class:`BadSubjectError`; with ``skip_bad`` the row is left out, logged and
-    appended to ``skipped``.
-    """
-    directory = Path(directory)
-    csv_path = directory / labels_file
-    if not directory.is_dir():
-        raise FileNotFoundError(f"{directory}: dataset directory does not exist")
-    if not csv_path.is_file():
-        raise BadLabelsError(csv_path, f"no {labels_file} in the dataset directory")
-    try:
-        with open(csv_path, newline="", encoding="utf-8-sig") as fh:
-            rows = list(csv.reader(fh))
-    except (OSError, UnicodeDecodeError, csv.Error) as err:
-        raise BadLabelsError(csv_path, f"cannot be read as CSV: {err}") from err
-    rows = [r for r in rows if any(cell.strip() for cell in r)]
-    if not rows:
-        raise BadLabelsError(csv_path, "is empty (expected a header with 'subject' and 'label')")
-    header = rows[0]
-    columns = {}
-    for key, name in (("subject", subject_column), ("label", label_column)):
-        columns[key] = _find_column(header, name)
-    missing = [name for key, name in (("subject", subject_column), ("label", label_column)) if columns[key] is None]
-    if missing:
-        raise BadLabelsError(
-            csv_path, f"missing column(s) {', '.join(repr(m) for m in missing)}; has {[h.strip() for h in header]}"
-        )
-    group_idx = _find_column(header, group_column)
-    id_idx = _find_column(header, id_column)
-    if len(rows) == 1:
-        raise BadLabelsError(csv_path, "has a header but no subjects")
-    label_set = None if label_set is None else tuple(label_set)
-
-    subjects: List[Subject] = []
-    seen = {}
-    for line, row in enumerate(rows[1:], start=2):
-        cells = [c.strip() for c in row] + [""] * (len(header) - len(row))
-        name = cells[columns["subject"]]
-        label = cells[columns["label"]]
-        if not name:
-            raise BadLabelsError(csv_path, f"line {line}: empty subject")
-        path = _resolve(directory, name)
-        if path in seen:
-            raise BadLabelsError(csv_path, f"line {line}: {name!r} is already listed on line {seen[path]}")
-        seen[path] = line
-        group = cells[group_idx] if group_idx is not None and cells[group_idx] else None
-        subject_id = cells[id_idx] if id_idx is not None and cells[id_idx] else _strip_nifti_suffix(Path(name).name)
-        try:
-            if label_set is not None and label not in label_set:
-                raise BadSubjectError(
-                    path, f"label {label!r} ({labels_file} line {line}) is not in the label set {label_set}"
-                )
-            if check_files and not path.is_file():
-                raise BadSubjectError(path, f"file named in {labels_file} line {line} does not exist")
-        except BadSubjectError as err:
-            if not skip_bad:
-                raise
-            _note_skip(skipped, err)
-            continue
-        subjects.append(Subject(path, label, group, subject_id, line))
-    return subjects
-
-
-def _note_skip(skipped: Optional[list], err: BadDataError) -> None:
-    log.warning("skipping bad subject %s", err)
-    if skipped is not None:
-        skipped.append(Skipped(err.path, err.problem))
-
-
-# --------------------------------------------------------------------------- volumes
-
-
-def _spatial_shape(shape: Sequence[int]) -> Optional[Tuple[int, int, int]]:
-    """The 3-D shape if ``shape`` is one volume (trailing singleton axes allowed)."""
-    shape = tuple(int(s) for s in shape)
-    while len(shape) > 3 and shape[-1] == 1:
-        shape = shape[:-1]
-    if len(shape) != 3 or min(shape) < 2:
-        return None
-    return shape
-
-
-def _channel_shape(shape: Sequence[int], channels: int) -> Optional[Tuple[int, ...]]:
-    """The array shape of ``channels`` co-registered volumes, channels last
-    (``(X, Y, Z, C)``; a 5-D ``(X, Y, Z, 1, C)`` file too), or None."""
-    shape = tuple(int(s) for s in shape)
-    extra = [s for s in shape[3:] if s != 1]
-    if len(shape) < 4 or min(shape[:3]) < 2 or extra != [channels]:
-        return None
-    return shape[:3] + (channels,)
-
-
-def check_header(path: PathLike, channels: int = 1):
-    """Open ``path`` with nibabel and check what the header alone can tell.
-
-    Returns the nibabel image (data not read). Raises :class:`BadSubjectError`
-    for an unreadable file, a shape that is not one 3-D volume (with
-    ``channels`` > 1: not ``channels`` volumes, channels last), a non-numeric
-    data type, a singular affine, or an uncompressed file shorter than its
-    header promises.
-    """
-    import nibabel as nib
-
-    path = Path(path)
-    if not path.is_file():
-        raise BadSubjectError(path, "file does not exist")
-    try:
-        img = nib.load(str(path))
-    except MemoryError:
-        raise
-    except Exception as err:  # nibabel raises many types for corrupt files
-        raise BadSubjectError(path, f"cannot be read as NIfTI ({type(err).__name__}: {err})") from err
-    shape = img.shape
-    if channels != 1:
-        if _channel_shape(shape, channels) is None:
-            raise BadSubjectError(path, f"has shape {shape}, expected {channels} channels: "
-                                        f"(X, Y, Z, {channels}) with X, Y, Z >= 2")
-    elif _spatial_shape(shape) is None:
-        if len(shape) >= 4:
-            problem = f"has shape {shape}: {int(np.prod(shape[3:]))} volumes, expected one 3-D volume"
-        else:
-            problem = f"has shape {shape}: expected a 3-D volume (each axis at least 2 voxels)"
-        raise BadSubjectError(path, problem)
-    dtype = img.get_data_dtype()
-    if dtype.kind not in "biuf":
-        raise BadSubjectError(path, f"has data type {dtype}, expected a numeric scalar type")
-    affine = img.affine
-    if affine is None or not np.all(np.isfinite(affine)) or abs(np.linalg.det(affine[:3, :3])) < 1e-12:
-        raise BadSubjectError(path, "has a singular or non-finite affine (bad voxel sizes or orientation)")
-    if not str(path).endswith(".gz") and hasattr(img, "dataobj") and hasattr(img.dataobj, "offset"):
-        expected = int(img.dataobj.offset) + int(np.prod(shape)) * dtype.itemsize
-        actual = path.stat().st_size
-        if actual < expected:
-            raise BadSubjectError(path, f"is truncated: {actual} bytes, header promises {expected}")
-    return img
-
-
-def load_volume(path: PathLike, channels: int = 1) -> Volume:
-    """Load one NIfTI file as a float32 :class:`Volume`, checking its voxels.
-
-    With ``channels`` > 1 the data are ``(X, Y, Z, channels)``. A truncated or
-    corrupt compressed stream, NaN or infinite voxels raise
-    :class:`BadSubjectError` naming ``path``.
-    """
-    path = Path(path)
-    img = check_header(path, channels)
-    try:
-        data = np.asarray(img.dataobj, dtype=np.float32)
-    except MemoryError:
-        raise
-    except Exception as err:  # EOFError, zlib.error, OSError, ValueError for damaged files
-        raise BadSubjectError(path, f"voxel data cannot be read ({type(err).__name__}: {err})") from err
-    data = data.reshape(_spatial_shape(data.shape) if channels == 1
-                        else _channel_shape(data.shape, channels))
-    bad = ~np.isfinite(data)
-    if bad.any():
-        raise BadSubjectError(path, f"{int(bad.sum())} of {data.size} voxels are NaN or infinite")
-    return Volume(data, np.asarray(img.affine, dtype=np.float64), path)
 
 
 # --------------------------------------------------------------------------- dataset
@@ -364,7 +159,7 @@ class NiftiDataset:
             except BadSubjectError as err:
                 if not self.skip_bad:
                     raise
-                _note_skip(found, err)
+                note_skip(found, err)
                 continue
             kept.append(s)
         return kept

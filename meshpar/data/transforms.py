@@ -22,7 +22,7 @@ module does not import the reader. Only numpy, scipy and nibabel are used.
 
 Example
 -------
->>> from meshpar.data.nifti import load_volume
+>>> from meshpar.data.nifti_files import load_volume
 >>> vol = load_volume("sub-0001.nii.gz")                        # doctest: +SKIP
 >>> default_transform((32, 32, 32), augment=False)(vol).data.shape  # doctest: +SKIP
 (32, 32, 32)
