@@ -134,6 +134,7 @@ def read_labels(
 
 
 def note_skip(skipped: Optional[list], err: BadDataError) -> None:
+    """Log a bad subject left out (``skip_bad``) and list it in ``skipped`` if given."""
     log.warning("skipping bad subject %s", err)
     if skipped is not None:
         skipped.append(Skipped(err.path, err.problem))
