@@ -2,10 +2,10 @@
 
 ``phantoms`` writes brain-like synthetic subjects as real ``.nii.gz`` files;
 ``nifti_files`` reads one NIfTI file or ``labels.csv``, checked; ``nifti``
-reads an ADNI-style directory of them into a streaming ``tf.data`` pipeline, through the small composable pre-processing
-steps of ``transforms``; ``cohorts`` splits subjects into train and
-validation sets by person. None imports TensorFlow until :func:`make_tf_dataset`
-is called.
+reads an ADNI-style directory of them into a streaming ``tf.data`` pipeline,
+through the small composable pre-processing steps of ``transforms``;
+``cohorts`` splits subjects into train and validation sets by person. None
+imports TensorFlow until :func:`make_tf_dataset` is called.
 """
 from __future__ import annotations
 
