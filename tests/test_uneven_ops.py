@@ -12,6 +12,8 @@ import pytest
 
 from mtf_helpers import HeterogeneousMeshImpl, mtf, new_graph, one_device_impl, run_lowered, tf
 
+from meshpar.models import _layers as L
+
 B, F, I = mtf.Dimension("batch", 7), mtf.Dimension("filters", 13), mtf.Dimension("d_in", 5)
 H, W, D = mtf.Dimension("h", 4), mtf.Dimension("w", 4), mtf.Dimension("d", 4)
 V = mtf.Dimension("vocab", 11)
@@ -39,6 +41,10 @@ OPS = {
     "pooling": ([[B, H, W, F]], lambda x: [mtf.layers.max_pool2d(x), mtf.layers.avg_pool2d(x)]),
     "pooling3d": ([[B, D, H, W, F]], lambda x: [mtf.layers.max_pool3d(x),
                                                 mtf.layers.avg_pool3d(x)]),
+    # the models' own max pooling and ReLU (TF's gradient kernels on each slice)
+    "max_pool": ([[B, H, W, F]], lambda x: [L.max_pool(x, (2, 2))]),
+    "max_pool3d": ([[B, D, H, W, F]], lambda x: [L.max_pool(x, (2, 2, 2))]),
+    "relu": ([[B, H, F]], lambda x: [L.relu(x)]),
     "reductions": ([[B, F]], lambda x: [
         mtf.reduce_sum(x, reduced_dim=F), mtf.reduce_max(x, reduced_dim=F),
         mtf.reduce_mean(x, reduced_dim=B), mtf.reduce_logsumexp(x, F)]),
@@ -68,7 +74,8 @@ SPLITS = {
     "einsum": ["filters", "batch", "d_in"], "conv2d": ["filters", "batch", "d_in"],
     "conv3d": ["filters", "batch"], "conv2d_transpose": ["filters", "batch", "d_in"],
     "conv3d_transpose": ["filters", "batch", "d_in"], "pooling": ["filters", "batch"],
-    "pooling3d": ["filters", "batch"], "reductions": ["filters", "batch"],
+    "pooling3d": ["filters", "batch"], "max_pool": ["filters", "batch"],
+    "max_pool3d": ["filters", "batch"], "relu": ["filters", "batch", "h"], "reductions": ["filters", "batch"],
     "softmax": ["filters", "batch"], "layer_norm": ["filters", "batch"],
     "broadcast": ["filters", "batch"], "slice": ["filters", "batch"],
     "concat": ["filters", "batch"], "pad": ["filters", "batch"],

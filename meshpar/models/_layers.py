@@ -84,6 +84,67 @@ def conv2d(x, out_dim, kernel=3, use_bias=True, name="conv2d"):
     return y
 
 
+def relu(x, name="relu"):
+    """``max(x, 0)`` whose gradient is TF's ``ReluGrad`` on each slice: one pass
+    over the activation, where mtf's own gradient (``dy * cast(x > 0)``) is three."""
+    return mtf.cwise(tf.nn.relu, [x], name=name, grad_function=_relu_gradient)
+
+
+def _relu_gradient(op, dy):
+    y = op.outputs[0]  # y > 0 exactly where x > 0, as in TF's own ReLU gradient
+    return [mtf.slicewise(lambda y, dy: tf.raw_ops.ReluGrad(gradients=dy, features=y),
+                          [y, dy], output_shape=dy.shape, output_dtype=dy.dtype,
+                          splittable_dims=dy.shape.dims, name="relu_grad")]
+
+
+def max_pool(x, ksize, name="max_pool"):
+    """Non-overlapping max pooling over the spatial dimensions of an N(D)HWC tensor
+    (2-D for two sizes, 3-D for three), as ``mtf.layers.max_pool2d``/``3d``.
+
+    The gradient is TF's max-pool gradient kernel on each slice; mtf's own
+    (upscale the output and its gradient by concatenation, compare, cast,
+    multiply) took a tenth of resattnet3d-small's training step (traced:
+    docs/measuring.md). A gradient reaches one maximum of a window where mtf's
+    reaches every tied one; the models pool after a ReLU, whose gradient is zero
+    on the only ties that occur (windows of zeros).
+    """
+    ksize = tuple(int(k) for k in ksize)
+    if len(ksize) not in (2, 3):
+        raise ValueError(f"max_pool: ksize must have 2 or 3 sizes, got {ksize}")
+    if all(k == 1 for k in ksize):
+        return x
+    return _MaxPoolOperation(x, ksize, ksize, f"MAX_{len(ksize)}D", name=name).outputs[0]
+
+
+class _MaxPoolOperation(mtf.PoolOperation):
+    """mtf's pooling forward, with :class:`_MaxPoolGradOperation` as its gradient."""
+
+    def gradient(self, grad_ys):
+        return [_MaxPoolGradOperation(self.inputs[0], self.outputs[0], grad_ys[0], self._ksize,
+                                      self._strides, self._pool_fn_string).outputs[0]]
+
+
+class _MaxPoolGradOperation(mtf.PoolBackPropOperation):
+    """``dx`` of non-overlapping max pooling: TF's ``MaxPoolGrad``/``MaxPool3DGrad``."""
+
+    def lower(self, lowering):
+        from mesh_tensorflow.ops import _tf_flatten_batch_dims, _tf_restore_batch_dims
+
+        spatial = len(self._ksize)
+        window = [1, *self._ksize, 1]
+        kernel = tf.raw_ops.MaxPool3DGrad if spatial == 3 else tf.raw_ops.MaxPoolGrad
+
+        def slice_gradient(x, y, dy):
+            flat = [_tf_flatten_batch_dims(t, spatial + 1) for t in (x, y, dy)]
+            dx = kernel(orig_input=flat[0], orig_output=flat[1], grad=flat[2], ksize=window,
+                        strides=window, padding="VALID")
+            return _tf_restore_batch_dims(dx, spatial + 1, x)
+
+        mesh_impl = lowering.mesh_impl(self)
+        dx = mesh_impl.slicewise(slice_gradient, *[lowering.tensors[t] for t in self.inputs])
+        lowering.set_tensor_lowering(self.outputs[0], dx)
+
+
 def dense(x, reduced_dims, out_dim, use_bias=True, initializer=None, name="dense"):
     """``x . W (+ b)`` contracting ``reduced_dims`` into ``out_dim``."""
     reduced_dims = list(reduced_dims)

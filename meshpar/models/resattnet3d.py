@@ -399,15 +399,15 @@ def build(inputs, config: Optional[ResAttNet3DConfig] = None, mesh=None,
         y, ops = L.batch_norm(t, dim, is_training, config.bn_momentum, config.bn_epsilon,
                               name=name, statistics=config.bn_statistics)
         updates.extend(ops)
-        return mtf.relu(y) if relu else y
+        return L.relu(y) if relu else y
 
     with tf.variable_scope(config.name.replace("-", "_")):
         stem_dim = mtf.Dimension("stem_filters", config.stem_filters)
         x = L.conv3d(x, stem_dim, 3, 1, name="stem_conv")
         x = norm(x, stem_dim, "stem_bn")
         if config.stem_pool:
-            x = mtf.layers.max_pool3d(L.pad_to_even(x, spatial_names), (2, 2, 2),
-                                      name="stem_pool")
+            x = L.max_pool(L.pad_to_even(x, spatial_names), (2, 2, 2),
+                          name="stem_pool")
         x = L.gather(x, "stem_filters", "stem_channels")
 
         for prefix, stage, cin, filters, stride in _block_plan(config):
@@ -456,7 +456,7 @@ def _residual_block(x, prefix, filters, stride, norm, L, mtf):
     else:
         # replicated -> split on the model axis: a local slice (all-split), no traffic
         shortcut = mtf.rename_dimension(x, in_dim.name, conv2_dim.name)
-    y = mtf.relu(h + shortcut)
+    y = L.relu(h + shortcut)
     return L.gather(y, conv2_dim.name, f"{prefix}_out_channels")
 
 

@@ -246,9 +246,9 @@ def build(inputs, config: Optional[VggCifarConfig] = None, mesh=None,
     with tf.variable_scope(config.name.replace("-", "_")):
         for i, _, f, pool in _conv_plan(config):
             out_dim = mtf.Dimension(f"conv{i}_filters", f)
-            x = mtf.relu(L.conv2d(x, out_dim, 3, name=f"conv{i}"))
+            x = L.relu(L.conv2d(x, out_dim, 3, name=f"conv{i}"))
             if pool:
-                x = mtf.layers.max_pool2d(x, (2, 2), name=f"pool{i}")
+                x = L.max_pool(x, (2, 2), name=f"pool{i}")
             if _pair_role(config, i) != "first":  # a pair's first stays split
                 x = L.gather(x, out_dim.name, f"conv{i}_channels")
         batch_dims = x.shape.dims[:-3]
@@ -257,7 +257,7 @@ def build(inputs, config: Optional[VggCifarConfig] = None, mesh=None,
         x = mtf.reshape(x, batch_dims + [flat])
         for k, u in enumerate(config.dense_units, start=1):
             unit_dim = mtf.Dimension(f"fc{k}_units", u)
-            x = mtf.relu(L.dense(x, [x.shape.dims[-1]], unit_dim, name=f"fc{k}"))
+            x = L.relu(L.dense(x, [x.shape.dims[-1]], unit_dim, name=f"fc{k}"))
         class_dim = mtf.Dimension("classes", config.num_classes)
         logits = L.dense(x, [x.shape.dims[-1]], class_dim, name="logits")
     return BuildResult(logits, [])
