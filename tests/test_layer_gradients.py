@@ -89,3 +89,48 @@ def test_max_pool_refuses_a_window_of_the_wrong_rank():
     x = mtf.zeros(mesh, mtf.Shape([B] + SPATIAL[2] + [C]))
     with pytest.raises(ValueError, match="ksize must have 2 or 3 sizes"):
         L.max_pool(x, (2,))
+
+
+# Per-channel element-wise work (batch norm's) on a 2-D view with tiled vectors
+
+
+def _scale_and_shift(dims, channel, impl, seed=3):
+    graph, mesh = new_graph()
+    rng = np.random.RandomState(seed)
+    shape = mtf.Shape(dims)
+    xv = rng.randn(*shape.to_integer_list).astype(np.float32)
+    av, bv = (rng.randn(channel.size).astype(np.float32) for _ in range(2))
+    x = mtf.import_tf_tensor(mesh, tf.constant(xv), shape)
+    a, b = (mtf.import_tf_tensor(mesh, tf.constant(v), mtf.Shape([channel])) for v in (av, bv))
+    y, = run_lowered(graph, mesh, impl, [L.scale_and_shift(x, a, b, channel)])
+    axis = dims.index(channel)
+    bshape = [-1 if i == axis else 1 for i in range(len(dims))]
+    return y, xv * av.reshape(bshape) + bv.reshape(bshape)
+
+
+@pytest.mark.parametrize("layout", ["", "channels:p", "batch:p"])
+def test_scale_and_shift_is_the_elementwise_formula_on_any_layout(layout):
+    impl = (one_device_impl() if not layout else HeterogeneousMeshImpl(
+        "p:3", layout, [""] * 3, split_weights={"p": [3, 2, 1]}))
+    got, want = _scale_and_shift([B] + SPATIAL[3] + [C], C, impl)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_scale_and_shift_with_channels_not_last():
+    got, want = _scale_and_shift([B, C] + SPATIAL[2], C, one_device_impl())
+    np.testing.assert_array_equal(got, want)
+
+
+def test_per_channel_products_run_on_rows_of_a_whole_line_of_channels():
+    """The lowered ``x * a`` multiplies a ``[-1, W * C]`` view by ``a`` tiled ``W`` times:
+    no broadcast of a ``[C]`` vector against the 5-D activation."""
+    graph, mesh = new_graph()
+    shape = mtf.Shape([B] + SPATIAL[3] + [C])
+    x = mtf.import_tf_tensor(mesh, tf.zeros(shape.to_integer_list), shape)
+    a = mtf.import_tf_tensor(mesh, tf.ones([C.size]), mtf.Shape([C]))
+    before = {op.name for op in tf.get_default_graph().get_operations()}
+    run_lowered(graph, mesh, one_device_impl(), [L.scale_and_shift(x, a, a, C)])
+    new = [op for op in tf.get_default_graph().get_operations() if op.name not in before]
+    products = [op for op in new if op.type == "Mul"]
+    assert products and all(op.inputs[0].shape.as_list()[-1] == SPATIAL[3][-1].size * C.size
+                            for op in products)

@@ -198,20 +198,61 @@ def batch_statistics(x, channel_dim, shift=None):
 # dimension and a Transpose (about 75 extra TF ops per batch-norm layer and step).
 # A smaller graph, not a measurably faster step (docs/measuring.md, "Small ops").
 
-def _broadcaster(x, channel_dim):
-    """``bc(v)``: a per-channel TF slice reshaped to broadcast against ``x``'s slices."""
-    trailing = x.shape.ndims - 1 - x.shape.dims.index(channel_dim)
-    if trailing == 0:
-        return lambda v: v
-    return lambda v: tf.reshape(v, [-1] + [1] * trailing)
+class _ChannelView:
+    """Element-wise work between activation slices and per-channel ``[C]`` slices.
+
+    With the channels last (the models' layout), activations are seen as 2-D
+    ``[-1, W * C]`` (``W`` the dimension before the channels) and vectors tiled to
+    ``W * C``: TF's broadcasting kernels are slow on a short innermost dimension
+    (8 channels: ``x * a`` took 1.5x the time of ``tf.square(x)``) and run at a
+    unary op's speed on a long one. The same products and sums element by
+    element, so the results are bit-identical to broadcasting against ``[C]``.
+    Otherwise vectors are reshaped to broadcast against the slices as they are.
+    """
+
+    def __init__(self, like, channel_axis: int):
+        self.shape = like.shape.as_list()
+        trailing = len(self.shape) - 1 - channel_axis
+        flat = trailing == 0 and len(self.shape) > 2 and None not in self.shape
+        self.repeat = self.shape[-2] if flat else 1
+        self.trailing = trailing
+
+    def flat(self, t):
+        """An activation slice in the view's shape."""
+        return tf.reshape(t, [-1, self.repeat * self.shape[-1]]) if self.repeat > 1 else t
+
+    def restore(self, t):
+        """A result of :meth:`flat` slices back in the activation's shape."""
+        return tf.reshape(t, self.shape) if self.repeat > 1 else t
+
+    def bc(self, v):
+        """A per-channel slice, shaped to broadcast against :meth:`flat` slices."""
+        if self.repeat > 1:
+            return tf.tile(v, [self.repeat])
+        return v if self.trailing == 0 else tf.reshape(v, [-1] + [1] * self.trailing)
+
+
+def _on_view(fn, n_activations, channel_axis):
+    """``fn(bc, *activations, *vectors)`` as a slice function: ``(view, result)`` with
+    the activations flattened by a :class:`_ChannelView` of the first one."""
+    def run(*slices):
+        view = _ChannelView(slices[0], channel_axis)
+        flat = [view.flat(t) for t in slices[:n_activations]]
+        return view, fn(view.bc, *flat, *slices[n_activations:])
+    return run
 
 
 def _channel_wise(fn, flops, activations, per_channel, channel_dim, name):
     """``fn(bc, *activation_slices, *channel_slices)`` on every device: a result shaped
     like the first activation; ``flops`` per element, for the graph-derived cost tables."""
     x = activations[0]
-    bc = _broadcaster(x, channel_dim)
-    y = mtf.slicewise(lambda *slices: fn(bc, *slices), list(activations) + list(per_channel),
+    run = _on_view(fn, len(activations), x.shape.dims.index(channel_dim))
+
+    def slice_fn(*slices):
+        view, y = run(*slices)
+        return view.restore(y)
+
+    y = mtf.slicewise(slice_fn, list(activations) + list(per_channel),
                       output_shape=x.shape, output_dtype=x.dtype,
                       splittable_dims=x.shape.dims, name=name)
     setattr(y.operation, ELEMENTWISE_FLOPS, flops)
@@ -238,11 +279,13 @@ def _channel_sums(parts_fn, n_parts, flops, inputs, channel_dim, tag):
     x = inputs[0]
     keep = [d for d in x.shape.dims[:1] if d != channel_dim]
     axes = [i for i, d in enumerate(x.shape.dims) if d != channel_dim and d not in keep]
-    bc = _broadcaster(x, channel_dim)
     stat = mtf.Dimension(f"{channel_dim.name}_{tag}", n_parts)
+    n_activations = sum(1 for t in inputs if t.shape.ndims == x.shape.ndims)
+    run = _on_view(parts_fn, n_activations, x.shape.dims.index(channel_dim))
 
     def local_sums(*slices):
-        return tf.stack([tf.reduce_sum(p, axes) for p in parts_fn(bc, *slices)])
+        view, parts = run(*slices)
+        return tf.stack([tf.reduce_sum(view.restore(p), axes) for p in parts])
 
     local = mtf.slicewise(local_sums, list(inputs), output_shape=[stat] + keep + [channel_dim],
                           output_dtype=x.dtype, splittable_dims=keep + [channel_dim],
@@ -368,7 +411,6 @@ def _normalise_local(x, scale, offset, shift, channel_dim, epsilon):
     """
     batch = x.shape.dims[0]
     stat = mtf.Dimension(f"{channel_dim.name}_bnlocal", 2)
-    bc = _broadcaster(x, channel_dim)
     channel_axis = x.shape.dims.index(channel_dim)
     groups = [i for i in range(x.shape.ndims) if i != channel_axis]     # batch and space
     space = [i for i in groups if i != 0]
@@ -379,12 +421,16 @@ def _normalise_local(x, scale, offset, shift, channel_dim, epsilon):
 
     def forward_slices(x, scale, offset, shift):
         count = x.shape.num_elements() // int(x.shape[channel_axis])
-        centred = x - bc(shift)
-        m1 = tf.reduce_sum(centred, groups) / count
-        variance = tf.nn.relu(tf.reduce_sum(tf.square(centred), groups) / count - tf.square(m1))
+        view = _ChannelView(x, channel_axis)
+        flat, bc = view.flat(x), view.bc
+        centred = flat - bc(shift)
+        m1 = tf.reduce_sum(view.restore(centred), groups) / count
+        variance = tf.nn.relu(tf.reduce_sum(view.restore(tf.square(centred)), groups) / count
+                              - tf.square(m1))
         mean = shift + m1
         a = scale * tf.math.rsqrt(variance + epsilon)
-        return x * bc(a) + bc(offset - mean * a), rows_of([mean, variance], x)
+        y = view.restore(flat * bc(a) + bc(offset - mean * a))
+        return y, rows_of([mean, variance], x)
 
     def forward(x, scale, offset):
         y, rows = mtf.slicewise(
@@ -400,11 +446,14 @@ def _normalise_local(x, scale, offset, shift, channel_dim, epsilon):
     def backward_slices(dy, x, rows, scale):
         count = x.shape.num_elements() // int(x.shape[channel_axis])
         mean, rstd = rows[0, 0], tf.math.rsqrt(rows[1, 0] + epsilon)
-        xhat = (x - bc(mean)) * bc(rstd)
-        per_sample = [tf.reduce_sum(dy, space), tf.reduce_sum(dy * xhat, space)]  # [b, C]
+        view = _ChannelView(x, channel_axis)
+        flat_dy, bc = view.flat(dy), view.bc
+        xhat = (view.flat(x) - bc(mean)) * bc(rstd)
+        per_sample = [tf.reduce_sum(dy, space),
+                      tf.reduce_sum(view.restore(flat_dy * xhat), space)]  # [b, C]
         s0, s1 = (tf.reduce_sum(p, 0) for p in per_sample)
-        dx = bc(scale * rstd) * (dy - (bc(s0) + xhat * bc(s1)) / count)
-        return dx, per_sample[0], per_sample[1]
+        dx = bc(scale * rstd) * (flat_dy - (bc(s0) + xhat * bc(s1)) / count)
+        return view.restore(dx), per_sample[0], per_sample[1]
 
     def backward(explicit_inputs, all_inputs, forward_operations, outputs, output_grads):
         del forward_operations
