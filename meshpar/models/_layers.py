@@ -205,8 +205,9 @@ class _ChannelView:
     ``[-1, W * C]`` (``W`` the dimension before the channels) and vectors tiled to
     ``W * C``: TF's broadcasting kernels are slow on a short innermost dimension
     (8 channels: ``x * a`` took 1.5x the time of ``tf.square(x)``) and run at a
-    unary op's speed on a long one. The same products and sums element by
-    element, so the results are bit-identical to broadcasting against ``[C]``.
+    unary op's speed on a long one (resattnet3d-small's step: docs/measuring.md).
+    The same formula element by element; Grappler may order a chain of products
+    differently than on the 5-D shapes (float32 rounding, ~1e-7 relative).
     Otherwise vectors are reshaped to broadcast against the slices as they are.
     """
 
