@@ -18,6 +18,7 @@ Argument strings may name ``{d}`` (a directory with the fixtures built once by
 """
 import json
 import math
+import re
 import socket
 import subprocess
 import sys
@@ -180,6 +181,34 @@ CASES = [
     # --- plans for another model or device count
     Case("train-plan-other-model", "cli", SYNTH + ["--plan", "{d}/plan.json", "--model", "resattnet3d-tiny"],
          "plan was made for model 'vgg-cifar-small', not 'resattnet3d-tiny'"),
+    Case("train-plan-other-batch", "cli",
+         SYNTH + ["--plan", "{d}/plan.json", "--model", "vgg-cifar-small", "--batch", "8"],
+         "plan.json was planned for batch 4, not --batch 8"),
+    Case("train-plan-negative-batch", "cli",
+         SYNTH + ["--plan", "{d}/plan-batch-negative.json", "--model", "vgg-cifar-small"],
+         "batch must be an integer >= 1, got -1"),
+    Case("train-plan-batch-sizes", "cli",
+         SYNTH + ["--plan", "{d}/plan-batch-sizes.json", "--model", "vgg-cifar-small"],
+         "split_sizes of 'batch' [3, 3] add up to 6, not the plan's batch 4"),
+    Case("train-plan-field-type", "cli",
+         SYNTH + ["--plan", "{d}/plan-weights-text.json", "--model", "vgg-cifar-small"],
+         "field 'split_weights' must be an object of number lists"),
+    # --- meshpar evaluate: every run's train arguments checked before any phantom
+    Case("evaluate-bad-speeds", "cli", ["evaluate", "--out", "{d}/ev", "--speeds", "0.9,,0.3"],
+         "uneven-mesh configuration: --speeds must be comma-separated numbers"),
+    Case("evaluate-unknown-train-arg", "cli", ["evaluate", "--out", "{d}/ev",
+                                               "--train-args=--bogus"],
+         "one-device configuration: meshpar train: unrecognized arguments: --bogus"),
+    Case("evaluate-train-steps-zero", "cli", ["evaluate", "--out", "{d}/ev",
+                                              "--train-args=--steps 0"],
+         "--steps and --batch must be >= 1"),
+    Case("evaluate-test-fold-out-of-range", "cli", ["evaluate", "--out", "{d}/ev",
+                                                    "--test-folds", "7"],
+         "--test-folds must be in 0..4, got '7'"),
+    Case("evaluate-negative-seed", "cli", ["evaluate", "--out", "{d}/ev", "--seeds", "-1"],
+         "--seeds must be >= 0"),
+    Case("plan-bad-int-value", "subprocess", ["plan", "--batch", "1.5"],
+         "argument --batch: invalid int value: '1.5'"),
     Case("plan-check-model", "api", lambda d: _plan(d).check_compatible("resattnet3d-small", 2),
          "plan was made for model 'vgg-cifar-small', not 'resattnet3d-small'"),
     Case("plan-check-devices", "api", lambda d: _plan(d).check_compatible("vgg-cifar-small", 3),
@@ -208,6 +237,39 @@ CASES = [
          "nope.json"),
     Case("worker-cluster-no-addresses", "cli", ["worker", "--cluster", "{d}/no-latency.json", "--task", "0"],
          "must list 'host:port' addresses"),
+    Case("worker-cluster-port-out-of-range", "cli",
+         ["worker", "--cluster", "{d}/port-99999.json", "--task", "0"],
+         "'localhost:99999' needs a port in 1..65535"),
+    Case("worker-cluster-no-tasks", "cli", ["worker", "--cluster", "{d}/no-workers.json",
+                                            "--task", "0"], "job 'worker' lists no tasks"),
+    Case("worker-threads-negative", "subprocess",
+         ["worker", "--cluster", "{d}/no-workers.json", "--task", "0", "--threads", "-1"],
+         "argument --threads: must be >= 0, got -1"),
+    # --- numbers each flag must be in
+    Case("plan-seed-negative", "subprocess", ["plan", "--speeds", "1,1", "--seed", "-1"],
+         "argument --seed: must be >= 0, got -1"),
+    Case("predict-batch-zero", "subprocess", ["predict", "--model-dir", "{d}", "--batch", "0"],
+         "argument --batch: must be >= 1, got 0"),
+    Case("synth-voxel-nan", "subprocess", ["data", "synth", "--out", "{d}/vox", "--voxel-mm", "nan"],
+         "argument --voxel-mm: must be finite and > 0, got nan"),
+    Case("plan-speeds-too-far-apart", "cli", ["plan", "--speeds", "1e-50,1"],
+         "speed 0 (1e-50) is over 1e+06 times slower than the fastest (1)"),
+    Case("plan-speed-too-large", "cli", ["plan", "--speeds", "1e300,1"],
+         "speed 0 is 1e+300; speeds are relative"),
+    Case("plan-memory-below-a-byte", "cli", ["plan", "--speeds", "1,1", "--memory-mib", "1e-300"],
+         "memory 0 is 1e-300 MiB, less than a byte"),
+    Case("plan-ga-time-limit-nan", "cli", ["plan", "--speeds", "1,1", "--time-limit", "nan"],
+         "--time-limit must be > 0, got nan"),
+    Case("plan-out-missing-directory", "cli", ["plan", "--speeds", "1,1", "--out",
+                                               "{d}/no-such-dir/plan.json"],
+         "no-such-dir/plan.json: its directory"),
+    Case("train-mesh-axis-lays-out-nothing", "cli", SYNTH + ["--speeds", "1,1", "--mesh", "foo:2"],
+         "axis 'foo' splits nothing; the models lay out batch and model"),
+    Case("train-step-schedule-without-decay-steps", "cli", SYNTH + ["--lr-schedule", "step"],
+         "--lr-schedule step needs --lr-decay-steps"),
+    Case("train-trace-step-after-the-last", "cli", SYNTH + ["--trace-step", "5"],
+         "--trace-step must be in 1..--steps (1), got 5"),
+    Case("data-check-a-file", "cli", ["data", "check", "{d}/plan.json"], "not a directory"),
     Case("worker-cluster-empty", "cli", ["worker", "--cluster", "{d}/empty.json", "--task", "0"],
          "no cluster jobs"),
     Case("worker-task-out-of-range", "cli", ["worker", "--cluster", "{d}/tf-dead.json", "--task", "7"],
@@ -312,6 +374,11 @@ def files(tmp_path_factory, addresses):
     d = tmp_path_factory.mktemp("bad-input")
     plan(describe_model("vgg-cifar-small"), ClusterSpec.from_speeds([1.0, 0.5]), 4,
          method="proportional").save(d / "plan.json")
+    planned = json.loads((d / "plan.json").read_text())
+    for name, change in [("batch-negative", {"batch": -1}),
+                         ("batch-sizes", {"split_sizes": {"batch": [3, 3]}}),
+                         ("weights-text", {"split_weights": {"batch": ["a", "b"]}})]:
+        (d / f"plan-{name}.json").write_text(json.dumps(dict(planned, **change)))
     good = ClusterSpec.from_speeds([1.0, 0.5]).to_dict()
     (d / "no-latency.json").write_text(json.dumps({k: v for k, v in good.items() if k != "latency"}))
     broken = dict(good, devices=[{k: v for k, v in dev.items() if k != "profile"}
@@ -319,6 +386,8 @@ def files(tmp_path_factory, addresses):
     (d / "device-no-profile.json").write_text(json.dumps(broken))
     (d / "not-json.json").write_text("{\"worker\": [\"127.0.0.1:1\"")
     (d / "empty.json").write_text("{}")
+    (d / "port-99999.json").write_text(json.dumps({"worker": ["localhost:99999"]}))
+    (d / "no-workers.json").write_text(json.dumps({"worker": []}))
     # the reachable worker first: every address is probed, not only the first
     (d / "tf-dead.json").write_text(json.dumps({"worker": [addresses["live"], addresses["dead"]]}))
     for kind in ("corrupt", "truncated", "gzcut", "rank", "nan"):
@@ -356,7 +425,8 @@ def test_bad_input(case: Case, files, addresses, capfd):
     if case.code == 2:
         lines = err.strip().splitlines()
         assert len(lines) == 1, err
-        assert lines[0].startswith(f"meshpar {argv[0]}: error: "), lines[0]
+        # "meshpar data: error:", or argparse's "meshpar data synth: error:"
+        assert re.match(rf"meshpar {argv[0]}( [a-z]+)?: error: ", lines[0]), lines[0]
         assert expect in lines[0], lines[0]
     else:  # `data check` found bad subjects: it lists each on stdout and exits 1
         assert any(line.strip().startswith("bad: ") and expect in line

@@ -119,6 +119,17 @@ def test_a_lower_memory_headroom_lets_a_plan_count_on_more_of_the_budget(capsys)
     assert err == ["meshpar plan: error: --memory-headroom must be in [0, 1), got 1.0"]
 
 
+def test_plan_plot_draws_a_plan_that_leaves_a_device_idle(tmp_path, capsys):
+    from meshpar.cli import main
+
+    png, plan_file = tmp_path / "plan.png", tmp_path / "plan.json"
+    assert main(["plan", "--speeds", "1.0,0.01", "--model", "vgg-cifar-small", "--batch", "8",
+                 "--method", "proportional", "--plot", str(png), "--out", str(plan_file),
+                 "--json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)["devices"]) == 1  # the slow one idle
+    assert png.read_bytes()[:4] == b"\x89PNG" and plan_file.exists()
+
+
 def test_plan_plot_writes_a_png(tmp_path):
     from meshpar.cli import main
 

@@ -298,3 +298,23 @@ def test_a_pilot_argument_without_a_name_is_refused():
         pilots.main(["/tmp/somewhere"])
     with pytest.raises(SystemExit, match="must differ"):
         pilots.main(["a=/tmp/x", "a=/tmp/y"])
+
+
+@pytest.mark.parametrize("code, exit_code", [(2, 2), (1, 1), (-9, 1)])
+def test_a_failed_train_process_ends_evaluate_in_one_line(tmp_path, monkeypatch, capsys, code,
+                                                          exit_code):
+    """A run's ``meshpar train`` that refused its input (exit 2) is evaluate's bad input
+    (exit 2); any other failure exits 1; one line naming the log either way."""
+    def fake_call(cmd, log):
+        raise protocol.CommandFailed(f"meshpar train failed (exit {code}): boom; see {log}",
+                                     code)
+
+    monkeypatch.setattr(protocol, "_call", fake_call)
+    protocol.prepare_all_phantoms(tmp_path, [("ad-nc", ("NC", "AD"), 0)], 12, (16, 16, 16))
+    data = tmp_path / "data" / "ad-nc-seed0"
+    assert main(["evaluate", "--out", str(tmp_path / "out"), "--data", str(data),
+                 "--labels", "NC,AD", "--seeds", "0", "--folds", "2",
+                 "--model", "resattnet3d-tiny"]) == exit_code
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("meshpar evaluate: error: meshpar train failed")
+    assert "train.log" in err[0]

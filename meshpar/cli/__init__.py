@@ -38,9 +38,19 @@ EPILOG = """examples:
 """
 
 
+class OneLineErrorParser(argparse.ArgumentParser):
+    """An argument parser whose errors (a bad value, an unknown option) are one line on
+    stderr and exit code 2, as every other bad input of the command; the usage is a
+    ``--help`` away. Subcommand parsers are of the same class."""
+
+    def error(self, message):
+        """Print ``<prog>: error: <message> (see <prog> --help)`` and exit with code 2."""
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``meshpar`` argument parser with every available subcommand registered."""
-    parser = argparse.ArgumentParser(
+    parser = OneLineErrorParser(
         prog="meshpar",
         description="Uneven (heterogeneous) model + data parallelism on Mesh-TensorFlow.",
         epilog=EPILOG,

@@ -9,8 +9,8 @@ import argparse
 import json
 import sys
 
-from meshpar.cli.parsing import (MEMORY_HEADROOM_HELP, memory_terms, parse_memory_mib,
-                                 parse_speeds)
+from meshpar.cli.parsing import (MEMORY_HEADROOM_HELP, memory_terms, non_negative_int,
+                                 parse_memory_mib, parse_speeds)
 
 EPILOG = """examples:
   meshpar bench hetero --quick                   a short run: two workers at 0.9 and 0.3 of a core
@@ -88,7 +88,7 @@ def register(subparsers) -> None:
                              "worker that grows past it is killed (cgroup, as root) and its "
                              "strategy reported out of memory")
     memory.add_argument("--memory-headroom", type=float, default=None, help=MEMORY_HEADROOM_HELP)
-    memory.add_argument("--seed", type=int, default=0)
+    memory.add_argument("--seed", type=non_negative_int, default=0)
     memory.add_argument("--out", default=None, help="directory for memory.json")
     memory.add_argument("--json", action="store_true", help="print the result as JSON")
     memory.set_defaults(func=run_memory, no_plot=True)
@@ -104,7 +104,7 @@ def _cluster_and_output_options(parser, name: str) -> None:
                         help="run on existing workers from a TF cluster JSON ('TF_CONFIG' to read"
                              " the environment) instead of starting a LocalCluster")
     parser.add_argument("--throttle", default="auto", choices=["auto", "cgroup", "signal", "none"])
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=non_negative_int, default=0)
     parser.add_argument("--out", default=None, help=f"directory for {name}.json and {name}.png")
     parser.add_argument("--no-plot", action="store_true")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")

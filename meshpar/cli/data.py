@@ -8,6 +8,8 @@ from __future__ import annotations
 import argparse
 import time
 
+from meshpar.cli.parsing import non_negative_int, positive_float
+
 
 def _ints(text: str) -> tuple:
     try:
@@ -58,12 +60,12 @@ def register(subparsers) -> None:
     synth.add_argument("--out", required=True, help="dataset directory to create")
     synth.add_argument("--n", type=int, default=400, help="number of subjects (default 400)")
     synth.add_argument("--shape", type=_ints, default=(32, 32, 32), help="voxel grid, e.g. 32,32,32 (default)")
-    synth.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    synth.add_argument("--seed", type=non_negative_int, default=0, help="random seed (default 0)")
     synth.add_argument("--labels", type=_names, default=("NC", "AD"),
                        help="label set, e.g. NC,AD (default) or sMCI,pMCI")
     synth.add_argument("--ad-fraction", type=_fraction, default=None,
                        help="share of the second label (patients) for two labels (default: equal shares)")
-    synth.add_argument("--voxel-mm", type=float, default=None,
+    synth.add_argument("--voxel-mm", type=positive_float, default=None,
                        help="voxel size in mm (default: a 200 mm field of view)")
     synth.add_argument("--force", action="store_true",
                        help="write into a non-empty directory (replaces only files this command writes)")

@@ -19,6 +19,7 @@ import argparse
 import json
 import math
 import shlex
+import sys
 import time
 from pathlib import Path
 
@@ -28,6 +29,8 @@ EPILOG = """examples:
   meshpar evaluate --out acc --data mydata --labels sMCI,pMCI --seeds 0,1,2
   meshpar evaluate --out acc --train-args "--steps 400 --lr 3e-4"
 """
+
+from meshpar.cli.parsing import non_negative_int
 
 
 def _int_list(text: str) -> list:
@@ -75,7 +78,7 @@ def register(subparsers) -> None:
                         help="extra `meshpar train` options for every run, one quoted string")
     parser.add_argument("--jobs", type=int, default=1,
                         help="runs (and phantom cohorts) at a time (default: 1)")
-    parser.add_argument("--threads", type=int, default=1,
+    parser.add_argument("--threads", type=non_negative_int, default=1,
                         help="TensorFlow threads per run (default 1: deterministic)")
     parser.add_argument("--json", action="store_true",
                         help="also print the summary as one JSON line, last on stdout")
@@ -116,10 +119,32 @@ def _check(args) -> None:
         raise ValueError("--jobs and --threads must be >= 1")
     if args.n < 2 * args.folds:
         raise ValueError(f"--n {args.n} is too small for {args.folds} folds of both classes")
+    if any(seed < 0 for seed in args.seeds):
+        raise ValueError(f"--seeds must be >= 0, got {args.seeds}")
     if len(set(args.seeds)) != len(args.seeds):
         raise ValueError(f"--seeds repeats a seed: {args.seeds}")
     if args.data and not Path(args.data).is_dir():
         raise FileNotFoundError(f"--data {args.data}: no such directory")
+
+
+def _check_runs(args, tasks, fold_ids, configs, train_args, out) -> None:
+    """Every configuration's ``meshpar train`` arguments through train's own checks,
+    and the test folds in range, before any phantom is written (ValueError)."""
+    from meshpar.cli.train import check_argv
+    from meshpar.evaluation import protocol
+
+    bad = [f for f in fold_ids if not 0 <= f < args.folds]
+    if bad or not fold_ids:
+        raise ValueError(f"--test-folds must be in 0..{args.folds - 1}, got {args.test_folds!r}")
+    task, labels = next(iter(tasks.items()))
+    for config in configs:
+        one = protocol.Run(task, tuple(labels), args.seeds[0], args.folds, fold_ids[0], config,
+                           out / "check", out / "check")
+        argv = protocol.train_command(one, args.model, train_args, args.threads)
+        try:
+            check_argv(argv[4:])
+        except ValueError as err:
+            raise ValueError(f"{config.name} configuration: {err}") from None
 
 
 def run(args) -> int:
@@ -136,6 +161,7 @@ def run(args) -> int:
     train_args = shlex.split(args.train_args)
     shape = models.input_shape(models.get(args.model).config)[:3]
     out = Path(args.out)
+    _check_runs(args, tasks, fold_ids, configs, train_args, out)
     cohorts = [(task, labels, seed) for task, labels in tasks.items() for seed in args.seeds]
     if args.data:
         data_dirs = {(task, seed): Path(args.data) for task, _, seed in cohorts}
@@ -152,12 +178,18 @@ def run(args) -> int:
         print(f"  {one.key} {one.config.name}: trained and predicted "
               f"({summary.get('seconds', math.nan):.0f} s)", flush=True)
 
-    results = protocol.execute_all(runs, args.model, train_args, jobs=args.jobs,
-                                   threads=args.threads, report=finished)
-    # Inference parity: the first configuration's weights predicted on each other mesh.
-    first = {r.key: r for r in runs if r.config == configs[0]}
-    protocol.cross_predict_all([(first[r.key], r) for r in runs if r.config != configs[0]],
-                               jobs=args.jobs, threads=args.threads)
+    try:
+        results = protocol.execute_all(runs, args.model, train_args, jobs=args.jobs,
+                                       threads=args.threads, report=finished)
+        # Inference parity: the first configuration's weights predicted on each other mesh.
+        first = {r.key: r for r in runs if r.config == configs[0]}
+        protocol.cross_predict_all([(first[r.key], r) for r in runs if r.config != configs[0]],
+                                   jobs=args.jobs, threads=args.threads)
+    except protocol.CommandFailed as err:  # its log keeps the whole story
+        if err.returncode == 2:
+            raise ValueError(str(err)) from None
+        print(f"meshpar evaluate: error: {err}", file=sys.stderr)
+        return 1
     scored = [report.score_run(one, results[one]) for one in runs]
     summary = report.summarize(scored, tasks, [c.name for c in configs])
     result = {"protocol": {"tasks": {t: list(v) for t, v in tasks.items()}, "seeds": args.seeds,

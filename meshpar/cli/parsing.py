@@ -1,7 +1,38 @@
 """Parsing helpers the subcommands share: one parser per notion on the command line."""
 from __future__ import annotations
 
+import argparse
 import math
+
+
+def non_negative_int(text: str) -> int:
+    """argparse type: an integer >= 0 (seeds; thread counts, where 0 is TF's default)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1 (batch sizes)."""
+    value = non_negative_int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """argparse type: a finite number > 0 (sizes in mm)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be finite and > 0, got {text}")
+    return value
 
 
 def parse_positive_list(text: str, flag: str, what: str, whats: str) -> list:
@@ -25,15 +56,36 @@ def parse_positive_list(text: str, flag: str, what: str, whats: str) -> list:
     return values
 
 
+#: the widest spread of relative speeds a cluster may have (and the largest speed, in
+#: units of 1e11 FLOP/s): beyond it the cost model's times overflow, and a device a
+#: million times slower than another has nothing to contribute
+MAX_SPEED_RATIO = 1e6
+
+
 def parse_speeds(text: str, flag: str = "--speeds") -> list:
-    """``"0.9,0.3"`` -> ``[0.9, 0.3]`` (:func:`parse_positive_list` of speeds)."""
-    return parse_positive_list(text, flag, "speed", "speeds")
+    """``"0.9,0.3"`` -> ``[0.9, 0.3]`` (:func:`parse_positive_list` of speeds), each at
+    most :data:`MAX_SPEED_RATIO` and at most that many times slower than the fastest."""
+    speeds = parse_positive_list(text, flag, "speed", "speeds")
+    fastest = max(speeds)
+    if fastest > MAX_SPEED_RATIO:
+        raise ValueError(f"{flag}: speed {speeds.index(fastest)} is {fastest:g}; speeds are "
+                         f"relative (1.0 = 1e11 FLOP/s) and at most {MAX_SPEED_RATIO:g}")
+    slowest = min(speeds)
+    if fastest / slowest > MAX_SPEED_RATIO:
+        raise ValueError(f"{flag}: speed {speeds.index(slowest)} ({slowest:g}) is over "
+                         f"{MAX_SPEED_RATIO:g} times slower than the fastest ({fastest:g}); "
+                         f"leave that device out")
+    return speeds
 
 
 def parse_memory_mib(text: str, flag: str = "--memory-mib") -> list:
     """``"64"`` or ``"64,32"`` (MiB) -> bytes per device: one value for every
     device, or one per device in order (:meth:`ClusterSpec.with_memory`)."""
-    return [v * 2**20 for v in parse_positive_list(text, flag, "memory", "memory budgets")]
+    values = parse_positive_list(text, flag, "memory", "memory budgets")
+    for i, v in enumerate(values):
+        if v * 2**20 < 1:
+            raise ValueError(f"{flag}: memory {i} is {v:g} MiB, less than a byte")
+    return [v * 2**20 for v in values]
 
 
 #: ``--memory-headroom``'s help, the same on every command that plans under a budget.

@@ -12,8 +12,8 @@ import json
 import math
 import sys
 
-from meshpar.cli.parsing import (MEMORY_HEADROOM_HELP, memory_terms, parse_memory_mib,
-                                 parse_speeds)
+from meshpar.cli.parsing import (MEMORY_HEADROOM_HELP, memory_terms, non_negative_int,
+                                 parse_memory_mib, parse_speeds)
 from meshpar.models import names as model_names
 
 METHODS = ("ga", "exact", "proportional", "even")
@@ -49,7 +49,7 @@ def register(subparsers) -> None:
     parser.add_argument("--memory-headroom", type=float, default=None,
                         help=MEMORY_HEADROOM_HELP)
     parser.add_argument("--method", choices=METHODS, default="ga")
-    parser.add_argument("--seed", type=int, default=0, help="GA seed (default: 0)")
+    parser.add_argument("--seed", type=non_negative_int, default=0, help="GA seed (default: 0)")
     parser.add_argument("--generations", type=int, default=None, help="GA generations")
     parser.add_argument("--population", type=int, default=None, help="GA population size")
     parser.add_argument("--time-limit", type=float, default=None,
@@ -95,7 +95,7 @@ def run(args) -> int:
         for name in ("generations", "population", "time_limit"):
             value = getattr(args, name)
             if value is not None:
-                if value <= 0:
+                if not value > 0:  # NaN too
                     raise ValueError(f"--{name.replace('_', '-')} must be > 0, got {value}")
                 options[name] = value
         options["progress"] = bool(args.progress or sys.stderr.isatty())
@@ -116,12 +116,12 @@ def run(args) -> int:
             f"{_size(float(terms.usable(has)))} a plan may count on of its {_size(has)} "
             f"({terms.headroom:.0%} kept for the count's error; model {model.name}, "
             f"batch {args.batch})")
-    if args.out:
-        result.save(args.out)
-    if args.plot:
+    if args.plot:  # before --out: a command that fails writes nothing
         from meshpar.viz import plot_plan
 
         plot_plan(result, args.plot, model=model, cluster=cluster)
+    if args.out:
+        result.save(args.out)
     if args.json:
         print(json.dumps(result.to_dict()))
     else:

@@ -21,6 +21,7 @@ import argparse
 import os
 import sys
 
+from meshpar.cli.parsing import non_negative_int, positive_int
 from meshpar.cli.train_options import (add_mesh_options, add_split_options, check_mesh_args,
                                        cluster_client, mesh_arguments, split_request)
 
@@ -47,11 +48,11 @@ def register(subparsers) -> None:
     parser.add_argument("--checkpoint", default="latest",
                         help="latest, best (kept by train --keep-best) or a checkpoint path "
                              "(default: latest)")
-    parser.add_argument("--batch", type=int, default=None,
+    parser.add_argument("--batch", type=positive_int, default=None,
                         help="prediction batch (default: the training batch)")
     parser.add_argument("--skip-bad", action="store_true",
                         help="leave out unreadable or NaN subjects instead of stopping")
-    parser.add_argument("--threads", type=int, default=1, help="TF threads (default: 1)")
+    parser.add_argument("--threads", type=non_negative_int, default=1, help="TF threads (default: 1)")
     add_mesh_options(parser)
     add_split_options(parser)
     parser.set_defaults(func=run)

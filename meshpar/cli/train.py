@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 
+from meshpar.cli.parsing import non_negative_int
 from meshpar import _onednn
 from meshpar.cli.train_options import (  # noqa: F401  (mesh_from_speeds: re-exported)
     add_mesh_options, add_rebalance_options, add_recipe_options, add_split_options,
@@ -38,6 +39,7 @@ from meshpar.models import names as model_names
 OPTIMIZER_DEFAULT_LR = {"adam": 1e-3, "momentum": 0.01, "sgd": 0.05}
 #: ``--checkpoint-every`` when --keep-best is on and no cadence is given
 KEEP_BEST_EVERY = 50
+DEFAULT_BATCH = 8  # --batch without a --plan
 
 
 EPILOG = """examples:
@@ -78,8 +80,9 @@ def register(subparsers) -> None:
     parser.add_argument("--steps", type=int, default=300,
                         help="train until this global step (default: %(default)s); rerunning "
                              "with the same --model-dir resumes from its last checkpoint")
-    parser.add_argument("--batch", type=int, default=8,
-                        help="global batch size (default: %(default)s)")
+    parser.add_argument("--batch", type=int, default=None,
+                        help="global batch size (default: the --plan's batch, else "
+                             f"{DEFAULT_BATCH}); a plan is refused at another batch")
     parser.add_argument("--model-dir", help="checkpoint directory (default: a new temporary one)")
     parser.add_argument("--optimizer", choices=sorted(OPTIMIZER_DEFAULT_LR), default="adam")
     parser.add_argument("--lr", type=float, default=None,
@@ -104,8 +107,8 @@ def register(subparsers) -> None:
                              "(default: 0.25)")
     add_split_options(parser)
     add_rebalance_options(parser)
-    parser.add_argument("--seed", type=int, default=0, help="data and graph seed (default: 0)")
-    parser.add_argument("--threads", type=int, default=1,
+    parser.add_argument("--seed", type=non_negative_int, default=0, help="data and graph seed (default: 0)")
+    parser.add_argument("--threads", type=non_negative_int, default=1,
                         help="TF intra/inter-op threads (default 1: deterministic)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--warmup-steps", type=int, default=None,
@@ -124,11 +127,55 @@ def register(subparsers) -> None:
     parser.set_defaults(func=run)
 
 
+class _RefusingParser(argparse.ArgumentParser):
+    """A parser whose errors are ValueErrors (for :func:`check_argv`)."""
+
+    def error(self, message):
+        """Raise ValueError(``message``) instead of exiting."""
+        raise ValueError(f"meshpar train: {message}")
+
+
+def check_argv(argv) -> None:
+    """The checks ``meshpar train <argv>`` makes on its arguments before any work, for a
+    caller that launches it later (``meshpar evaluate``, before it writes its
+    phantoms): ValueError with train's own message. Data and clusters are not
+    opened here."""
+    from meshpar import models
+
+    sub = _RefusingParser(prog="meshpar").add_subparsers()
+    register(sub)
+    args = sub.choices["train"].parse_args(list(argv))
+    _check_args(args)
+    overrides = {} if args.channels is None else {"in_channels": int(args.channels)}
+    spec = models.get(args.model, **overrides)
+    recipe_params(args)
+    if not args.cluster:
+        mesh_arguments(args, spec)
+
+
+def _resolve_batch(args) -> None:
+    """``--batch``: a ``--plan``'s own batch unless given, else :data:`DEFAULT_BATCH`. A plan's
+    splits were chosen for its batch: at another one it is refused, not rescaled."""
+    planned = None
+    if args.plan:
+        from meshpar.planning.plan import Plan
+
+        planned = Plan.load(args.plan).batch
+    if args.batch is None:
+        args.batch = planned or DEFAULT_BATCH
+    elif planned is not None and args.batch != planned:
+        raise ValueError(f"{args.plan} was planned for batch {planned}, not --batch "
+                         f"{args.batch}: plan again with `meshpar plan --batch {args.batch}` "
+                         f"or leave --batch out")
+
+
 def _check_args(args) -> None:
+    _resolve_batch(args)
     if args.steps < 1 or args.batch < 1:
         raise ValueError("--steps and --batch must be >= 1")
-    if args.trace_step is not None and args.trace_step < 1:
-        raise ValueError(f"--trace-step must be >= 1, got {args.trace_step}")
+    if args.trace_step is not None and not 1 <= args.trace_step <= args.steps:
+        raise ValueError(f"--trace-step must be in 1..--steps ({args.steps}), "
+                         f"got {args.trace_step}")
     if args.trace_out and args.trace_step is None:
         raise ValueError("--trace-out goes with --trace-step")
     if args.warmup_steps is not None and args.warmup_steps < 0:

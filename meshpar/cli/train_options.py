@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from meshpar.cli.parsing import parse_speeds
+from meshpar.cli.parsing import non_negative_int, parse_speeds
 
 
 def add_mesh_options(parser) -> None:
@@ -39,7 +39,7 @@ def add_split_options(parser) -> None:
                         help="k-fold by person: with --fold I, fold I of K is the test set, "
                              "never trained on")
     parser.add_argument("--fold", type=int, default=None, help="the test fold, 0 <= I < K")
-    parser.add_argument("--fold-seed", type=int, default=0,
+    parser.add_argument("--fold-seed", type=non_negative_int, default=0,
                         help="seed of the test split (--folds or --test-fraction), independent "
                              "of --seed (default: 0)")
     parser.add_argument("--test-fraction", type=float, default=None,
@@ -97,6 +97,8 @@ def recipe_params(args, class_counts=None) -> dict:
               "weight_decay": args.weight_decay, "clip_norm": args.clip_norm}
     if args.lr_decay_steps is not None:
         params["decay_steps"] = args.lr_decay_steps
+    elif args.lr_schedule == "step":
+        raise ValueError("--lr-schedule step needs --lr-decay-steps N (decay every N steps)")
     if args.loss == "focal":
         params["focal_gamma"] = args.focal_gamma
     weights = args.class_weights
@@ -124,6 +126,10 @@ def _class_weights(text: str, classes: int) -> list:
     return weights
 
 
+#: the mesh axes the models' layout rules use (``ModelSpec.layout_rules``' defaults)
+LAID_OUT_AXES = ("batch", "model")
+
+
 def mesh_from_speeds(speeds, mesh_shape=None):
     """``(mesh_shape, split_weights)`` for devices of ``speeds`` in pnum order.
 
@@ -146,6 +152,10 @@ def mesh_from_speeds(speeds, mesh_shape=None):
                          f"but --speeds lists {n} devices")
     if len(axes) > 2:
         raise ValueError("--mesh: use one or two axes (e.g. batch:2;model:2)")
+    unknown = [name for name, size in axes if name not in LAID_OUT_AXES and size > 1]
+    if unknown:  # the models' layout rules name only these: such an axis would split nothing
+        raise ValueError(f"--mesh {mesh_shape}: axis {unknown[0]!r} splits nothing; the models "
+                         f"lay out {' and '.join(LAID_OUT_AXES)}")
     if len(axes) == 1:  # the rule's weights are the speeds (up to scale)
         return mesh_shape, {axes[0][0]: list(speeds)}
     (_, rows), (_, cols) = axes

@@ -76,6 +76,9 @@ def read_labels(
     """
     directory = Path(directory)
     csv_path = directory / labels_file
+    if directory.exists() and not directory.is_dir():
+        raise NotADirectoryError(f"{directory}: not a directory (give the dataset directory, "
+                                 f"the one holding {labels_file})")
     if not directory.is_dir():
         raise FileNotFoundError(f"{directory}: dataset directory does not exist")
     if not csv_path.is_file():

@@ -221,6 +221,15 @@ def cross_predict_all(pairs: Sequence[Tuple[Run, Run]], jobs: int = 1,
         list(pool.map(one, pairs))
 
 
+class CommandFailed(RuntimeError):
+    """A ``meshpar train``/``predict`` process of the protocol exited non-zero; its
+    ``returncode`` (2: the command refused its input)."""
+
+    def __init__(self, message: str, returncode: int):
+        super().__init__(message)
+        self.returncode = returncode
+
+
 def _call(cmd: List[str], log: Path) -> str:
     """Run ``cmd``, its output going to ``log`` as it comes (appended); returns
     that output, or raises RuntimeError naming the log."""
@@ -235,8 +244,8 @@ def _call(cmd: List[str], log: Path) -> str:
         output = f.read()
     if proc.returncode != 0:
         last = (output.strip() or "no output").splitlines()[-1]
-        raise RuntimeError(f"{' '.join(cmd[2:4])} failed (exit {proc.returncode}): {last}; "
-                           f"see {log}")
+        raise CommandFailed(f"{' '.join(cmd[2:4])} failed (exit {proc.returncode}): {last}; "
+                            f"see {log}", proc.returncode)
     return output
 
 

@@ -80,6 +80,8 @@ def save_json_atomic(path, data, indent: int = 2) -> None:
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
     text = json.dumps(data, indent=indent) + "\n"   # serialise before touching the disk
+    if not os.path.isdir(directory):  # named as given, not as the temporary file
+        raise FileNotFoundError(f"{path}: its directory {directory} does not exist")
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".",
                                suffix=".tmp", dir=directory)
     try:

@@ -15,6 +15,7 @@ M         (1, 0)                      ``devices[M]``
 """
 from __future__ import annotations
 
+import json
 import math
 import os
 from dataclasses import dataclass, field
@@ -112,6 +113,8 @@ class Plan:
         object.__setattr__(self, "memory_per_device",
                            tuple(float(m) for m in self.memory_per_device))
         object.__setattr__(self, "history", tuple(float(h) for h in self.history))
+        if isinstance(self.batch, bool) or int(self.batch) != self.batch or self.batch < 1:
+            raise ValueError(f"plan: batch must be an integer >= 1, got {self.batch!r}")
         n = math.prod(s for _, s in shape)
         if len(self.devices) != n:
             raise ValueError(f"plan: mesh {self.mesh_shape_string()} has {n} processors "
@@ -123,6 +126,10 @@ class Plan:
             if axis in sizes and len(weights) != sizes[axis]:
                 raise ValueError(f"plan: {len(weights)} weights for {name!r} but mesh axis "
                                  f"{axis!r} has size {sizes[axis]}")
+        batch_sizes = self.split_sizes.get("batch")
+        if batch_sizes is not None and sum(batch_sizes) != self.batch:
+            raise ValueError(f"plan: split_sizes of 'batch' {list(batch_sizes)} add up to "
+                             f"{sum(batch_sizes)}, not the plan's batch {self.batch}")
 
     # -------------------------------------------------------------- strings
     def mesh_shape_string(self) -> str:
@@ -183,30 +190,39 @@ class Plan:
         for key in required:
             if key not in data:
                 raise ValueError(f"{source}: missing field {key!r}")
+        read = {  # field -> (conversion, what the field must be)
+            "method": (str, "a string"), "model": (str, "a string"),
+            "batch": (_integer, "an integer"),
+            "mesh_shape": (lambda v: tuple((a, int(s)) for a, s in v),
+                           "a list of [axis, size] pairs"),
+            "layout": (lambda v: tuple((d, a) for d, a in v),
+                       "a list of [dimension, axis] pairs"),
+            "devices": (lambda v: tuple(v) if isinstance(v, list) else _not_list(),
+                        "a list of device strings"),
+            "split_weights": (_number_lists(float), "an object of number lists"),
+            "dim_split_weights": (_number_lists(float), "an object of number lists"),
+            "split_sizes": (_number_lists(_integer), "an object of integer lists"),
+            "predicted_step_seconds": (_float, "a number or null"),
+            "planning_seconds": (float, "a number"),
+            "memory_per_device": (lambda v: tuple(float(x) for x in v), "a list of numbers"),
+            "feasible": (bool, "true or false"),
+            "history": (lambda v: tuple(_float(h) for h in v), "a list of numbers"),
+            "lower_bound_seconds": (_float, "a number or null"),
+            "extra": (lambda v: dict(v or {}), "an object"),
+        }
+        fields = {}
+        for key, (convert, what) in read.items():
+            if key not in data:
+                continue
+            try:
+                fields[key] = convert(data[key])
+            except (TypeError, ValueError, AttributeError):
+                raise ValueError(f"{source}: field {key!r} must be {what}, got "
+                                 f"{json.dumps(data[key])[:80]}") from None
         try:
-            return cls(
-                method=str(data["method"]), model=str(data["model"]), batch=int(data["batch"]),
-                mesh_shape=tuple((a, int(s)) for a, s in data["mesh_shape"]),
-                layout=tuple((d, a) for d, a in data["layout"]),
-                devices=tuple(data["devices"]),
-                split_weights={k: [float(x) for x in v]
-                               for k, v in data.get("split_weights", {}).items()},
-                dim_split_weights={k: [float(x) for x in v]
-                                   for k, v in data.get("dim_split_weights", {}).items()},
-                split_sizes={k: [int(x) for x in v]
-                             for k, v in data.get("split_sizes", {}).items()},
-                predicted_step_seconds=_float(data.get("predicted_step_seconds")),
-                planning_seconds=float(data.get("planning_seconds", 0.0)),
-                memory_per_device=tuple(data.get("memory_per_device", ())),
-                feasible=bool(data.get("feasible", True)),
-                history=tuple(_float(h) for h in data.get("history", ())),
-                lower_bound_seconds=_float(data.get("lower_bound_seconds")),
-                extra=dict(data.get("extra") or {}),
-            )
-        except ValueError as err:
-            raise ValueError(f"{source}: {err}") from err
-        except (TypeError, AttributeError) as err:
-            raise ValueError(f"{source}: malformed field ({err})") from err
+            return cls(**fields)
+        except ValueError as err:  # the plan's own checks: "plan: ..." named by source
+            raise ValueError(f"{source}: {str(err).removeprefix('plan: ')}") from err
 
     def save(self, path) -> None:
         """Write the JSON file atomically (an existing file is never left half-written)."""
@@ -229,3 +245,23 @@ def _json_float(x) -> Optional[float]:
 
 def _float(x) -> float:
     return math.nan if x is None else float(x)
+
+
+def _integer(x) -> int:
+    """An integer field: a JSON integer (or an integral number), not a string or bool."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or int(x) != x:
+        raise ValueError(f"not an integer: {x!r}")
+    return int(x)
+
+
+def _number_lists(convert):
+    """``{name: [numbers]}`` with each number through ``convert``."""
+    def read(value):
+        if not isinstance(value, dict):
+            raise ValueError("not an object")
+        return {str(k): [convert(x) for x in v] for k, v in value.items()}
+    return read
+
+
+def _not_list():
+    raise ValueError("not a list")

@@ -46,6 +46,12 @@ def load_cluster(path: Optional[str] = None) -> tuple:
         if not isinstance(addresses, list) or not all(
                 isinstance(a, str) and ":" in a for a in addresses):
             raise ValueError(f"{source}: job {job!r} must list 'host:port' addresses")
+        if not addresses:
+            raise ValueError(f"{source}: job {job!r} lists no tasks")
+        for address in addresses:
+            port = address.rpartition(":")[2]
+            if not (port.isdigit() and 1 <= int(port) <= 65535):
+                raise ValueError(f"{source}: job {job!r}: {address!r} needs a port in 1..65535")
     return cluster, task
 
 
