@@ -23,14 +23,14 @@ import sys
 import time
 from pathlib import Path
 
+from meshpar.cli.parsing import non_negative_int
+
 EPILOG = """examples:
   meshpar evaluate --out acc                      both tasks, 5 seeds, fold 0 of 5 each
   meshpar evaluate --out acc --tasks smci-pmci --seeds 0 --test-folds all
   meshpar evaluate --out acc --data mydata --labels sMCI,pMCI --seeds 0,1,2
   meshpar evaluate --out acc --train-args "--steps 400 --lr 3e-4"
 """
-
-from meshpar.cli.parsing import non_negative_int
 
 
 def _int_list(text: str) -> list:

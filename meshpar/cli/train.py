@@ -28,8 +28,8 @@ import sys
 import tempfile
 import time
 
-from meshpar.cli.parsing import non_negative_int
 from meshpar import _onednn
+from meshpar.cli.parsing import non_negative_int
 from meshpar.cli.train_options import (  # noqa: F401  (mesh_from_speeds: re-exported)
     add_mesh_options, add_rebalance_options, add_recipe_options, add_split_options,
     augmentations, check_mesh_args, cluster_client, mesh_arguments, mesh_from_speeds,
@@ -107,7 +107,8 @@ def register(subparsers) -> None:
                              "(default: 0.25)")
     add_split_options(parser)
     add_rebalance_options(parser)
-    parser.add_argument("--seed", type=non_negative_int, default=0, help="data and graph seed (default: 0)")
+    parser.add_argument("--seed", type=non_negative_int, default=0,
+                        help="data and graph seed (default: 0)")
     parser.add_argument("--threads", type=non_negative_int, default=1,
                         help="TF intra/inter-op threads (default 1: deterministic)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
