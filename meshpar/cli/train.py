@@ -179,6 +179,8 @@ def _check_args(args) -> None:
                          f"got {args.trace_step}")
     if args.trace_out and args.trace_step is None:
         raise ValueError("--trace-out goes with --trace-step")
+    if args.lr_schedule == "step" and args.lr_decay_steps is None:
+        raise ValueError("--lr-schedule step needs --lr-decay-steps N (decay every N steps)")
     if args.warmup_steps is not None and args.warmup_steps < 0:
         raise ValueError(f"--warmup-steps must be >= 0, got {args.warmup_steps}")
     if not 0.0 <= args.val_fraction < 1.0:

@@ -97,8 +97,6 @@ def recipe_params(args, class_counts=None) -> dict:
               "weight_decay": args.weight_decay, "clip_norm": args.clip_norm}
     if args.lr_decay_steps is not None:
         params["decay_steps"] = args.lr_decay_steps
-    elif args.lr_schedule == "step":
-        raise ValueError("--lr-schedule step needs --lr-decay-steps N (decay every N steps)")
     if args.loss == "focal":
         params["focal_gamma"] = args.focal_gamma
     weights = args.class_weights
