@@ -108,10 +108,13 @@ def _test_folds(text: str, folds: int) -> list:
     if text.strip() == "all":
         return list(range(folds))
     try:
-        return [int(v) for v in text.split(",") if v.strip()]
+        fold_ids = [int(v) for v in text.split(",") if v.strip()]
     except ValueError:
         raise ValueError(f"--test-folds: expected comma-separated integers or 'all', "
                          f"got {text!r}") from None
+    if not fold_ids or not all(0 <= f < folds for f in fold_ids):
+        raise ValueError(f"--test-folds must be in 0..{folds - 1}, got {text!r}")
+    return fold_ids
 
 
 def _check(args) -> None:
@@ -129,13 +132,10 @@ def _check(args) -> None:
 
 def _check_runs(args, tasks, fold_ids, configs, train_args, out) -> None:
     """Every configuration's ``meshpar train`` arguments through train's own checks,
-    and the test folds in range, before any phantom is written (ValueError)."""
+    before any phantom is written (ValueError)."""
     from meshpar.cli.train import check_argv
     from meshpar.evaluation import protocol
 
-    bad = [f for f in fold_ids if not 0 <= f < args.folds]
-    if bad or not fold_ids:
-        raise ValueError(f"--test-folds must be in 0..{args.folds - 1}, got {args.test_folds!r}")
     task, labels = next(iter(tasks.items()))
     for config in configs:
         one = protocol.Run(task, tuple(labels), args.seeds[0], args.folds, fold_ids[0], config,

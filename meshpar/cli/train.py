@@ -141,17 +141,22 @@ def check_argv(argv) -> None:
     caller that launches it later (``meshpar evaluate``, before it writes its
     phantoms): ValueError with train's own message. Data and clusters are not
     opened here."""
-    from meshpar import models
-
     sub = _RefusingParser(prog="meshpar").add_subparsers()
     register(sub)
     args = sub.choices["train"].parse_args(list(argv))
     _check_args(args)
-    overrides = {} if args.channels is None else {"in_channels": int(args.channels)}
-    spec = models.get(args.model, **overrides)
+    spec = _model_spec(args)
     recipe_params(args)
     if not args.cluster:
         mesh_arguments(args, spec)
+
+
+def _model_spec(args):
+    """The ``--model`` spec, with ``--channels`` as its input channels when given."""
+    from meshpar import models
+
+    overrides = {} if args.channels is None else {"in_channels": int(args.channels)}
+    return models.get(args.model, **overrides)
 
 
 def _resolve_batch(args) -> None:
@@ -218,10 +223,7 @@ def run(args) -> int:
     _check_args(args)
     os.environ.setdefault("TF_DETERMINISTIC_OPS", "1")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    from meshpar import models
-
-    overrides = {} if args.channels is None else {"in_channels": int(args.channels)}
-    spec = models.get(args.model, **overrides)
+    spec = _model_spec(args)
     lr = args.lr if args.lr is not None else OPTIMIZER_DEFAULT_LR[args.optimizer]
     client = cluster_client(args)
     mesh_kwargs = mesh_arguments(args, spec, client)

@@ -197,8 +197,7 @@ class Plan:
                            "a list of [axis, size] pairs"),
             "layout": (lambda v: tuple((d, a) for d, a in v),
                        "a list of [dimension, axis] pairs"),
-            "devices": (lambda v: tuple(v) if isinstance(v, list) else _not_list(),
-                        "a list of device strings"),
+            "devices": (_list, "a list of device strings"),
             "split_weights": (_number_lists(float), "an object of number lists"),
             "dim_split_weights": (_number_lists(float), "an object of number lists"),
             "split_sizes": (_number_lists(_integer), "an object of integer lists"),
@@ -263,5 +262,8 @@ def _number_lists(convert):
     return read
 
 
-def _not_list():
-    raise ValueError("not a list")
+def _list(value) -> tuple:
+    """A list field as a tuple (a string, though iterable, is not one)."""
+    if not isinstance(value, list):
+        raise ValueError("not a list")
+    return tuple(value)
