@@ -63,6 +63,12 @@ def test_whole_network_benchmark_runs_every_strategy_and_writes_json_and_png(tmp
         assert r["of_ideal"] == pytest.approx(r["samples_per_second"]
                                               / model["ideal_samples_per_second"])
         assert {"worker:0", "worker:1"} & set(r["step_breakdown"]), name
+        # the workers' CPU time over the steady steps, per worker, from the kernel
+        assert len(r["worker_share_used"]) == 2 and min(r["worker_share_used"]) >= 0, name
+    # a worker alone does the work; the other one only answers the client
+    for task in (0, 1):
+        used = rows[f"alone-{task}"]["worker_share_used"]
+        assert used[task] > 0.2 and used[task] > 3 * used[1 - task]
     assert rows["mtf-even-filter"]["vs_mtf_even_filter"] == pytest.approx(1.0)
     assert rows["alone-1"]["plan_devices"] == ["/job:worker/task:1/device:CPU:0"]
     # A row that is the same plan as an earlier row says so, and only then. (The
@@ -76,7 +82,8 @@ def test_whole_network_benchmark_runs_every_strategy_and_writes_json_and_png(tmp
     paths = bench_train.save(result, str(tmp_path))
     assert json.loads(open(paths[0]).read())["models"][0]["model"] == "vgg-cifar-small"
     assert open(paths[1], "rb").read(4) == b"\x89PNG"
-    assert "ideal" in bench_train.format_table(result)
+    table = bench_train.format_table(result)
+    assert "ideal" in table and "used w0 " in table
 
 
 def _check_model_step_profile(profile, model, batch):
@@ -129,8 +136,9 @@ def test_rounds_interleave_the_strategies_and_keep_the_median_run(monkeypatch):
     calls, rates = [], {"a": [3.0, 9.0, 5.0], "b": [7.0, 1.0, 4.0]}
 
     def fake_run(model, plan, cluster_file, work, name, steps, batch, upstream=False,
-                 seed=0, log=print, run=0):
+                 seed=0, log=print, run=0, cluster=None):
         calls.append((name, run))
+        assert cluster == "local cluster"  # passed on: its workers' CPU time is read
         if name == "c":
             raise RuntimeError("Mesh-TF cannot express it")
         return {"samples_per_second": rates[name][run], "run": run}
@@ -139,7 +147,7 @@ def test_rounds_interleave_the_strategies_and_keep_the_median_run(monkeypatch):
     runs = {}
     plans = {name: (None, False) for name in "abc"}
     bench_train._run_rounds("m", plans, ["a", "b", "c"], runs, 3, "f", "w", 8, 4, 0,
-                            log=lambda *a: None)
+                            log=lambda *a: None, local_cluster="local cluster")
     assert calls == [("a", 0), ("b", 0), ("c", 0), ("a", 1), ("b", 1), ("a", 2), ("b", 2)]
     assert runs["c"] == {"skipped": "Mesh-TF cannot express it"}
     a = bench_train._median_run(runs["a"])
@@ -153,7 +161,7 @@ def test_rounds_interleave_the_strategies_and_keep_the_median_run(monkeypatch):
     rates["a"].append(6.0)
     rates["b"].append(2.0)
     bench_train._run_rounds("m", plans, ["a", "b", "c"], runs, 4, "f", "w", 8, 4, 0,
-                            log=lambda *a: None)
+                            log=lambda *a: None, local_cluster="local cluster")
     assert calls == [("a", 3), ("b", 3)]
 
 
@@ -214,7 +222,7 @@ def test_a_memory_budget_marks_the_rows_over_it_and_the_planner_fits_it(monkeypa
     ran = []
 
     def fake_run(model, plan, cluster_file, work, name, steps, batch, upstream=False,
-                 seed=0, log=print, run=0):
+                 seed=0, log=print, run=0, cluster=None):
         ran.append(name)
         return {"samples_per_second": 10.0, "step_seconds_median": batch / 10.0,
                 "samples_per_second_p25_p75": [9.0, 11.0], "trace_step_seconds": 0.8}
@@ -283,7 +291,7 @@ def test_enforced_runs_start_on_fresh_workers_and_name_the_worker_out_of_memory(
             return list(killed)
 
     def fake_run(model, plan, cluster_file, work, name, steps, batch, upstream=False,
-                 seed=0, log=print, run=0):
+                 seed=0, log=print, run=0, cluster=None):
         runs_of[name] = runs_of.get(name, 0) + 1
         if name == "proportional-batch" or (name == "proportional-filter" and run == 1):
             killed.append(0)  # the fast worker outgrows the budget

@@ -19,11 +19,14 @@ def test_steady_state_leaves_out_the_warmup_and_uses_the_median_step():
     assert s["samples_per_second_mean"] == pytest.approx(8 * 5 / 1.5)
     lo, hi = s["samples_per_second_p25_p75"]
     assert lo <= s["samples_per_second"] <= hi
+    # the steady steps run from the end of the last warm-up step to the end of the run
+    assert s["steady_window"] == [9.0, 10.5]
 
 
 def test_too_short_a_run_reports_no_rate_instead_of_a_wrong_one():
     s = steady_state([0.0, 1.0, 2.0], batch=4, warmup=2)
     assert s["samples_per_second"] is None and s["steady_steps"] == 1
+    assert s["steady_window"] is None
 
 
 def test_default_warmup_is_a_tenth_of_the_run_but_at_least_three_steps():

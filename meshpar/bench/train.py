@@ -8,7 +8,10 @@ The path a user takes, strategy after strategy on the same workers in one run:
    ``meshpar train --cluster ... --plan ... --json --trace-step K`` process;
    its steady-state samples/s (steps after warm-up) and the traced step's
    per-worker breakdown (compute, communication, idle) come from the summary
-   line that command prints.
+   line that command prints; on a LocalCluster, the part of its CPU share each
+   worker used over those steady steps comes from the kernel's count of the
+   worker processes' CPU time (the trace cannot tell a throttled worker's
+   held-back time from idle).
 
 Strategies: each worker ``alone`` (the ideal is the sum of their rates),
 ``mtf-even-filter`` (Mesh-TensorFlow's own ``PlacementMeshImpl``, filters
@@ -60,10 +63,14 @@ def run_train_command(argv: list, what: str) -> str:
 
 def run_strategy(model: str, plan, cluster_file: str, work: str, name: str, steps: int,
                  batch: int, upstream: bool = False, seed: int = 0, log=print,
-                 run: int = 0) -> dict:
+                 run: int = 0, cluster=None) -> dict:
     """Train ``model`` on ``plan`` through ``meshpar train --cluster``; its JSON summary.
     ``run`` numbers repeated runs of one strategy (each trains from scratch in its
-    own model directory)."""
+    own model directory). With ``cluster`` (a LocalCluster) the summary also says
+    how much of its CPU share each worker used over the steady steps
+    (``worker_share_used``, :mod:`meshpar.runtime.cpu_usage`)."""
+    from meshpar.runtime.cpu_usage import CpuSampler
+
     plan_file = os.path.join(work, f"{model}-{name}.plan.json")
     plan.save(plan_file)
     argv = train_argv(model, cluster_file, plan_file, steps, batch,
@@ -71,12 +78,34 @@ def run_strategy(model: str, plan, cluster_file: str, work: str, name: str, step
                       model_dir=os.path.join(work, f"{model}-{name}-run{run}"),
                       upstream=upstream, seed=seed)
     started = time.perf_counter()
-    out = run_train_command(argv, f"{model} / {name}")
+    sampler = CpuSampler([p.pid for p in cluster.processes]) if cluster is not None else None
+    if sampler is not None:
+        sampler.start()
+    try:
+        out = run_train_command(argv, f"{model} / {name}")
+    finally:
+        if sampler is not None:
+            sampler.stop()
     summary = json.loads(out.strip().splitlines()[-1])
     summary["wall_seconds"] = time.perf_counter() - started
+    if sampler is not None:
+        summary.update(_share_used(sampler, summary, cluster.speeds))
     log(f"  {name:<20} {summary['samples_per_second']:8.2f} samples/s  "
         f"({summary['steady_steps']} steady steps, {summary['wall_seconds']:.0f} s)")
     return summary
+
+
+def _share_used(sampler, summary: dict, speeds: Sequence[float]) -> dict:
+    """``worker_share_used``: each worker's CPU seconds over the run's steady steps
+    (the one traced step among them) over the window times its share of a core;
+    empty when the window is unknown or not covered."""
+    from meshpar.runtime.cpu_usage import share_used
+
+    window = summary.get("steady_window_unix")
+    used = sampler.cpu_seconds_between(*window) if window else None
+    if used is None:
+        return {}
+    return {"worker_share_used": share_used(used, window[1] - window[0], speeds)}
 
 
 def strategy_plans(model_name: str, profile, batch: int, standalone: Sequence[float],
@@ -201,7 +230,7 @@ class EnforcedMemory:
 
 def _run_rounds(model: str, plans: dict, names: Sequence[str], runs: dict, rounds: int,
                 cluster_file: str, work: str, steps: int, batch: int, seed: int, log,
-                enforced: Optional[EnforcedMemory] = None) -> None:
+                enforced: Optional[EnforcedMemory] = None, local_cluster=None) -> None:
     """Run each of ``names`` once per round, round after round (strategies
     interleaved, so a slow spell of the shared machine hits them all alike);
     ``runs[name]`` collects the summaries, or the row of a plan that cannot run,
@@ -221,7 +250,7 @@ def _run_rounds(model: str, plans: dict, names: Sequence[str], runs: dict, round
             try:
                 runs.setdefault(name, []).append(run_strategy(
                     model, plan, cluster_file, work, name, steps, batch, upstream=upstream,
-                    seed=seed, log=log, run=r))
+                    seed=seed, log=log, run=r, cluster=local_cluster))
             except RuntimeError as err:  # e.g. a split Mesh-TF cannot express
                 killed = enforced.out_of_memory() if enforced is not None else []
                 if killed:
@@ -251,12 +280,14 @@ def _row(got) -> dict:
 
 def bench_model(model: str, profile, cluster_file: str, work: str, steps: int, batch: int,
                 seed: int, log, rounds: int = 1, memory_terms=MEASURED,
-                enforced: Optional[EnforcedMemory] = None) -> dict:
+                enforced: Optional[EnforcedMemory] = None, local_cluster=None) -> dict:
     """All strategies for one model; the result dict of that model. With
     ``rounds`` > 1 every strategy runs that many times, interleaved, and each row
     is its median run; the proportional plans use the first round's alone rates.
     ``memory_terms``: the count's terms and headroom every plan is priced with;
-    ``enforced``: the emulated memory the runs are held to (fresh workers each)."""
+    ``enforced``: the emulated memory the runs are held to (fresh workers each);
+    ``local_cluster``: the LocalCluster the runs train on, whose workers' CPU time
+    each row reports (:func:`run_strategy`)."""
     from meshpar.planning.planners import plan as make_plan
     from meshpar.models import describe_model
 
@@ -266,7 +297,7 @@ def bench_model(model: str, profile, cluster_file: str, work: str, steps: int, b
              for task in range(n)}
     runs = {}
     _run_rounds(model, plans, list(plans), runs, 1, cluster_file, work, steps, batch, seed, log,
-                enforced)
+                enforced, local_cluster)
     failed = [f"{name}: {got['skipped']}" for name, got in runs.items()
               if isinstance(got, dict)]
     if failed:  # no ideal without every worker's standalone rate
@@ -282,7 +313,7 @@ def bench_model(model: str, profile, cluster_file: str, work: str, steps: int, b
     if not plans["planner"][0].feasible:  # the budget leaves no plan: nothing to run
         runs["planner"] = {"skipped": "no plan fits the memory budget"}
     _run_rounds(model, plans, list(plans), runs, rounds, cluster_file, work, steps, batch, seed,
-                log, enforced)
+                log, enforced, local_cluster)
     rows = {name: _row(runs[name]) for name in plans if name in runs}  # strategies' order
     standalone = [rows[f"alone-{t}"]["samples_per_second"] for t in range(n)]
     ideal = sum(standalone)
@@ -367,7 +398,8 @@ def run_benchmark(models: Sequence[str] = DEFAULT_MODELS,
             enforced = EnforcedMemory(cluster, budget) if enforce else None
             results.append(bench_model(m, profile, tf_cluster, work, steps, batch, seed, log,
                                        rounds=rounds, memory_terms=memory_terms,
-                                       enforced=enforced))
+                                       enforced=enforced,
+                                       local_cluster=None if cluster_file else cluster))
             if enforced is not None:  # the next model's profile runs without the budget
                 cluster.renew_workers(None)
     return {"benchmark": "train", "cluster": {
@@ -402,7 +434,7 @@ def format_table(result: dict) -> str:
                          f"{bound['of_ideal']:.2f} of the profile's ideal")
         lines.append(f"  {'strategy':<20} {'mesh':<16} {'samples/s':>9} {'p25-p75':>13} "
                      f"{'ideal':>6} {'vs mtf':>6} {'vs 1':>5} {'pred/meas':>9}  "
-                     "traced step: compute/comm/idle per worker")
+                     "traced step: compute/comm/idle per worker; CPU share used")
         for name, r in m["strategies"].items():
             if "samples_per_second" not in r:
                 lines.append(f"  {name:<20} {r.get('skipped', '')}")
@@ -413,6 +445,9 @@ def format_table(result: dict) -> str:
                     f"{parts[k] / r['trace_step_seconds']:.0%}"
                     for k in ("compute", "communication", "idle"))
                 for task, parts in r.get("step_breakdown", {}).items())
+            used = r.get("worker_share_used")
+            if used:  # the trace counts a throttled worker's held-back time as idle
+                trace += "  used " + " ".join(f"w{i} {u:.0%}" for i, u in enumerate(used))
             same = f"  (same plan as {r['same_as']})" if r.get("same_as") else ""
             if r.get("runs", 1) > 1:
                 same += "  runs {:.1f}-{:.1f}".format(*r["samples_per_second_min_max"])

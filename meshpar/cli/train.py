@@ -387,6 +387,11 @@ def _train(args, spec, lr, params, mesh_kwargs, model_dir, data, client=None,
         bar.close()
     seconds = time.perf_counter() - started
     speed = steady_state(history.step_ends, args.batch, args.warmup_steps)
+    # on the unix clock, so that another process (a benchmark reading the workers'
+    # CPU time) can find the steady steps
+    to_unix = time.time() - time.perf_counter()
+    window = speed.pop("steady_window")
+    speed["steady_window_unix"] = None if window is None else [t + to_unix for t in window]
     summary = {"model": spec.name, "mesh_shape": mesh.mesh_shape, "devices": list(mesh.devices),
                "split_weights": mesh.split_weights, "steps": len(history.losses),
                "first_loss": history.losses[0] if history.losses else None,

@@ -29,8 +29,10 @@ def steady_state(step_ends: Sequence[float], batch: int, warmup: Optional[int] =
     always part of the warm-up. Returns ``samples_per_second`` (batch /
     median step), ``samples_per_second_p25_p75`` (from the 75th and 25th
     percentile steps), ``samples_per_second_mean`` (steps / total time),
-    ``step_seconds_median``, ``warmup_steps`` and ``steady_steps``; the
-    rates are None when fewer than two steps remain.
+    ``step_seconds_median``, ``warmup_steps``, ``steady_steps`` and
+    ``steady_window`` (when the first steady step started and the last one
+    ended, on ``step_ends``' clock); the rates and the window are None when
+    fewer than two steps remain.
     """
     ends = np.asarray(step_ends, dtype=float)
     warmup = default_warmup(len(ends)) if warmup is None else int(warmup)
@@ -39,12 +41,13 @@ def steady_state(step_ends: Sequence[float], batch: int, warmup: Optional[int] =
     durations = np.diff(ends)[max(warmup, 1) - 1:]
     out = {"batch": int(batch), "warmup_steps": max(warmup, 1), "steady_steps": int(len(durations)),
            "samples_per_second": None, "samples_per_second_p25_p75": None,
-           "samples_per_second_mean": None, "step_seconds_median": None}
+           "samples_per_second_mean": None, "step_seconds_median": None, "steady_window": None}
     if len(durations) < 2:
         return out
     p25, median, p75 = np.percentile(durations, [25, 50, 75])
     out.update(samples_per_second=float(batch / median),
                samples_per_second_p25_p75=[float(batch / p75), float(batch / p25)],
                samples_per_second_mean=float(batch * len(durations) / durations.sum()),
-               step_seconds_median=float(median))
+               step_seconds_median=float(median),
+               steady_window=[float(ends[len(ends) - len(durations) - 1]), float(ends[-1])])
     return out
