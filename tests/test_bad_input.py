@@ -248,6 +248,8 @@ CASES = [
     # --- numbers each flag must be in
     Case("plan-seed-negative", "subprocess", ["plan", "--speeds", "1,1", "--seed", "-1"],
          "argument --seed: must be >= 0, got -1"),
+    Case("bench-train-verify-negative", "subprocess", ["bench", "train", "--verify", "-1"],
+         "argument --verify: must be >= 0, got -1"),
     Case("predict-batch-zero", "subprocess", ["predict", "--model-dir", "{d}", "--batch", "0"],
          "argument --batch: must be >= 1, got 0"),
     Case("synth-voxel-nan", "subprocess", ["data", "synth", "--out", "{d}/vox", "--voxel-mm", "nan"],

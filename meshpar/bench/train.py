@@ -18,7 +18,9 @@ Strategies: each worker ``alone`` (the ideal is the sum of their rates),
 split evenly), ``mtf-even-batch``, ``proportional-batch`` and
 ``proportional-filter`` (weights = the workers' measured standalone rates of
 this model) and ``planner``: the plan ``meshpar plan --profile`` picks, with
-no trial runs. Rows that are the same plan are marked ``same_as``.
+no trial runs. With ``--verify K``, a separate row ``verified``: the fastest
+of the planner's K best candidates in one trial run each, then timed in the
+rounds like the others. Rows that are the same plan are marked ``same_as``.
 """
 from __future__ import annotations
 
@@ -188,8 +190,41 @@ def _trim(takes: list, batch: int, seconds: list) -> list:
 
 
 def _same_plan(a, b) -> bool:
-    return (a.mesh_shape == b.mesh_shape and a.devices == b.devices
-            and a.split_sizes == b.split_sizes)
+    from meshpar.planning.planners.candidates import same_plan
+
+    return same_plan(a, b)
+
+
+def verified_plan(model: str, profile, batch: int, count: int, seed: int, memory_terms,
+                  trial, log=print) -> tuple:
+    """``((plan, False), verification)``: the fastest in one trial run each
+    (``trial(plan, i)`` returns a run's summary) of the planner's ``count`` best
+    candidates (:func:`meshpar.planning.planners.candidates.candidate_plans`).
+    The row then runs in the rounds like every other strategy: its rate is never
+    the trial that picked it (the best of several noisy trials is biased high).
+    ``(None, verification)`` when no trial ran."""
+    from meshpar.models import describe_model
+    from meshpar.planning.planners.candidates import candidate_plans
+
+    candidates = candidate_plans(describe_model(model), profile, batch, count, seed=seed,
+                                 memory_terms=memory_terms)
+    log(f"  verifying the planner's {len(candidates)} best candidate(s), one trial run each")
+    tried = []
+    for i, p in enumerate(candidates):
+        row = {"mesh": p.mesh_shape_string(), "plan_devices": list(p.devices),
+               "split_sizes": {k: list(v) for k, v in p.split_sizes.items()},
+               "predicted_step_seconds": p.predicted_step_seconds}
+        try:
+            row["trial_samples_per_second"] = trial(p, i)["samples_per_second"]
+        except RuntimeError as err:  # e.g. out of an enforced memory budget
+            row["skipped"] = str(err)
+            log(f"  trial-{i:<14} skipped: {err}")
+        tried.append(row)
+    ran = [i for i, row in enumerate(tried) if "trial_samples_per_second" in row]
+    if not ran:
+        return None, {"candidates": tried, "picked": None}
+    best = max(ran, key=lambda i: tried[i]["trial_samples_per_second"])
+    return (candidates[best], False), {"candidates": tried, "picked": best}
 
 
 def _median_run(runs: list) -> dict:
@@ -280,14 +315,16 @@ def _row(got) -> dict:
 
 def bench_model(model: str, profile, cluster_file: str, work: str, steps: int, batch: int,
                 seed: int, log, rounds: int = 1, memory_terms=MEASURED,
-                enforced: Optional[EnforcedMemory] = None, local_cluster=None) -> dict:
+                enforced: Optional[EnforcedMemory] = None, local_cluster=None,
+                verify: int = 0) -> dict:
     """All strategies for one model; the result dict of that model. With
     ``rounds`` > 1 every strategy runs that many times, interleaved, and each row
     is its median run; the proportional plans use the first round's alone rates.
     ``memory_terms``: the count's terms and headroom every plan is priced with;
     ``enforced``: the emulated memory the runs are held to (fresh workers each);
     ``local_cluster``: the LocalCluster the runs train on, whose workers' CPU time
-    each row reports (:func:`run_strategy`)."""
+    each row reports (:func:`run_strategy`); ``verify`` > 0: also the row
+    ``verified`` (:func:`verified_plan`), the trial runs in ``verification``."""
     from meshpar.planning.planners import plan as make_plan
     from meshpar.models import describe_model
 
@@ -312,6 +349,18 @@ def bench_model(model: str, profile, cluster_file: str, work: str, steps: int, b
     planning_seconds = time.perf_counter() - started
     if not plans["planner"][0].feasible:  # the budget leaves no plan: nothing to run
         runs["planner"] = {"skipped": "no plan fits the memory budget"}
+    verification = None
+    if verify and plans["planner"][0].feasible:
+        def trial(p, i):
+            if enforced is not None:
+                enforced.before("trial")  # a split: fresh workers under the budget
+            return run_strategy(model, p, cluster_file, work, f"trial-{i}", steps, batch,
+                                seed=seed, log=log, cluster=local_cluster)
+
+        verified, verification = verified_plan(model, profile, batch, verify, seed,
+                                               memory_terms, trial, log)
+        if verified is not None:
+            plans["verified"] = verified
     _run_rounds(model, plans, list(plans), runs, rounds, cluster_file, work, steps, batch, seed,
                 log, enforced, local_cluster)
     rows = {name: _row(runs[name]) for name in plans if name in runs}  # strategies' order
@@ -342,7 +391,7 @@ def bench_model(model: str, profile, cluster_file: str, work: str, steps: int, b
             "ideal_samples_per_second": ideal,
             "batch_split_bound": batch_split_bound(profile, model, batch),
             "standalone_samples_per_second": standalone, "planning_seconds": planning_seconds,
-            "strategies": rows}
+            "strategies": rows, **({"verification": verification} if verification else {})}
 
 
 def run_benchmark(models: Sequence[str] = DEFAULT_MODELS,
@@ -350,7 +399,7 @@ def run_benchmark(models: Sequence[str] = DEFAULT_MODELS,
                   steps: int = 60, batch: int = 8, seed: int = 0, throttle: str = "auto",
                   profile_repeats: int = 3, rounds: int = 1, log=print,
                   memory_bytes: Optional[Sequence[float]] = None, memory_terms=MEASURED,
-                  enforce: bool = False) -> dict:
+                  enforce: bool = False, verify: int = 0) -> dict:
     """Run every model's strategies on one cluster; the JSON-ready result.
 
     ``memory_bytes``: an emulated memory budget per worker (one value for all or
@@ -359,7 +408,8 @@ def run_benchmark(models: Sequence[str] = DEFAULT_MODELS,
     ``memory_terms``: the count's terms and headroom (default
     :data:`meshpar.planning.memory.MEASURED`). ``enforce``: the budget is also
     each LocalCluster worker's emulated memory (:class:`EnforcedMemory`); a
-    run whose worker outgrows it is reported out of memory."""
+    run whose worker outgrows it is reported out of memory. ``verify`` > 0: also
+    the row ``verified`` (:func:`verified_plan`)."""
     from meshpar.models import get
     from meshpar.planning.cluster import per_device
     from meshpar.runtime.cluster_files import ExistingCluster
@@ -374,6 +424,8 @@ def run_benchmark(models: Sequence[str] = DEFAULT_MODELS,
         raise ValueError(f"--rounds must be >= 1, got {rounds}")
     if profile_repeats < 1:
         raise ValueError(f"--profile-repeats must be >= 1, got {profile_repeats}")
+    if verify < 0:
+        raise ValueError(f"--verify must be >= 0, got {verify}")
     budget = None  # per worker
     if memory_bytes is not None and not cluster_file:  # refused before any worker starts
         budget = per_device(memory_bytes, len(speeds), "--memory-mib", "worker")
@@ -399,7 +451,8 @@ def run_benchmark(models: Sequence[str] = DEFAULT_MODELS,
             results.append(bench_model(m, profile, tf_cluster, work, steps, batch, seed, log,
                                        rounds=rounds, memory_terms=memory_terms,
                                        enforced=enforced,
-                                       local_cluster=None if cluster_file else cluster))
+                                       local_cluster=None if cluster_file else cluster,
+                                       verify=verify))
             if enforced is not None:  # the next model's profile runs without the budget
                 cluster.renew_workers(None)
     return {"benchmark": "train", "cluster": {

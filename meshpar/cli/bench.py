@@ -66,6 +66,9 @@ def register(subparsers) -> None:
     train.add_argument("--rounds", type=int, default=1,
                        help="runs of every strategy, interleaved round after round; each row "
                             "is the median run, with the others' rates (default %(default)s)")
+    train.add_argument("--verify", type=non_negative_int, default=0, metavar="K",
+                       help="also a row 'verified': the fastest of the planner's K best "
+                            "candidates, each timed in one trial run first (default 0: no row)")
     train.set_defaults(func=run_train)
     memory = sub.add_parser(
         "memory", help="the cost model's memory per worker against fresh workers' measured peak",
@@ -179,6 +182,7 @@ def run_train(args) -> int:
                                        throttle=args.throttle, rounds=args.rounds, log=log,
                                        memory_bytes=memory, memory_terms=terms,
                                        enforce=args.enforce,
-                                       profile_repeats=args.profile_repeats)
+                                       profile_repeats=args.profile_repeats,
+                                       verify=args.verify)
     return _report(args, bench_train, result, log)
 

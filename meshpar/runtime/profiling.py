@@ -174,18 +174,23 @@ def profile_cluster_workers(addresses: Sequence[str], device_type: str = "CPU",
         alone, together = _time_sizes(session, steps, sizes, flops_of, n, repeats, log)
         efficiency = _time_slices(session, slices, together, flops_of.get((batch,)), n,
                                   repeats, log)
-        split_seconds = {axis: _median_seconds(session, [op], repeats)[0]
-                         for axis, op in splits.items()}
-        if split_seconds:
+        split_seconds = {}
+        if splits:
+            weights = [together[t][flops_of[(batch,)]] for t in range(n)]
+            balanced = _balanced_splits(tf, session, graph, client, spec, batch,
+                                        list(splits), weights)
+            timed = _interleaved_seconds(session, {**{("even", a): op for a, op in
+                                                       splits.items()},
+                                                    **{("balanced", a): op for a, op in
+                                                       balanced.items()}}, repeats)
+            split_seconds = {axis: timed["even", axis] for axis in splits}
             log("even split over all workers: " + ", ".join(
                 f"{axis}:{n} {s * 1e3:.1f} ms" for axis, s in split_seconds.items()))
-            weights = [together[t][flops_of[(batch,)]] for t in range(n)]
-            balanced = _time_balanced_splits(tf, session, graph, client, spec, batch,
-                                             list(splits), weights, repeats)
             if balanced:
-                split_seconds["balanced"] = balanced
+                split_seconds["balanced"] = {"weights": [float(w) for w in weights], **{
+                    axis: timed["balanced", axis] for axis in balanced}}
                 log("split by speed over all workers: " + ", ".join(
-                    f"{axis}:{n} {balanced[axis] * 1e3:.1f} ms" for axis in splits))
+                    f"{axis}:{n} {timed['balanced', axis] * 1e3:.1f} ms" for axis in splits))
         bandwidth, latency = _link(session, sends, transfer_bytes, repeats)
     devices = tuple(DeviceSpec(name=f"w{t}", device=client.devices[t],
                                profile=tuple(sorted(together[t].items())),
@@ -251,15 +256,39 @@ def _profile_graph(tf, client, spec, sizes, batch: int, transfer_bytes: int):
 BALANCED_MIN_RATIO = 1.1
 
 
-def _time_balanced_splits(tf, session, graph, client, spec, batch: int, axes, weights,
-                          repeats: int) -> dict:
-    """``{"weights": speeds, axis: seconds}``: the model split over ``axes`` of all
-    the workers in proportion to their measured speeds ``weights``, timed like
-    the even splits; empty when the speeds are within
-    :data:`BALANCED_MIN_RATIO` of each other. Built after the speeds are known,
-    so it extends the session's graph (new variables initialised here). From
-    it the cost model learns the wait for the slowest device where the
-    devices are balanced (meshpar.planning.calibration)."""
+#: Rounds in which the even and the balanced splits are timed in turn
+#: (:func:`_interleaved_seconds`): one measurement per split would let a slow
+#: spell of a shared host land on one of them only. Seen: a balanced batch split
+#: of resattnet3d-small at batch 32 timed at 560 ms against 412 ms for the even
+#: one (training measured it at 230 ms), from which the cost model learned a
+#: wait for the slowest device so large that the planner left the slow worker
+#: idle.
+SPLIT_ROUNDS = 3
+
+
+def _interleaved_seconds(session, ops: dict, repeats: int, rounds: int = SPLIT_ROUNDS) -> dict:
+    """``{key: seconds}``: each op's median over ``rounds`` rounds of ``repeats``
+    timed runs, the ops taking turns round after round (each warmed up first)."""
+    for op in ops.values():
+        session.run(op)  # warm up: a new graph's first run builds its kernels
+    times = {key: [] for key in ops}
+    for _ in range(rounds):
+        for key, op in ops.items():
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                session.run(op)
+                times[key].append(time.perf_counter() - t0)
+    return {key: max(float(np.median(t)), 1e-9) for key, t in times.items()}
+
+
+def _balanced_splits(tf, session, graph, client, spec, batch: int, axes, weights) -> dict:
+    """``{axis: step op}``: the model split over ``axes`` of all the workers in
+    proportion to their measured speeds ``weights``, to be timed with the even
+    splits; empty when the speeds are within :data:`BALANCED_MIN_RATIO` of each
+    other. Built after the speeds are known, so it extends the session's graph
+    (new variables initialised here). From it the cost model learns the wait
+    for the slowest device where the devices are balanced
+    (meshpar.planning.calibration)."""
     from meshpar.training.estimator import MeshSpec
 
     if not axes or max(weights) < BALANCED_MIN_RATIO * min(weights):
@@ -278,9 +307,7 @@ def _time_balanced_splits(tf, session, graph, client, spec, batch: int, axes, we
         init = tf.variables_initializer([v for v in tf.global_variables() if v not in known])
     session.run(init)
     session.run(copies)
-    out = {"weights": [float(w) for w in weights]}
-    out.update({axis: _median_seconds(session, [op], repeats)[0] for axis, op in ops.items()})
-    return out
+    return ops
 
 
 def _time_sizes(session, steps, sizes, flops_of, n: int, repeats: int, log) -> tuple:

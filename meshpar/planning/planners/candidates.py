@@ -1,0 +1,82 @@
+"""Plans worth timing: the few a planner's cost model ranks near its pick.
+
+Where the cost model's margins between plans are within its error (on a noisy
+host, a few percent), the fastest plan is found by timing a few candidates
+on the cluster itself: a *verified* pick (``meshpar bench train --verify K``).
+:func:`candidate_plans` lists them, distinct and fastest predicted first: the
+planner's pick over every device subset, its best plan for each mesh shape of
+the whole cluster, and the batch splits one sample away from each of those
+(integer splits of a small batch are where the cost model's ranking is least
+sure: neighbouring splits of resattnet3d-small's batch 32 measured within 3.5%
+of each other, docs/measuring.md).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from meshpar.planning.cluster import ClusterSpec
+from meshpar.planning.cost_model import CostModel
+from meshpar.planning.description import ModelDescription
+from meshpar.planning.memory import MEASURED, MemoryTerms
+from meshpar.planning.plan import Plan
+from meshpar.planning.planners import plan as make_plan
+from meshpar.planning.planners.common import BATCH_AXIS, MODEL_AXIS, allowed_shapes, build_plan
+
+
+def candidate_plans(model: ModelDescription, cluster: ClusterSpec, batch: int, count: int,
+                    method: str = "ga", seed: int = 0, memory_terms: MemoryTerms = MEASURED,
+                    **options) -> list:
+    """Up to ``count`` distinct plans of ``model`` on ``cluster``, those that fit the
+    memory first, then by predicted step time; the first is :func:`~meshpar.planning.
+    planners.plan`'s own pick (``subsets=True``) unless another candidate is
+    predicted faster. ``method``, ``seed`` and ``options`` go to the planner."""
+    if int(count) < 1:
+        raise ValueError(f"count must be >= 1, got {count}")
+    cost = CostModel(model, cluster, batch, memory_terms=memory_terms)
+    found = [make_plan(model, cluster, batch, method, seed, subsets=True,
+                       memory_terms=memory_terms, **options)]
+    for shape in allowed_shapes(cost):
+        found.append(make_plan(model, cluster, batch, method, seed, shapes=[shape],
+                               memory_terms=memory_terms, **options))
+    for p in list(found):
+        found.extend(batch_neighbours(p, model, cluster, memory_terms))
+    distinct = []
+    for p in sorted(found, key=lambda p: (not p.feasible, p.predicted_step_seconds)):
+        if not any(same_plan(p, q) for q in distinct):
+            distinct.append(p)
+    return distinct[:int(count)]
+
+
+def same_plan(a: Plan, b: Plan) -> bool:
+    """Whether two plans run the same: mesh, devices in order, layout and sizes."""
+    return (a.mesh_shape == b.mesh_shape and a.devices == b.devices
+            and a.layout == b.layout and a.split_sizes == b.split_sizes)
+
+
+def batch_neighbours(p: Plan, model: ModelDescription, cluster: ClusterSpec,
+                     memory_terms: MemoryTerms = MEASURED) -> list:
+    """``p`` with one sample moved from one batch row of its mesh to another (every
+    row keeps at least one), priced by the same cost model; none for one row."""
+    shape = dict(p.mesh_shape)
+    rows, cols = shape[BATCH_AXIS], shape[MODEL_AXIS]
+    if rows < 2:
+        return []
+    sub = dataclasses.replace(cluster, devices=tuple(
+        d for d in cluster.devices if d.device in p.devices))
+    cost = CostModel(model, sub, p.batch, memory_terms=memory_terms)
+    names = [d.device for d in sub.devices]
+    perm = [names.index(d) for d in p.devices]
+    sizes = list(p.split_sizes[model.batch_dim])
+    on_model = [dim for dim, axis in p.layout if axis == MODEL_AXIS]
+    out = []
+    for i in range(rows):
+        for j in range(rows):
+            if i == j or sizes[j] < 2:
+                continue
+            moved = list(sizes)
+            moved[i] += 1
+            moved[j] -= 1
+            out.append(build_plan(f"{p.method}-neighbour", cost, rows, cols, perm,
+                                  [float(s) for s in moved], p.split_weights[MODEL_AXIS],
+                                  p.dim_split_weights, layout=on_model))
+    return out
