@@ -106,6 +106,7 @@ def _check_model_step_profile(profile, model, batch):
     # speeds at the batch, both axes timed; the cost model fits its jitter to them
     split = profile.extra["split_seconds"]
     assert split["batch"] > 0 and split["model"] > 0 and split["batch_size"] == batch
+    assert 0.1 < split["host_drift"] < 10  # the host's speed against the size scan's
     balanced = split["balanced"]
     assert balanced["weights"] == pytest.approx([d.profile[-1][1] for d in profile.devices])
     assert balanced["batch"] > 0 and balanced["model"] > 0
@@ -376,3 +377,18 @@ def test_split_timings_take_turns_so_a_slow_spell_hits_both(monkeypatch):
     assert order[:2] == ["even", "balanced"]  # one warm-up each
     assert order[2:] == (["even"] * 3 + ["balanced"] * 3) * 3
     assert got == {"e": pytest.approx(0.4), "b": pytest.approx(0.2)}
+
+
+def test_split_timings_are_read_as_the_host_ran_during_the_size_scan():
+    """The workers' whole-batch steps took 0.30 s in the scan and 0.45 s when timed
+    with the splits: the host was 1.5x slower then, and every split time is
+    divided by 1.5 (the reference itself comes out at the scan's time)."""
+    from meshpar.runtime.profiling import drift_corrected
+
+    times, drift = drift_corrected({("even", "batch"): 0.6, ("balanced", "batch"): 0.3,
+                                    "reference": 0.45}, 0.30)
+    assert drift == pytest.approx(1.5)
+    assert times == {("even", "batch"): pytest.approx(0.4),
+                     ("balanced", "batch"): pytest.approx(0.2), "reference": pytest.approx(0.3)}
+    with pytest.raises(ValueError, match="positive"):
+        drift_corrected({"reference": 0.0}, 0.3)

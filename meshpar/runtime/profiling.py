@@ -179,13 +179,21 @@ def profile_cluster_workers(addresses: Sequence[str], device_type: str = "CPU",
             weights = [together[t][flops_of[(batch,)]] for t in range(n)]
             balanced = _balanced_splits(tf, session, graph, client, spec, batch,
                                         list(splits), weights)
+            # the workers' whole-batch steps, all at once, timed in the same rounds:
+            # how much slower (or faster) the host is now than during the scan
+            reference = [steps[task, (batch,)] for task in range(n)]
             timed = _interleaved_seconds(session, {**{("even", a): op for a, op in
                                                        splits.items()},
                                                     **{("balanced", a): op for a, op in
-                                                       balanced.items()}}, repeats)
+                                                       balanced.items()},
+                                                    "reference": reference}, repeats)
+            timed, drift = drift_corrected(timed, max(
+                flops_of[(batch,)] / together[t][flops_of[(batch,)]] for t in range(n)))
             split_seconds = {axis: timed["even", axis] for axis in splits}
+            split_seconds["host_drift"] = float(drift)
             log("even split over all workers: " + ", ".join(
-                f"{axis}:{n} {s * 1e3:.1f} ms" for axis, s in split_seconds.items()))
+                f"{axis}:{n} {split_seconds[axis] * 1e3:.1f} ms" for axis in splits)
+                + f" (host {drift:.2f}x the scan's time, divided out)")
             if balanced:
                 split_seconds["balanced"] = {"weights": [float(w) for w in weights], **{
                     axis: timed["balanced", axis] for axis in balanced}}
@@ -257,18 +265,33 @@ BALANCED_MIN_RATIO = 1.1
 
 
 #: Rounds in which the even and the balanced splits are timed in turn
-#: (:func:`_interleaved_seconds`): one measurement per split would let a slow
-#: spell of a shared host land on one of them only. Seen: a balanced batch split
-#: of resattnet3d-small at batch 32 timed at 560 ms against 412 ms for the even
-#: one (training measured it at 230 ms), from which the cost model learned a
-#: wait for the slowest device so large that the planner left the slow worker
-#: idle.
+#: (:func:`_interleaved_seconds`), with the workers' whole-batch steps as a
+#: reference: one measurement per split would let a slow spell of a shared host
+#: land on one of them only, and the splits are read against the speeds of the
+#: size scan, minutes earlier. Seen: a balanced batch split of resattnet3d-small
+#: at batch 32 timed at 560 ms against 412 ms for the even one (training
+#: measured it at 230 ms), from which the cost model learned a wait for the
+#: slowest device so large that the planner left the slow worker idle. The
+#: split times are divided by the reference's drift (``host_drift``), so that
+#: they and the scan's speeds describe one host.
 SPLIT_ROUNDS = 3
+
+
+def drift_corrected(timed: dict, scan_seconds: float) -> tuple:
+    """``(times, drift)``: ``timed``'s seconds divided by ``drift``, the ratio of its
+    ``"reference"`` (the workers' whole-batch steps, timed with the splits) to
+    ``scan_seconds`` (the same steps' time in the size scan): the splits' times
+    as the host ran during the scan."""
+    if not scan_seconds > 0 or not timed.get("reference", 0) > 0:
+        raise ValueError("the reference step must have taken a positive time")
+    drift = float(timed["reference"]) / float(scan_seconds)
+    return {key: value / drift for key, value in timed.items()}, drift
 
 
 def _interleaved_seconds(session, ops: dict, repeats: int, rounds: int = SPLIT_ROUNDS) -> dict:
     """``{key: seconds}``: each op's median over ``rounds`` rounds of ``repeats``
-    timed runs, the ops taking turns round after round (each warmed up first)."""
+    timed runs, the ops taking turns round after round (each warmed up first;
+    an op may be a list, run as one step)."""
     for op in ops.values():
         session.run(op)  # warm up: a new graph's first run builds its kernels
     times = {key: [] for key in ops}
