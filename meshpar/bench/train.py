@@ -34,6 +34,7 @@ from typing import Optional, Sequence
 
 from meshpar.bench.budget import budget_headroom, check_enforceable, out_of_memory_message
 from meshpar.planning.memory import MEASURED
+from meshpar.planning.planners.candidates import same_plan
 
 DEFAULT_MODELS = ("resattnet3d-small", "vgg-cifar")
 DEFAULT_SPEEDS = (0.9, 0.3)
@@ -187,12 +188,6 @@ def _trim(takes: list, batch: int, seconds: list) -> list:
         i = max(range(len(takes)), key=lambda k: seconds[k][takes[k]])
         takes[i] -= 1
     return takes
-
-
-def _same_plan(a, b) -> bool:
-    from meshpar.planning.planners.candidates import same_plan
-
-    return same_plan(a, b)
 
 
 def verified_plan(model: str, profile, batch: int, count: int, seed: int, memory_terms,
@@ -376,7 +371,7 @@ def bench_model(model: str, profile, cluster_file: str, work: str, steps: int, b
                    fits_memory=bool(plan.feasible))
         same = [other for other in plans if other != name and other in rows
                 and list(rows).index(other) < list(rows).index(name)
-                and _same_plan(plans[other][0], plan)]
+                and same_plan(plans[other][0], plan)]
         if same:
             row["same_as"] = same[0]
         rate = row.get("samples_per_second")

@@ -38,13 +38,20 @@ def candidate_plans(model: ModelDescription, cluster: ClusterSpec, batch: int, c
     for shape in allowed_shapes(cost):
         found.append(make_plan(model, cluster, batch, method, seed, shapes=[shape],
                                memory_terms=memory_terms, **options))
+    found = _distinct(found)  # the pick is often one shape's best: its neighbours once
     for p in list(found):
         found.extend(batch_neighbours(p, model, cluster, memory_terms))
-    distinct = []
-    for p in sorted(found, key=lambda p: (not p.feasible, p.predicted_step_seconds)):
-        if not any(same_plan(p, q) for q in distinct):
-            distinct.append(p)
-    return distinct[:int(count)]
+    return _distinct(sorted(found, key=lambda p: (not p.feasible,
+                                                  p.predicted_step_seconds)))[:int(count)]
+
+
+def _distinct(plans: list) -> list:
+    """``plans`` without the ones that run the same as an earlier one, in order."""
+    out = []
+    for p in plans:
+        if not any(same_plan(p, q) for q in out):
+            out.append(p)
+    return out
 
 
 def same_plan(a: Plan, b: Plan) -> bool:
