@@ -138,6 +138,8 @@ class HeterogeneousMeshImpl(UnevenCollectives, _pmi.PlacementMeshImpl):
         self._current_pnum = None     # set while slicewise() calls fn for one processor
         self._op = None               # set only on views made by for_op()
         self._sizes_cache = {}
+        self._staged_imports = set()  # names of TF tensors imported through staging areas
+        self.staging_puts = []        # their put ops (shared by every for_op view)
 
     @classmethod
     def from_plan(cls, plan, devices: Optional[Sequence[str]] = None) -> "HeterogeneousMeshImpl":
@@ -381,6 +383,43 @@ class HeterogeneousMeshImpl(UnevenCollectives, _pmi.PlacementMeshImpl):
         return mtf.parallel([tf_tensor.device] * self.size, one_slice, list(range(self.size)))
 
     # (combine_slices is inherited: it concatenates, which takes uneven pieces.)
+
+    def stage_imports(self, tensors) -> None:
+        """Import these TF tensors a step ahead, each processor's slice from a
+        staging area on that processor's own device.
+
+        When one is imported (:meth:`import_tf_tensor`), its slices are cut where
+        it lives and ``put`` into one ``StagingArea`` per processor, on the
+        processor's device; the imported tensor is what each area's ``get``
+        returns, i.e. what the previous put left there. The put ops collect in
+        :attr:`staging_puts`: run them in every step (a step then computes on
+        slices already on its devices while the next ones travel) and once
+        before the first step. Why: staged on the client, every step of a mesh
+        over remote workers began with the client cutting the batch and sending
+        each worker its slice, while the workers waited.
+        """
+        self._staged_imports.update(t.name for t in tensors)
+
+    def import_tf_tensor(self, x, tf_x):
+        """The laid-out slices of ``tf_x`` (staged per device when
+        :meth:`stage_imports` named it)."""
+        slices = self.make_slices(tf_x, x.shape)
+        if getattr(tf_x, "name", None) not in self._staged_imports:
+            return self.LaidOutTensor(slices)
+        from tensorflow.python.ops import data_flow_ops
+
+        staged = []
+        for pnum, (piece, device) in enumerate(zip(slices, self._devices)):
+            with tf.device(device), tf.name_scope(f"meshpar_stage_p{pnum}"):
+                # capacity 2: the slice in use and the one being put can both be held
+                area = data_flow_ops.StagingArea([piece.dtype], shapes=[piece.shape],
+                                                 capacity=2)
+                self.staging_puts.append(area.put([piece]))
+                got = area.get()
+                got = got[0] if isinstance(got, (list, tuple)) else got
+                got.set_shape(piece.shape)
+                staged.append(got)
+        return self.LaidOutTensor(staged)
 
     def broadcast_impl(self, old_slices, old_shape, new_shape):
         """Broadcast every slice from ``old_shape`` to its slice shape of ``new_shape``."""

@@ -246,14 +246,21 @@ def build_model_fn(model, plan=None, *, mesh: Optional[MeshSpec] = None,
             raise ValueError(f"{mode} needs labels")
         if labels is not None:
             labels = tf.cast(tf.reshape(labels, [batch]), tf.int32)
-        staged = []  # (put op, first-batch hook) when training
+        puts, on_devices = [], []  # staging: put ops of every step; volumes staged per device
         if is_training and stage_input:
-            features, labels, put, hook = staging.stage(features, labels)
-            staged = [put, hook]
+            if mesh.upstream:  # Mesh-TF's own impl imports from the client: stage there
+                (features, labels), put, _ = staging.stage(features, labels)
+            else:
+                (labels,), put, _ = staging.stage(labels)
+                on_devices = [features]
+            puts.append(put)
         global_step = tf.train.get_or_create_global_step()
         rate = recipe.learning_rate(learning_rate, global_step) if is_training else learning_rate
         lowering, logits, loss, update_ops = lower_model(
-            spec, features, labels, mesh, is_training, optimizer, rate, recipe)
+            spec, features, labels, mesh, is_training, optimizer, rate, recipe,
+            stage_on_devices=on_devices)
+        if on_devices:
+            puts += _device_puts(lowering, logits, features)
         class_dim = logits.shape.dims[-1]
         tf_logits = tf.identity(lowering.export_to_tf_tensor(logits), name="meshpar_logits")
         probabilities = tf.nn.softmax(tf_logits)
@@ -279,7 +286,7 @@ def build_model_fn(model, plan=None, *, mesh: Optional[MeshSpec] = None,
                 mode, loss=tf_loss, evaluation_hooks=[restore_hook],
                 eval_metric_ops={**metrics, **extra})
 
-        with tf.control_dependencies(update_ops + staged[:1]):
+        with tf.control_dependencies(update_ops + puts):
             train_op = tf.assign_add(global_step, 1).op
         tf.summary.scalar("loss", tf_loss)
         tf.summary.scalar("accuracy", tf.reduce_mean(tf.cast(tf.equal(classes, labels),
@@ -297,7 +304,8 @@ def build_model_fn(model, plan=None, *, mesh: Optional[MeshSpec] = None,
                 listeners=[mtf.MtfCheckpointSaverListener(lowering)]))
         return tf_estimator.EstimatorSpec(mode, loss=tf_loss, train_op=train_op,
                                           training_chief_hooks=chief_hooks,
-                                          training_hooks=staged[1:])
+                                          training_hooks=[staging.StageFirstBatchHook(puts)]
+                                          if puts else [])
 
     model_fn.mesh = mesh
     model_fn.spec = spec
@@ -305,12 +313,17 @@ def build_model_fn(model, plan=None, *, mesh: Optional[MeshSpec] = None,
 
 
 def lower_model(spec: models.ModelSpec, features, labels, mesh: MeshSpec, is_training: bool,
-                optimizer="adam", learning_rate=1e-3, recipe: Optional[Recipe] = None):
+                optimizer="adam", learning_rate=1e-3, recipe: Optional[Recipe] = None,
+                stage_on_devices: Sequence = ()):
     """Build ``spec`` on ``mesh`` and lower it: ``(lowering, mtf logits, mtf loss or None,
     lowered update ops)``; the updates (race-free optimizer step and batch-norm
     averages) only when ``is_training``. ``labels`` is an int32 ``[B]`` tensor or None.
     ``learning_rate``: a float or a float32 TF scalar (a schedule's value);
     ``recipe``: loss, weight decay, clipping (default: cross-entropy, neither).
+    ``stage_on_devices``: TF tensors (e.g. ``features``) the mesh imports a step
+    ahead through staging areas on its devices
+    (:meth:`~meshpar.core.mesh_impl.HeterogeneousMeshImpl.stage_imports`; not
+    with ``mesh.upstream``); their put ops are the mesh's ``staging_puts``.
     """
     recipe = recipe or Recipe()
     graph = mtf.Graph()
@@ -328,8 +341,23 @@ def lower_model(spec: models.ModelSpec, features, labels, mesh: MeshSpec, is_tra
         rule = recipe.optimizer(optimizer, learning_rate)
         update_ops = optim.race_free_update_ops(graph, loss, rule, extra_dependencies=[logits])
         update_ops += list(bn_updates)
-    lowering = mtf.Lowering(graph, {mtf_mesh: mesh.make_impl(spec)})
+    impl = mesh.make_impl(spec)
+    if stage_on_devices:
+        if mesh.upstream:
+            raise ValueError("staging on the devices needs meshpar's mesh, not upstream=True")
+        impl.stage_imports(stage_on_devices)
+    lowering = mtf.Lowering(graph, {mtf_mesh: impl})
     return lowering, logits, loss, [lowering.lowered_operation(op) for op in update_ops]
+
+
+def _device_puts(lowering, logits, features) -> list:
+    """The put ops of ``features`` staged on the mesh's devices; an error if the model
+    did not import ``features`` itself (it would train on the next batch)."""
+    puts = list(lowering.mesh_impl(logits).staging_puts)
+    if not puts:
+        raise RuntimeError(f"the model did not import its input {features.name} as given, "
+                           "so it cannot be staged on the devices; build with stage_input=False")
+    return puts
 
 
 def _features_tensor(features):

@@ -6,15 +6,24 @@ workers at 0.9/0.3 of a core (resattnet3d-small, batch 32) the workers' first
 op started 11-25 ms into a 230-380 ms step, whatever was prefetched, since
 handing over a prefetched batch and slicing it for the mesh still runs inside
 the step. With staging, the step takes the batch the previous step left in a
-:class:`StagingArea` on the same device (ready at once) and puts the next
-one, fetched while the workers compute.
+:class:`StagingArea` (ready at once) and puts the next one, fetched while the
+workers compute.
+
+Where: the model's input volume is staged on the mesh's own devices, each
+processor's slice in an area on that processor's device
+(:meth:`meshpar.core.mesh_impl.HeterogeneousMeshImpl.stage_imports`), so the
+client's cutting of the batch and the slices' trip to the workers happen
+during the step before too; the labels (a few bytes) and, on Mesh-TF's own
+``PlacementMeshImpl``, the volume as well, are staged on the client
+(:func:`stage`).
 
 The data each step sees is unchanged: a hook puts the first batch when the
-session starts, so step ``k`` (from 0) trains on batch ``k`` of the stream as
-before, and a run resumed from a checkpoint (whose stream starts at the
-checkpoint's step) sees the batches an uninterrupted run would. The batch
-left in the area when training stops is never used. Only training is staged;
-evaluation and prediction read the stream to its end.
+session starts (every area in one run, so all hold the same batch), so step
+``k`` (from 0) trains on batch ``k`` of the stream as before, and a run
+resumed from a checkpoint (whose stream starts at the checkpoint's step) sees
+the batches an uninterrupted run would. The batch left in the areas when
+training stops is never used. Only training is staged; evaluation and
+prediction read the stream to its end.
 """
 from __future__ import annotations
 
@@ -25,37 +34,37 @@ tf_estimator = tf.estimator
 
 
 class StageFirstBatchHook(tf_estimator.SessionRunHook):
-    """Puts the first batch into the staging area when a session starts (after the
+    """Puts the first batch into the staging areas when a session starts (after the
     input iterator's own initialisation, which the estimator's input hooks run
-    first)."""
+    first). ``put_ops``: one op or a list, run together."""
 
-    def __init__(self, put_op):
-        self._put = put_op
+    def __init__(self, put_ops):
+        self._put = put_ops
 
     def after_create_session(self, session, coord):
-        """One ``put``: the batch the first step will train on."""
+        """One ``put`` of every area: the batch the first step will train on."""
         session.run(self._put)
 
 
-def stage(features, labels):
-    """``(features, labels, put_op, hook)``: the tensors a training step computes
-    on (the batch put by the previous step or by ``hook``), the op that puts this
-    step's fetched batch (run it in the step, e.g. as a control input of the train
-    op), and the hook that puts the first batch.
+def stage(*tensors):
+    """``(staged, put_op, hook)``: ``staged``, the tensors a training step computes
+    on (the batch put by the previous step or by ``hook``), in the order given;
+    the op that puts this step's fetched batch (run it in the step, e.g. as a
+    control input of the train op); the hook that puts the first batch.
 
-    ``features`` and ``labels`` must have static shapes (a batched dataset with
-    ``drop_remainder=True``).
+    Each tensor must have a static shape (a batched dataset with
+    ``drop_remainder=True``). One area, colocated with the first tensor.
     """
-    tensors = [features, labels]
     for t in tensors:
         if not t.shape.is_fully_defined():
             raise ValueError(f"staging needs static shapes, got {t.name} of shape {t.shape}")
-    with tf.colocate_with(features), tf.name_scope("meshpar_input_stage"):
+    with tf.colocate_with(tensors[0]), tf.name_scope("meshpar_input_stage"):
         # capacity 2: the batch in use and the one being put can both be held
         area = data_flow_ops.StagingArea([t.dtype for t in tensors],
                                          shapes=[t.shape for t in tensors], capacity=2)
-        put = area.put(tensors)
+        put = area.put(list(tensors))
         staged = area.get()
+    staged = list(staged) if isinstance(staged, (list, tuple)) else [staged]
     for got, t in zip(staged, tensors):
         got.set_shape(t.shape)
-    return staged[0], staged[1], put, StageFirstBatchHook(put)
+    return staged, put, StageFirstBatchHook(put)
