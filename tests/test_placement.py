@@ -101,8 +101,56 @@ def test_profile_plan_train_flow_on_one_cluster_description(cluster, tmp_path, c
                  "--model-dir", str(tmp_path / "run")]) == 0
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["devices"] == list(planned.devices)
+    # the plan knows where its devices were profiled, so the same workers listed
+    # the other way round keep their slices (task numbers swap, machines do not)
+    local, _ = cluster
+    where = dict(zip(["/job:worker/task:0/device:CPU:0", "/job:worker/task:1/device:CPU:0"],
+                     local.addresses))
+    assert planned.extra["worker_addresses"] == [where[d] for d in planned.devices]
+    reversed_file = tmp_path / "reversed.json"
+    reversed_file.write_text(json.dumps({"worker": list(reversed(local.addresses))}))
+    assert main(["train", "--synthetic", "--model", "vgg-cifar-small", "--cluster",
+                 str(reversed_file), "--plan", str(plan_file), "--steps", "1", "--batch", "4",
+                 "--n-synthetic", "16", "--no-progress", "--json",
+                 "--model-dir", str(tmp_path / "run2")]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    swap = {"/job:worker/task:0/device:CPU:0": "/job:worker/task:1/device:CPU:0",
+            "/job:worker/task:1/device:CPU:0": "/job:worker/task:0/device:CPU:0"}
+    assert summary["devices"] == [swap[d] for d in planned.devices]
 
 
 def test_model_profile_without_a_cluster_is_refused(capsys):
     assert main(["profile", "--model", "vgg-cifar"]) == 2
     assert "--model goes with --cluster" in capsys.readouterr().err
+
+
+def test_a_plan_profiled_on_these_workers_follows_them_in_any_listed_order(cluster):
+    """A plan made from a profile records where each device was profiled; a cluster
+    file listing the same workers in another order still gets each slice on the
+    worker meant for it; one listing none of them places by task number (and says
+    so); one listing only some of them is refused."""
+    local, _ = cluster
+    a, b = local.addresses
+    devices = ["/job:worker/task:1/device:CPU:0", "/job:worker/task:0/device:CPU:0"]
+    same = ClusterClient([a, b])
+    assert same.place(devices, plan_addresses=[b, a]) == devices
+    swapped = ClusterClient([b, a])
+    assert swapped.place(devices, plan_addresses=[b, a]) == list(reversed(devices))
+    notes = []
+    assert same.place(devices, plan_addresses=["10.9.9.9:1", "10.9.9.9:2"],
+                      log=notes.append) == devices
+    assert len(notes) == 1 and "10.9.9.9:1" in notes[0]
+    with pytest.raises(ValueError, match="without 10.9.9.9:2"):
+        same.place(devices, plan_addresses=[b, "10.9.9.9:2"])
+
+
+def test_a_device_the_worker_lacks_is_refused_not_run_on_its_cpu(cluster, tmp_path, capsys):
+    _, cluster_file = cluster
+    _plan(["/job:worker/task:1/device:GPU:0", "/job:worker/task:0/device:GPU:0"]).save(
+        tmp_path / "plan.json")
+    rc = main(["train", "--synthetic", "--model", "vgg-cifar-small", "--cluster",
+               str(cluster_file), "--plan", str(tmp_path / "plan.json"), "--steps", "1",
+               "--batch", "4", "--n-synthetic", "16", "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 2 and len(err.strip().splitlines()) == 1
+    assert "worker 1 at" in err and "has no GPU:0" in err and "CPU:0" in err

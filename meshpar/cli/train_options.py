@@ -5,6 +5,7 @@ the mesh (plan, speeds or one device), the held-out test split, and the recipe
 from __future__ import annotations
 
 import math
+import sys
 
 from meshpar.cli.parsing import non_negative_int, parse_speeds
 
@@ -199,10 +200,17 @@ def mesh_arguments(args, spec, client=None) -> dict:
         except ValueError as err:
             raise ValueError(f"{args.plan}: {err}") from None
         if client is not None:  # each slice on the worker the plan names
-            devices = client.place(plan.devices, keep_device_type=args.device_type is None)
+            devices = client.place(
+                plan.devices, keep_device_type=args.device_type is None,
+                plan_addresses=plan.extra.get("worker_addresses"),
+                log=lambda line: print(f"meshpar: note: {args.plan}: {line}", file=sys.stderr))
         elif devices is None:
             devices = [""] * len(plan.devices)  # emulated: the plan may name other machines
+        if client is not None:
+            client.check_devices(devices)
         return dict(plan=plan, devices=devices, upstream=upstream)
+    if client is not None and args.device_type and not args.devices:
+        client.check_devices(client.devices)
     if args.speeds is not None:  # an empty --speeds is an error, not "one device"
         mesh_shape, weights = mesh_from_speeds(parse_speeds(args.speeds), args.mesh)
         return dict(mesh_shape=mesh_shape, split_weights=weights, devices=devices,

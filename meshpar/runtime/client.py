@@ -214,7 +214,8 @@ class ClusterClient:
             stop.set()
             thread.join(timeout=interval + 3)
 
-    def place(self, plan_devices: Sequence[str], keep_device_type: bool = True) -> list:
+    def place(self, plan_devices: Sequence[str], keep_device_type: bool = True,
+              plan_addresses: Optional[Sequence[str]] = None, log=None) -> list:
         """The worker device of each of a plan's devices, in the plan's (pnum) order.
 
         A plan names its devices ``/job:worker/task:i[/device:TYPE:k]`` (as
@@ -223,24 +224,80 @@ class ClusterClient:
         that puts task 1 first puts pnum 0 on task 1. The device part, when
         the plan gives one and ``keep_device_type``, is kept; else this
         client's device type is used.
+
+        ``plan_addresses`` (a plan made from a profile of a TF cluster records
+        them, ``extra["worker_addresses"]``): where each of the plan's devices
+        was profiled. When this cluster lists all of them, each device goes to
+        the task at its address, so a cluster file that lists the same workers
+        in another order still gets every slice where the plan meant it (a
+        task number alone would hand the big share to another machine); when
+        it lists none of them (new workers, e.g. restarted on other ports),
+        the task numbers decide and ``log`` is told.
         ValueError (one line) for a device that is not a task of this cluster,
-        or a plan that names a task twice.
+        a plan that names a task twice, or a cluster that lists some of the
+        plan's workers but not all.
         """
-        placed, seen = [], {}
+        tasks = []
         for pnum, name in enumerate(plan_devices):
-            task, device = parse_worker_device(name)
+            task, _ = parse_worker_device(name)
             if task is None or not 0 <= task < len(self.addresses):
                 raise ValueError(
                     f"the plan places pnum {pnum} on {name!r}, which is not a worker of this "
                     f"cluster (tasks /job:worker/task:0..{len(self.addresses) - 1}); plan for "
                     f"this cluster (meshpar profile --cluster, then meshpar plan --profile)")
+            tasks.append(task)
+        if plan_addresses:
+            tasks = self._tasks_by_address(plan_devices, tasks, plan_addresses, log)
+        placed, seen = [], {}
+        for pnum, (name, task) in enumerate(zip(plan_devices, tasks)):
             if task in seen:
                 raise ValueError(f"the plan places pnum {seen[task]} and {pnum} on the same "
                                  f"worker task {task}")
             seen[task] = pnum
+            device = parse_worker_device(name)[1]
             placed.append(f"/job:worker/task:{task}/device:{device}"
                           if device and keep_device_type else self.devices[task])
         return placed
+
+    def _tasks_by_address(self, plan_devices, tasks, plan_addresses, log) -> list:
+        """The task of each plan device, found by the address it was profiled at."""
+        plan_addresses = [str(a) for a in plan_addresses]
+        if len(plan_addresses) != len(plan_devices):
+            raise ValueError(f"the plan records {len(plan_addresses)} worker addresses for "
+                             f"{len(plan_devices)} devices")
+        missing = [a for a in plan_addresses if a not in self.addresses]
+        if not missing:
+            return [self.addresses.index(a) for a in plan_addresses]
+        if len(missing) < len(plan_addresses):
+            raise ValueError(
+                f"the plan was made for workers at {', '.join(plan_addresses)}; this cluster "
+                f"lists {', '.join(self.addresses)}, without {', '.join(missing)}: plan for "
+                f"this cluster (meshpar profile --cluster, then meshpar plan --profile)")
+        if log is not None:
+            log(f"the plan was profiled on workers at {', '.join(plan_addresses)}, none of "
+                f"which this cluster lists: its devices go to the tasks they name")
+        return tasks
+
+    def check_devices(self, devices: Sequence[str]) -> None:
+        """ValueError (one line) unless every one of ``devices`` (``/job:worker/task:i/
+        device:TYPE:k``) exists on its worker: the sessions place softly, so a slice
+        asked of a GPU that a worker lacks would run on its CPU without a word."""
+        import tensorflow.compat.v1 as tf
+
+        config = self.session_config(tf.ConfigProto(), timeout_ms=30_000)
+        with tf.Session(self.target, config=config) as session:
+            have = {}
+            for d in session.list_devices():
+                task, device = parse_worker_device(d.name)
+                if task is not None and device:
+                    have.setdefault(task, set()).add(device.upper())
+        for name in devices:
+            task, device = parse_worker_device(name)
+            if task is None or device is None or device.upper() in have.get(task, set()):
+                continue
+            raise ValueError(f"worker {task} at {self.addresses[task]} has no {device} "
+                             f"(it has {', '.join(sorted(have.get(task, ()))) or 'no devices'})"
+                             f"; {name} cannot hold a slice")
 
     def failure(self, error: Optional[BaseException] = None) -> ClusterFailure:
         """A ClusterFailure naming the dead workers (or the error, if all answer)."""

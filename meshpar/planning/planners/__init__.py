@@ -77,7 +77,7 @@ def plan(model: ModelDescription, cluster: ClusterSpec, batch: int, method: str 
     budget = options.get("time_limit") if method == "exact" else None
     best = planner(model, cluster, batch, shapes=shapes, cost=cost, **options)
     if not subsets:
-        return best
+        return with_worker_addresses(best, cluster)
     found = [best]
     for devices in _fastest_subsets(cost, cluster):
         sub = dataclasses.replace(cluster, devices=devices)
@@ -92,7 +92,22 @@ def plan(model: ModelDescription, cluster: ClusterSpec, batch: int, method: str 
             best = candidate  # when nothing fits: the plan that overflows least
     if method == "exact":
         best = _proven_over_subsets(best, found, time.perf_counter() - t0)
-    return best
+    return with_worker_addresses(best, cluster)
+
+
+def with_worker_addresses(plan_: Plan, cluster: ClusterSpec) -> Plan:
+    """``plan_``, its ``extra["worker_addresses"]`` set to the address of each of its
+    devices when ``cluster`` is a profile of a TF cluster (``extra["addresses"]``,
+    one per device, in the profile's device order): a cluster file that lists the
+    same workers in another order can then still place each slice on the worker
+    that was profiled for it (``ClusterClient.place``)."""
+    addresses = (cluster.extra or {}).get("addresses")
+    if not addresses or len(addresses) != len(cluster.devices):
+        return plan_
+    where = {d.device: str(a) for d, a in zip(cluster.devices, addresses)}
+    if all(d in where for d in plan_.devices):
+        plan_.extra["worker_addresses"] = [where[d] for d in plan_.devices]
+    return plan_
 
 
 def memory_ratios(plan: Plan, cluster: ClusterSpec) -> list:
