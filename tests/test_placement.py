@@ -154,3 +154,19 @@ def test_a_device_the_worker_lacks_is_refused_not_run_on_its_cpu(cluster, tmp_pa
     err = capsys.readouterr().err
     assert rc == 2 and len(err.strip().splitlines()) == 1
     assert "worker 1 at" in err and "has no GPU:0" in err and "CPU:0" in err
+
+
+def test_a_rebalancing_profile_follows_its_workers_in_any_listed_order(cluster):
+    """The profile ``--rebalance-profile`` reads keeps each machine's measured speed
+    when the cluster file lists the machines the other way round."""
+    import dataclasses
+
+    local, _ = cluster
+    a, b = local.addresses
+    speeds = ClusterSpec.from_speeds([0.9, 0.3])
+    profile = dataclasses.replace(speeds, extra={"addresses": [a, b]})
+    assert ClusterClient([a, b]).follow_addresses(profile) is profile
+    moved = ClusterClient([b, a]).follow_addresses(profile)
+    fast = max(moved.devices, key=lambda d: d.profile[-1][1])
+    assert parse_worker_device(fast.device) == (1, "CPU:0")  # the 0.9 machine is task 1 now
+    assert [d.profile for d in moved.devices] == [d.profile for d in profile.devices]

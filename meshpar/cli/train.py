@@ -22,6 +22,7 @@ Example::
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -227,6 +228,12 @@ def run(args) -> int:
     lr = args.lr if args.lr is not None else OPTIMIZER_DEFAULT_LR[args.optimizer]
     client = cluster_client(args)
     mesh_kwargs = mesh_arguments(args, spec, client)
+    options = args.rebalance_options
+    if client is not None and options is not None and options.profile is not None:
+        # the re-plans price each worker at the speeds profiled on that machine
+        args.rebalance_options = dataclasses.replace(options, profile=client.follow_addresses(
+            options.profile, log=lambda line: print(
+                f"meshpar: note: {args.rebalance_profile}: {line}", file=sys.stderr)))
     with tempfile.TemporaryDirectory(prefix="meshpar-train-") as scratch:
         model_dir = args.model_dir or os.path.join(scratch, "model")
         data = _prepare_data(args, spec, scratch, model_dir)

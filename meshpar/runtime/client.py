@@ -278,6 +278,28 @@ class ClusterClient:
                 f"which this cluster lists: its devices go to the tasks they name")
         return tasks
 
+    def follow_addresses(self, profile, log=None):
+        """``profile`` (a ClusterSpec from ``meshpar profile --cluster``) with its devices
+        renamed to the tasks at their profiled addresses in this cluster (the rules
+        of :meth:`place`): a cluster file that lists the workers in another order
+        keeps each worker's measured speeds on that worker."""
+        import dataclasses
+
+        addresses = (profile.extra or {}).get("addresses")
+        if not addresses or len(addresses) != len(profile.devices):
+            return profile
+        names = [d.device for d in profile.devices]
+        tasks = [parse_worker_device(n)[0] for n in names]
+        if any(t is None for t in tasks):
+            return profile
+        moved = self._tasks_by_address(names, tasks, addresses, log)
+        if moved == tasks:
+            return profile
+        devices = tuple(dataclasses.replace(
+            d, device=f"/job:worker/task:{t}/device:{parse_worker_device(d.device)[1] or 'CPU:0'}")
+            for d, t in zip(profile.devices, moved))
+        return dataclasses.replace(profile, devices=devices)
+
     def check_devices(self, devices: Sequence[str]) -> None:
         """ValueError (one line) unless every one of ``devices`` (``/job:worker/task:i/
         device:TYPE:k``) exists on its worker: the sessions place softly, so a slice
