@@ -242,6 +242,33 @@ CASES = [
          "'localhost:99999' needs a port in 1..65535"),
     Case("worker-cluster-no-tasks", "cli", ["worker", "--cluster", "{d}/no-workers.json",
                                             "--task", "0"], "job 'worker' lists no tasks"),
+    # --- an output that is one of the command's inputs: refused, the input kept
+    Case("plan-out-is-the-profile", "cli",
+         ["plan", "--profile", "{d}/no-latency.json", "--model", "vgg-cifar",
+          "--out", "{d}/no-latency.json"],
+         "--out {d}/no-latency.json is the --profile file"),
+    Case("train-trace-out-is-the-plan", "cli",
+         SYNTH + ["--model", "vgg-cifar-small", "--plan", "{d}/plan.json", "--trace-step", "1",
+                  "--trace-out", "{d}/plan.json"],
+         "--trace-out {d}/plan.json is the --plan file"),
+    Case("profile-out-is-the-cluster-file", "cli",
+         ["profile", "--cluster", "{d}/tf-dead.json", "--out", "{d}/tf-dead.json"],
+         "--out {d}/tf-dead.json is the --cluster file"),
+    Case("predict-out-is-the-labels", "cli",
+         ["predict", "--model-dir", "{d}", "--data", "{d}/nan", "--out", "{d}/nan/labels.csv",
+          "--force"],
+         "labels.csv is the --data labels file"),
+    Case("plan-plot-missing-dir", "cli",
+         ["plan", "--speeds", "1,1", "--model", "vgg-cifar-small", "--plot",
+          "{d}/no-such-dir/plan.png"], "no-such-dir/plan.png: its directory"),
+    Case("train-rebalance-profile-is-a-plan", "cli",
+         SYNTH + ["--model", "resattnet3d-tiny", "--cluster", "{d}/tf-dead.json", "--speeds", "1,1",
+                  "--rebalance", "--rebalance-profile", "{d}/plan.json"],
+         "--rebalance-profile {d}/plan.json is not a device profile"),
+    Case("train-cluster-address-twice", "cli",
+         SYNTH + ["--model", "resattnet3d-tiny", "--cluster", "{d}/address-twice.json",
+                  "--speeds", "1,1"],
+         "localhost:2222 is listed twice (worker task 0 and worker task 1)"),
     Case("worker-threads-negative", "subprocess",
          ["worker", "--cluster", "{d}/no-workers.json", "--task", "0", "--threads", "-1"],
          "argument --threads: must be >= 0, got -1"),
@@ -389,6 +416,8 @@ def files(tmp_path_factory, addresses):
     (d / "not-json.json").write_text("{\"worker\": [\"127.0.0.1:1\"")
     (d / "empty.json").write_text("{}")
     (d / "port-99999.json").write_text(json.dumps({"worker": ["localhost:99999"]}))
+    (d / "address-twice.json").write_text(json.dumps({"worker": ["localhost:2222",
+                                                                 "localhost:2222"]}))
     (d / "no-workers.json").write_text(json.dumps({"worker": []}))
     # the reachable worker first: every address is probed, not only the first
     (d / "tf-dead.json").write_text(json.dumps({"worker": [addresses["live"], addresses["dead"]]}))

@@ -153,6 +153,13 @@ def test_protocol_runs_a_tiny_configuration_and_never_mixes_a_person(tmp_path, c
     assert main(args) == 0
     assert json.loads((out / "accuracy.json").read_text())["tasks"]["smci-pmci"]["configs"] == \
         task["configs"]
+    # ... but not under another protocol's name: other training arguments are refused
+    capsys.readouterr()
+    other = args[:-1] + ["--steps 3 --batch 4 --val-fraction 0.2"]
+    assert main(other) == 2
+    err = capsys.readouterr().err
+    assert "trained with another command" in err and "use a new --out" in err
+    assert len(err.strip().splitlines()) == 1
 
 
 def test_summarize_pairs_configurations_by_seed_and_fold():

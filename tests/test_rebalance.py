@@ -372,3 +372,18 @@ def test_a_profile_of_another_model_or_other_workers_is_refused_when_the_run_sta
         check_profile(_step_profile([1.0, 0.5], model="vgg-cifar"), description, 8, [0, 1])
     with pytest.raises(ValueError, match="no device of worker task.* 2"):
         check_profile(_step_profile([1.0, 0.5]), description, 8, [0, 1, 2])
+
+
+def test_a_replay_of_another_batch_or_model_is_refused_before_any_step(tmp_path):
+    """Its meshes split the other run's batch: refused when the file is read, not
+    when the first re-plan falls due mid-run."""
+    from meshpar.cli.train_options import read_replans
+
+    path = tmp_path / "run.json"
+    path.write_text("step 1\n" + json.dumps({"model": "resattnet3d-tiny", "batch": 4,
+                                             "replans": [{"step": 5}]}) + "\n")
+    assert read_replans(str(path), 4, "resattnet3d-tiny") == [{"step": 5}]
+    with pytest.raises(ValueError, match="comes from a run of batch 4; this run has batch 1"):
+        read_replans(str(path), 1, "resattnet3d-tiny")
+    with pytest.raises(ValueError, match="model resattnet3d-tiny; this run has model vgg-cifar"):
+        read_replans(str(path), 4, "vgg-cifar")

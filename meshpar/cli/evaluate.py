@@ -169,6 +169,7 @@ def run(args) -> int:
         data_dirs = protocol.prepare_all_phantoms(out, cohorts, args.n, shape, args.phantoms,
                                                   jobs=args.jobs)
     runs = protocol.plan_runs(out, data_dirs, args.seeds, args.folds, fold_ids, configs, tasks)
+    protocol.check_finished(runs, args.model, train_args, args.threads)
     print(f"{len(runs)} runs: {len(tasks)} task(s) x {len(args.seeds)} seed(s) x "
           f"{len(fold_ids)} test fold(s) of {args.folds} x {len(configs)} configuration(s); "
           f"{args.jobs} at a time", flush=True)

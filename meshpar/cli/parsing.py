@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
+from typing import Sequence
 
 
 def non_negative_int(text: str) -> int:
@@ -108,3 +110,24 @@ def memory_terms(headroom, flag: str = "--memory-headroom"):
     if not 0.0 <= headroom < 1.0:
         raise ValueError(f"{flag} must be in [0, 1), got {headroom}")
     return dataclasses.replace(MEASURED, headroom=float(headroom))
+
+
+def refuse_overwriting_inputs(args, outputs: Sequence[str], inputs: Sequence) -> None:
+    """ValueError when an output flag of ``args`` names a file an input reads: writing
+    it would replace what the user saved, e.g. a measured profile or a plan.
+    ``outputs``: attribute names (``"out"``); ``inputs``: attribute names
+    (``"profile"``) or ``(what, path)`` pairs for files read that no flag names."""
+    for out_name in outputs:
+        out = getattr(args, out_name, None)
+        if not out or not os.path.exists(out):
+            continue
+        for source in inputs:
+            what, path = ((_flag(source), getattr(args, source, None))
+                          if isinstance(source, str) else source)
+            if path and os.path.exists(path) and os.path.samefile(out, path):
+                raise ValueError(f"{_flag(out_name)} {out} is the {what} file: writing it "
+                                 f"would replace that input; give another path")
+
+
+def _flag(attribute: str) -> str:
+    return "--" + attribute.replace("_", "-")

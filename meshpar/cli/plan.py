@@ -10,10 +10,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 
 from meshpar.cli.parsing import (MEMORY_HEADROOM_HELP, memory_terms, non_negative_int,
-                                 parse_memory_mib, parse_speeds)
+                                 parse_memory_mib, parse_speeds, refuse_overwriting_inputs)
 from meshpar.models import names as model_names
 
 METHODS = ("ga", "exact", "proportional", "even")
@@ -37,9 +38,10 @@ def register(subparsers) -> None:
     parser.add_argument("--profile", help="device profile JSON (from `meshpar profile`)")
     # The old name of --profile; "cluster file" now always means TF's cluster file.
     parser.add_argument("--cluster", dest="profile_alias", help=argparse.SUPPRESS)
-    parser.add_argument("--model", default="resattnet3d-small",
+    parser.add_argument("--model", default=None,
                         help="built-in model: " + ", ".join(model_names())
-                             + " (default: %(default)s)")
+                             + " (default: the model a --profile of whole training steps "
+                               "was measured on, else resattnet3d-small)")
     parser.add_argument("--batch", type=int, default=8, help="global batch size (default: 8)")
     parser.add_argument("--memory-mib", help="memory budget per device in MiB, one value for "
                         "every device or one per device in order (replaces the profile's "
@@ -84,8 +86,15 @@ def run(args) -> int:
         raise ValueError("give exactly one of --speeds or --profile")
     if args.batch < 1:
         raise ValueError(f"--batch must be >= 1, got {args.batch}")
+    refuse_overwriting_inputs(args, ["out", "plot"], ["profile"])
+    for path in (args.out, args.plot):  # before planning, which may take minutes
+        directory = os.path.dirname(os.path.abspath(path)) if path else None
+        if directory and not os.path.isdir(directory):
+            raise FileNotFoundError(f"{path}: its directory {directory} does not exist")
     cluster = (ClusterSpec.from_speeds(parse_speeds(args.speeds)) if args.speeds is not None
                else _load_profile(args.profile))
+    if args.model is None:
+        args.model = (cluster.extra or {}).get("model") or "resattnet3d-small"
     if args.memory_mib is not None:
         cluster = cluster.with_memory(
             per_device(parse_memory_mib(args.memory_mib), len(cluster), "--memory-mib"))

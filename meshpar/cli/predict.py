@@ -21,7 +21,7 @@ import argparse
 import os
 import sys
 
-from meshpar.cli.parsing import non_negative_int, positive_int
+from meshpar.cli.parsing import non_negative_int, positive_int, refuse_overwriting_inputs
 from meshpar.cli.train_options import (add_mesh_options, add_split_options, check_mesh_args,
                                        cluster_client, mesh_arguments, split_request)
 
@@ -64,6 +64,8 @@ def run(args) -> int:
     from meshpar.training.run import load_run_info
 
     check_mesh_args(args)
+    refuse_overwriting_inputs(args, ["out"], ["plan", "cluster", (
+        "--data labels", os.path.join(args.data, "labels.csv"))])
     if os.path.exists(args.out) and not args.force:
         raise FileExistsError(f"{args.out} exists; give --force to replace it")
     os.environ.setdefault("TF_DETERMINISTIC_OPS", "1")

@@ -14,6 +14,8 @@ import argparse
 import json
 import sys
 
+from meshpar.cli.parsing import refuse_overwriting_inputs
+
 EPILOG = """examples:
   meshpar profile --cluster cluster.json --model resattnet3d-small --batch 8 --out profile.json
   meshpar profile --cluster cluster.json --out profile.json   conv3d kernels on each worker
@@ -57,6 +59,7 @@ def run(args) -> int:
         raise ValueError("--model goes with --cluster (model steps are timed on the workers)")
     if args.batch < 1:
         raise ValueError(f"--batch must be >= 1, got {args.batch}")
+    refuse_overwriting_inputs(args, ["out"], ["cluster"])
     if args.cluster:
         from meshpar.runtime.cluster_files import worker_addresses
 

@@ -30,17 +30,18 @@ import tempfile
 import time
 
 from meshpar import _onednn
-from meshpar.cli.parsing import non_negative_int
+from meshpar.cli.parsing import non_negative_int, refuse_overwriting_inputs
 from meshpar.cli.train_options import (  # noqa: F401  (mesh_from_speeds: re-exported)
     add_mesh_options, add_rebalance_options, add_recipe_options, add_split_options,
     augmentations, check_mesh_args, cluster_client, mesh_arguments, mesh_from_speeds,
-    rebalance_options, recipe_params, split_request)
+    read_replans, rebalance_options, recipe_params, split_request)
 from meshpar.models import names as model_names
 
 OPTIMIZER_DEFAULT_LR = {"adam": 1e-3, "momentum": 0.01, "sgd": 0.05}
 #: ``--checkpoint-every`` when --keep-best is on and no cadence is given
 KEEP_BEST_EVERY = 50
 DEFAULT_BATCH = 8  # --batch without a --plan
+DEFAULT_MODEL = "resattnet3d-small"  # --model without a --plan
 
 
 EPILOG = """examples:
@@ -62,9 +63,9 @@ def register(subparsers) -> None:
     source.add_argument("--data", help="NIfTI dataset directory (with labels.csv)")
     source.add_argument("--synthetic", action="store_true",
                         help="train on synthetic phantoms written to a temporary directory")
-    parser.add_argument("--model", default="resattnet3d-small",
+    parser.add_argument("--model", default=None,
                         help="built-in model: " + ", ".join(model_names())
-                             + " (default: %(default)s)")
+                             + f" (default: a --plan's model, else {DEFAULT_MODEL})")
     add_mesh_options(parser)
     parser.add_argument("--skip-bad", action="store_true",
                         help="skip (and count) unreadable, NaN or mislabelled subjects instead "
@@ -162,12 +163,18 @@ def _model_spec(args):
 
 def _resolve_batch(args) -> None:
     """``--batch``: a ``--plan``'s own batch unless given, else :data:`DEFAULT_BATCH`. A plan's
-    splits were chosen for its batch: at another one it is refused, not rescaled."""
+    splits were chosen for its batch: at another one it is refused, not rescaled.
+    ``--model``: the plan's model unless given, else :data:`DEFAULT_MODEL`."""
     planned = None
     if args.plan:
         from meshpar.planning.plan import Plan
 
-        planned = Plan.load(args.plan).batch
+        plan = Plan.load(args.plan)
+        planned = plan.batch
+        if args.model is None:
+            args.model = plan.model
+    if args.model is None:
+        args.model = DEFAULT_MODEL
     if args.batch is None:
         args.batch = planned or DEFAULT_BATCH
     elif planned is not None and args.batch != planned:
@@ -185,6 +192,8 @@ def _check_args(args) -> None:
                          f"got {args.trace_step}")
     if args.trace_out and args.trace_step is None:
         raise ValueError("--trace-out goes with --trace-step")
+    refuse_overwriting_inputs(args, ["trace_out"], ["plan", "cluster", "replay_replans",
+                                                    "rebalance_profile"])
     if args.lr_schedule == "step" and args.lr_decay_steps is None:
         raise ValueError("--lr-schedule step needs --lr-decay-steps N (decay every N steps)")
     if args.warmup_steps is not None and args.warmup_steps < 0:
@@ -379,6 +388,7 @@ def _train(args, spec, lr, params, mesh_kwargs, model_dir, data, client=None,
     guard = lambda run: _guard(client, run, _exit_now(scratch))  # noqa: E731
     scores = []  # (step, validation loss) of each checkpoint with --keep-best
     rebalanced = None  # with --rebalance/--elastic: replans, samples, monitor overhead
+    first_step = _checkpoint_step(model_dir)
     started = time.perf_counter()
     try:
         if args.keep_best:
@@ -399,12 +409,18 @@ def _train(args, spec, lr, params, mesh_kwargs, model_dir, data, client=None,
     to_unix = time.time() - time.perf_counter()
     window = speed.pop("steady_window")
     speed["steady_window_unix"] = None if window is None else [t + to_unix for t in window]
+    # the global steps this run advanced; after a lost worker the steps since the last
+    # checkpoint ran again, so the step calls (the losses) may be more
+    steps = _checkpoint_step(model_dir) - first_step
+    runs = len(history.losses)
     summary = {"model": spec.name, "mesh_shape": mesh.mesh_shape, "devices": list(mesh.devices),
-               "split_weights": mesh.split_weights, "steps": len(history.losses),
+               "split_weights": mesh.split_weights, "steps": steps,
+               **({"step_runs": runs} if runs != steps else {}),
                "first_loss": history.losses[0] if history.losses else None,
                "last_loss": history.losses[-1] if history.losses else None,
                "train_seconds": seconds, **speed, "onednn": _onednn.enabled()}
-    rows = [("steps", f"{len(history.losses)}"),
+    rows = [("steps", f"{steps}" if runs == steps else
+             f"{steps} ({runs} step runs: the steps after the last checkpoint ran again)"),
             ("first loss", f"{history.losses[0]:.4f}" if history.losses else "-"),
             ("last loss", f"{history.losses[-1]:.4f}" if history.losses else "-"),
             ("train time", f"{seconds:.1f} s (graph build included)"),
@@ -460,7 +476,8 @@ def _train_rebalancing(args, spec, lr, params, model_fn, model_dir, data, client
     built = [None]
     schedule = []
     if args.replay_replans:
-        schedule = R.schedule_from_replans(_read_replans(args.replay_replans))
+        schedule = R.schedule_from_replans(read_replans(args.replay_replans, args.batch,
+                                                        spec.name))
     layout_of = lambda mesh: mesh.layout_for(spec)  # noqa: E731
     try:
         result = R.train_rebalancing(
@@ -472,22 +489,6 @@ def _train_rebalancing(args, spec, lr, params, model_fn, model_dir, data, client
     return result, built[0] or build(model_fn.mesh, range(len(client.addresses)))
 
 
-def _read_replans(path) -> list:
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except OSError as err:
-        raise ValueError(f"--replay-replans {path}: cannot be read ({err.strerror})") from None
-    for line in reversed(text.strip().splitlines()):  # a --json summary is the last line
-        try:
-            summary = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(summary, dict) and isinstance(summary.get("replans"), list):
-            return summary["replans"]
-    raise ValueError(f"--replay-replans {path}: no JSON summary with 'replans' found")
-
-
 def _report_rebalancing(result, rows, summary) -> None:
     """Re-plans and the measuring overhead into the table and the JSON summary."""
     monitor = result["monitor"]
@@ -496,7 +497,15 @@ def _report_rebalancing(result, rows, summary) -> None:
     rows.append(("re-plans", str(len(result["replans"]))))
     if monitor["overhead_fraction"] is not None:
         rows.append(("measuring overhead", f"{monitor['overhead_fraction']:.2%} of step time "
-                                           f"({monitor['traced_steps']} traced steps)"))
+                                           f"({monitor['traced_steps']} steps measured)"))
+
+
+def _checkpoint_step(model_dir) -> int:
+    """The global step of the latest checkpoint in ``model_dir`` (0 without one)."""
+    import tensorflow.compat.v1 as tf
+
+    path = tf.train.latest_checkpoint(model_dir)
+    return int(path.rsplit("-", 1)[1]) if path else 0
 
 
 def _progress(args):

@@ -4,6 +4,7 @@ the mesh (plan, speeds or one device), the held-out test split, and the recipe
 """
 from __future__ import annotations
 
+import json
 import math
 import sys
 
@@ -322,9 +323,36 @@ def rebalance_options(args):
     if args.rebalance_profile:
         from meshpar.planning.cluster import ClusterSpec
 
-        tuned["profile"] = ClusterSpec.load(args.rebalance_profile)
+        try:
+            tuned["profile"] = ClusterSpec.load(args.rebalance_profile)
+        except ValueError as err:
+            raise ValueError(f"--rebalance-profile {args.rebalance_profile} is not a device "
+                             f"profile (`meshpar profile --cluster ... --model ...` writes "
+                             f"one): {err}") from None
     try:
         return RebalanceOptions(rebalance=bool(args.rebalance), elastic=bool(args.elastic),
                                 **tuned)
     except ValueError as err:
         raise ValueError(f"--{str(err).replace(' ', '-', 1)}") from None
+
+
+def read_replans(path, batch: int, model: str) -> list:
+    """The re-plans of the ``--json`` summary in ``path``; ValueError (before any step)
+    when that run trained another model or batch: its meshes split that batch."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as err:
+        raise ValueError(f"--replay-replans {path}: cannot be read ({err.strerror})") from None
+    for line in reversed(text.strip().splitlines()):  # a --json summary is the last line
+        try:
+            summary = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(summary, dict) and isinstance(summary.get("replans"), list):
+            for key, ours in (("model", model), ("batch", batch)):
+                if summary.get(key, ours) != ours:
+                    raise ValueError(f"--replay-replans {path} comes from a run of {key} "
+                                     f"{summary[key]}; this run has {key} {ours}")
+            return summary["replans"]
+    raise ValueError(f"--replay-replans {path}: no JSON summary with 'replans' found")

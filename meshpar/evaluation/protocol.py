@@ -274,10 +274,46 @@ def execute(run: Run, model: str, train_args: Sequence[str] = (), threads: int =
     summary = json.loads(lines[-1])
     _call(predict_command(run, threads), log)
     summary["seconds"] = time.perf_counter() - start
+    summary["train_command"] = _recorded(train_command(run, model, train_args, threads))
     tmp = run.summary.with_suffix(".tmp")
     tmp.write_text(json.dumps(summary, indent=1), encoding="utf-8")
     os.replace(tmp, run.summary)
     return summary
+
+
+def _recorded(argv: Sequence[str]) -> List[str]:
+    """A train command as a finished run records it (from ``train`` on: the
+    interpreter's path may change between sessions)."""
+    return list(argv[list(argv).index("train"):])
+
+
+def check_finished(runs: Sequence[Run], model: str, train_args: Sequence[str] = (),
+                   threads: int = 1) -> None:
+    """ValueError when a finished run in the output directory was trained with another
+    command than this protocol would run (other speeds, mesh, model, training
+    arguments...): resuming would report its results under this protocol's name."""
+    for run in runs:
+        if not (run.predictions.is_file() and run.summary.is_file()):
+            continue
+        done = json.loads(run.summary.read_text(encoding="utf-8")).get("train_command")
+        want = _recorded(train_command(run, model, train_args, threads))
+        if done is not None and done != want:
+            then, now = _options(done), _options(want)
+            differ = [f"{k} {then.get(k, '(none)')} -> {now.get(k, '(none)')}"
+                      for k in dict.fromkeys(list(then) + list(now)) if then.get(k) != now.get(k)]
+            raise ValueError(f"{run.run_dir} was trained with another command "
+                             f"({'; '.join(differ[:4]) or 'option order'}); use a new --out, "
+                             "or the same options to resume")
+
+
+def _options(argv: Sequence[str]) -> dict:
+    """``{flag: value}`` of an argv (a flag without a value maps to ``True``)."""
+    out = {}
+    for i, token in enumerate(argv):
+        if token.startswith("--"):
+            nxt = argv[i + 1] if i + 1 < len(argv) else None
+            out[token] = nxt if nxt is not None and not nxt.startswith("--") else True
+    return out
 
 
 def execute_all(runs: Sequence[Run], model: str, train_args: Sequence[str] = (),

@@ -52,6 +52,13 @@ def load_cluster(path: Optional[str] = None) -> tuple:
             port = address.rpartition(":")[2]
             if not (port.isdigit() and 1 <= int(port) <= 65535):
                 raise ValueError(f"{source}: job {job!r}: {address!r} needs a port in 1..65535")
+    seen = {}
+    for job, addresses in cluster.items():  # one server per address, across jobs too
+        for index, address in enumerate(addresses):
+            if address in seen:
+                raise ValueError(f"{source}: {address} is listed twice ({seen[address]} and "
+                                 f"{job} task {index}); each task needs its own address")
+            seen[address] = f"{job} task {index}"
     return cluster, task
 
 

@@ -154,6 +154,7 @@ def profile_cluster_workers(addresses: Sequence[str], device_type: str = "CPU",
         raise ValueError("profile sizes must not be empty")
     log = log or (lambda *a: None)
     client = ClusterClient(addresses, device_type)
+    client.check_devices(client.devices)  # a GPU a worker lacks: one line, not a traceback
     n = len(client.devices)
     spec = None
     if model is not None:
