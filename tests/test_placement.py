@@ -89,18 +89,22 @@ def test_profile_plan_train_flow_on_one_cluster_description(cluster, tmp_path, c
     profile, plan_file = tmp_path / "profile.json", tmp_path / "plan.json"
     assert main(["profile", "--cluster", str(cluster_file), "--model", "vgg-cifar-small",
                  "--batch", "4", "--repeats", "1", "--out", str(profile)]) == 0
-    assert main(["plan", "--profile", str(profile), "--model", "vgg-cifar-small", "--batch", "4",
+    # no --model: the profile says which model its steps were
+    assert main(["plan", "--profile", str(profile), "--batch", "4",
                  "--generations", "5", "--out", str(plan_file)]) == 0
     planned = Plan.load(plan_file)
+    assert planned.model == "vgg-cifar-small"
     assert set(planned.devices) <= {"/job:worker/task:0/device:CPU:0",
                                     "/job:worker/task:1/device:CPU:0"}
     capsys.readouterr()
-    assert main(["train", "--synthetic", "--model", "vgg-cifar-small", "--cluster",
-                 str(cluster_file), "--plan", str(plan_file), "--steps", "2", "--batch", "4",
+    # no --model, no --batch: the plan's
+    assert main(["train", "--synthetic", "--cluster",
+                 str(cluster_file), "--plan", str(plan_file), "--steps", "2",
                  "--n-synthetic", "16", "--no-progress", "--json",
                  "--model-dir", str(tmp_path / "run")]) == 0
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["devices"] == list(planned.devices)
+    assert summary["model"] == "vgg-cifar-small" and summary["steps"] == 2
     # the plan knows where its devices were profiled, so the same workers listed
     # the other way round keep their slices (task numbers swap, machines do not)
     local, _ = cluster
