@@ -259,22 +259,24 @@ class ClusterClient:
                           if device and keep_device_type else self.devices[task])
         return placed
 
-    def _tasks_by_address(self, plan_devices, tasks, plan_addresses, log) -> list:
-        """The task of each plan device, found by the address it was profiled at."""
+    def _tasks_by_address(self, plan_devices, tasks, plan_addresses, log,
+                          what: str = "the plan") -> list:
+        """The task of each of ``what``'s devices, found by the address it was
+        profiled at."""
         plan_addresses = [str(a) for a in plan_addresses]
         if len(plan_addresses) != len(plan_devices):
-            raise ValueError(f"the plan records {len(plan_addresses)} worker addresses for "
+            raise ValueError(f"{what} records {len(plan_addresses)} worker addresses for "
                              f"{len(plan_devices)} devices")
         missing = [a for a in plan_addresses if a not in self.addresses]
         if not missing:
             return [self.addresses.index(a) for a in plan_addresses]
         if len(missing) < len(plan_addresses):
             raise ValueError(
-                f"the plan was made for workers at {', '.join(plan_addresses)}; this cluster "
-                f"lists {', '.join(self.addresses)}, without {', '.join(missing)}: plan for "
+                f"{what} was made for workers at {', '.join(plan_addresses)}; this cluster "
+                f"lists {', '.join(self.addresses)}, without {', '.join(missing)}: profile "
                 f"this cluster (meshpar profile --cluster, then meshpar plan --profile)")
         if log is not None:
-            log(f"the plan was profiled on workers at {', '.join(plan_addresses)}, none of "
+            log(f"{what} was profiled on workers at {', '.join(plan_addresses)}, none of "
                 f"which this cluster lists: its devices go to the tasks they name")
         return tasks
 
@@ -292,7 +294,7 @@ class ClusterClient:
         tasks = [parse_worker_device(n)[0] for n in names]
         if any(t is None for t in tasks):
             return profile
-        moved = self._tasks_by_address(names, tasks, addresses, log)
+        moved = self._tasks_by_address(names, tasks, addresses, log, what="the profile")
         if moved == tasks:
             return profile
         devices = tuple(dataclasses.replace(
