@@ -113,14 +113,24 @@ def test_profile_plan_train_flow_on_one_cluster_description(cluster, tmp_path, c
     assert planned.extra["worker_addresses"] == [where[d] for d in planned.devices]
     reversed_file = tmp_path / "reversed.json"
     reversed_file.write_text(json.dumps({"worker": list(reversed(local.addresses))}))
-    assert main(["train", "--synthetic", "--model", "vgg-cifar-small", "--cluster",
-                 str(reversed_file), "--plan", str(plan_file), "--steps", "1", "--batch", "4",
-                 "--n-synthetic", "16", "--no-progress", "--json",
-                 "--model-dir", str(tmp_path / "run2")]) == 0
-    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     swap = {"/job:worker/task:0/device:CPU:0": "/job:worker/task:1/device:CPU:0",
             "/job:worker/task:1/device:CPU:0": "/job:worker/task:0/device:CPU:0"}
-    assert summary["devices"] == [swap[d] for d in planned.devices]
+    # what `train --cluster reversed.json --plan plan.json` builds its mesh on (the
+    # training itself is the run above)
+    import argparse
+
+    from meshpar.cli import train as cli_train
+    from meshpar.cli.train_options import cluster_client, mesh_arguments
+
+    sub = argparse.ArgumentParser().add_subparsers()
+    cli_train.register(sub)
+    args = sub.choices["train"].parse_args(["--synthetic", "--cluster", str(reversed_file),
+                                            "--plan", str(plan_file)])
+    cli_train._check_args(args)  # pylint: disable=protected-access
+    mesh = mesh_arguments(args, cli_train._model_spec(args),  # pylint: disable=protected-access
+                          cluster_client(args))
+    assert args.model == "vgg-cifar-small" and args.batch == 4
+    assert mesh["devices"] == [swap[d] for d in planned.devices]
 
 
 def test_model_profile_without_a_cluster_is_refused(capsys):
