@@ -69,14 +69,18 @@ def test_train_puts_each_slice_where_the_plan_says(cluster, tmp_path, capsys):
     assert summary["split_weights"]["batch"] == pytest.approx(list(planned.split_weights["batch"]))
 
 
-def test_a_plan_for_another_cluster_is_refused_in_one_line(cluster, tmp_path, capsys):
-    _, cluster_file = cluster
-    _plan(["/job:worker/task:0/device:CPU:0", "/job:worker/task:5/device:CPU:0"]).save(
-        tmp_path / "plan.json")
+def _train_on(cluster_file, devices, tmp_path, capsys) -> tuple:
+    """``(exit code, stderr)`` of a one-step ``train --cluster`` on a plan naming ``devices``."""
+    _plan(devices).save(tmp_path / "plan.json")
     rc = main(["train", "--synthetic", "--model", "vgg-cifar-small", "--cluster",
                str(cluster_file), "--plan", str(tmp_path / "plan.json"), "--steps", "1",
                "--batch", "4", "--n-synthetic", "16", "--no-progress"])
-    err = capsys.readouterr().err
+    return rc, capsys.readouterr().err
+
+
+def test_a_plan_for_another_cluster_is_refused_in_one_line(cluster, tmp_path, capsys):
+    rc, err = _train_on(cluster[1], ["/job:worker/task:0/device:CPU:0",
+                                     "/job:worker/task:5/device:CPU:0"], tmp_path, capsys)
     assert rc == 2
     assert "task:5" in err and "not a worker of this cluster" in err
     assert len(err.strip().splitlines()) == 1
@@ -159,13 +163,8 @@ def test_a_plan_profiled_on_these_workers_follows_them_in_any_listed_order(clust
 
 
 def test_a_device_the_worker_lacks_is_refused_not_run_on_its_cpu(cluster, tmp_path, capsys):
-    _, cluster_file = cluster
-    _plan(["/job:worker/task:1/device:GPU:0", "/job:worker/task:0/device:GPU:0"]).save(
-        tmp_path / "plan.json")
-    rc = main(["train", "--synthetic", "--model", "vgg-cifar-small", "--cluster",
-               str(cluster_file), "--plan", str(tmp_path / "plan.json"), "--steps", "1",
-               "--batch", "4", "--n-synthetic", "16", "--no-progress"])
-    err = capsys.readouterr().err
+    rc, err = _train_on(cluster[1], ["/job:worker/task:1/device:GPU:0",
+                                     "/job:worker/task:0/device:GPU:0"], tmp_path, capsys)
     assert rc == 2 and len(err.strip().splitlines()) == 1
     assert "worker 1 at" in err and "has no GPU:0" in err and "CPU:0" in err
 
