@@ -325,3 +325,14 @@ def test_a_failed_train_process_ends_evaluate_in_one_line(tmp_path, monkeypatch,
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("meshpar evaluate: error: meshpar train failed")
     assert "train.log" in err[0]
+
+
+def test_a_finished_run_is_compared_without_the_paths_under_out():
+    """The same run spelled from another working directory (or a moved --out) is
+    the same run; another option is not."""
+    from meshpar.evaluation import protocol
+
+    a = ["train", "--data", "ev/data/x", "--steps", "2", "--model-dir", "ev/runs/x/model"]
+    b = ["train", "--data", "/abs/ev/data/x", "--steps", "2", "--model-dir", "/abs/m"]
+    assert protocol._without_paths(a) == protocol._without_paths(b) == ["train", "--steps", "2"]
+    assert protocol._without_paths(a) != protocol._without_paths(a[:4] + ["3"] + a[5:])

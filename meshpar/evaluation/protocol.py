@@ -297,13 +297,30 @@ def check_finished(runs: Sequence[Run], model: str, train_args: Sequence[str] = 
             continue
         done = json.loads(run.summary.read_text(encoding="utf-8")).get("train_command")
         want = _recorded(train_command(run, model, train_args, threads))
-        if done is not None and done != want:
+        if done is not None and _without_paths(done) != _without_paths(want):
             then, now = _options(done), _options(want)
             differ = [f"{k} {then.get(k, '(none)')} -> {now.get(k, '(none)')}"
                       for k in dict.fromkeys(list(then) + list(now)) if then.get(k) != now.get(k)]
             raise ValueError(f"{run.run_dir} was trained with another command "
                              f"({'; '.join(differ[:4]) or 'option order'}); use a new --out, "
                              "or the same options to resume")
+
+
+#: Flags whose values are paths under ``--out``: the same run spelled from another
+#: working directory (or a moved ``--out``) is still the same run.
+_PATH_FLAGS = ("--data", "--model-dir")
+
+
+def _without_paths(argv: Sequence[str]) -> List[str]:
+    out, skip = [], False
+    for token in argv:
+        if skip:
+            skip = False
+        elif token in _PATH_FLAGS:
+            skip = True
+        else:
+            out.append(token)
+    return out
 
 
 def _options(argv: Sequence[str]) -> dict:
