@@ -205,10 +205,9 @@ def mesh_arguments(args, spec, client=None) -> dict:
                 plan.devices, keep_device_type=args.device_type is None,
                 plan_addresses=plan.extra.get("worker_addresses"),
                 log=lambda line: print(f"meshpar: note: {args.plan}: {line}", file=sys.stderr))
+            client.check_devices(devices)
         elif devices is None:
             devices = [""] * len(plan.devices)  # emulated: the plan may name other machines
-        if client is not None:
-            client.check_devices(devices)
         return dict(plan=plan, devices=devices, upstream=upstream)
     if client is not None and args.device_type and not args.devices:
         client.check_devices(client.devices)

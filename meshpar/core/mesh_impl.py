@@ -406,19 +406,13 @@ class HeterogeneousMeshImpl(UnevenCollectives, _pmi.PlacementMeshImpl):
         slices = self.make_slices(tf_x, x.shape)
         if getattr(tf_x, "name", None) not in self._staged_imports:
             return self.LaidOutTensor(slices)
-        from tensorflow.python.ops import data_flow_ops
+        from meshpar.training.staging import stage
 
         staged = []
-        for pnum, (piece, device) in enumerate(zip(slices, self._devices)):
-            with tf.device(device), tf.name_scope(f"meshpar_stage_p{pnum}"):
-                # capacity 2: the slice in use and the one being put can both be held
-                area = data_flow_ops.StagingArea([piece.dtype], shapes=[piece.shape],
-                                                 capacity=2)
-                self.staging_puts.append(area.put([piece]))
-                got = area.get()
-                got = got[0] if isinstance(got, (list, tuple)) else got
-                got.set_shape(piece.shape)
-                staged.append(got)
+        for piece, device in zip(slices, self._devices):
+            (got,), put, _ = stage(piece, device=device)
+            self.staging_puts.append(put)
+            staged.append(got)
         return self.LaidOutTensor(staged)
 
     def broadcast_impl(self, old_slices, old_shape, new_shape):

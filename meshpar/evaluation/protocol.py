@@ -297,7 +297,8 @@ def check_finished(runs: Sequence[Run], model: str, train_args: Sequence[str] = 
             continue
         done = json.loads(run.summary.read_text(encoding="utf-8")).get("train_command")
         want = _recorded(train_command(run, model, train_args, threads))
-        if done is not None and _without_paths(done) != _without_paths(want):
+        done, want = (None if done is None else _without_paths(done)), _without_paths(want)
+        if done is not None and done != want:
             then, now = _options(done), _options(want)
             differ = [f"{k} {then.get(k, '(none)')} -> {now.get(k, '(none)')}"
                       for k in dict.fromkeys(list(then) + list(now)) if then.get(k) != now.get(k)]

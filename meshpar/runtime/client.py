@@ -237,24 +237,22 @@ class ClusterClient:
         a plan that names a task twice, or a cluster that lists some of the
         plan's workers but not all.
         """
-        tasks = []
-        for pnum, name in enumerate(plan_devices):
-            task, _ = parse_worker_device(name)
+        parsed = [parse_worker_device(name) for name in plan_devices]  # (task, device)
+        for pnum, (name, (task, _)) in enumerate(zip(plan_devices, parsed)):
             if task is None or not 0 <= task < len(self.addresses):
                 raise ValueError(
                     f"the plan places pnum {pnum} on {name!r}, which is not a worker of this "
                     f"cluster (tasks /job:worker/task:0..{len(self.addresses) - 1}); plan for "
                     f"this cluster (meshpar profile --cluster, then meshpar plan --profile)")
-            tasks.append(task)
+        tasks = [task for task, _ in parsed]
         if plan_addresses:
             tasks = self._tasks_by_address(plan_devices, tasks, plan_addresses, log)
         placed, seen = [], {}
-        for pnum, (name, task) in enumerate(zip(plan_devices, tasks)):
+        for pnum, (task, (_, device)) in enumerate(zip(tasks, parsed)):
             if task in seen:
                 raise ValueError(f"the plan places pnum {seen[task]} and {pnum} on the same "
                                  f"worker task {task}")
             seen[task] = pnum
-            device = parse_worker_device(name)[1]
             placed.append(f"/job:worker/task:{task}/device:{device}"
                           if device and keep_device_type else self.devices[task])
         return placed
@@ -291,15 +289,16 @@ class ClusterClient:
         if not addresses or len(addresses) != len(profile.devices):
             return profile
         names = [d.device for d in profile.devices]
-        tasks = [parse_worker_device(n)[0] for n in names]
+        parsed = [parse_worker_device(n) for n in names]  # (task, device)
+        tasks = [task for task, _ in parsed]
         if any(t is None for t in tasks):
             return profile
         moved = self._tasks_by_address(names, tasks, addresses, log, what="the profile")
         if moved == tasks:
             return profile
-        devices = tuple(dataclasses.replace(
-            d, device=f"/job:worker/task:{t}/device:{parse_worker_device(d.device)[1] or 'CPU:0'}")
-            for d, t in zip(profile.devices, moved))
+        devices = tuple(
+            dataclasses.replace(d, device=f"/job:worker/task:{t}/device:{kind or 'CPU:0'}")
+            for d, t, (_, kind) in zip(profile.devices, moved, parsed))
         return dataclasses.replace(profile, devices=devices)
 
     def check_devices(self, devices: Sequence[str]) -> None:

@@ -42,20 +42,18 @@ def load_cluster(path: Optional[str] = None) -> tuple:
     task = data.get("task")
     if not isinstance(cluster, dict) or not cluster:
         raise ValueError(f"{source}: no cluster jobs found")
+    seen = {}  # address -> "job task i"
     for job, addresses in cluster.items():
         if not isinstance(addresses, list) or not all(
                 isinstance(a, str) and ":" in a for a in addresses):
             raise ValueError(f"{source}: job {job!r} must list 'host:port' addresses")
         if not addresses:
             raise ValueError(f"{source}: job {job!r} lists no tasks")
-        for address in addresses:
+        for index, address in enumerate(addresses):
             port = address.rpartition(":")[2]
             if not (port.isdigit() and 1 <= int(port) <= 65535):
                 raise ValueError(f"{source}: job {job!r}: {address!r} needs a port in 1..65535")
-    seen = {}
-    for job, addresses in cluster.items():  # one server per address, across jobs too
-        for index, address in enumerate(addresses):
-            if address in seen:
+            if address in seen:  # one server per address, across jobs too
                 raise ValueError(f"{source}: {address} is listed twice ({seen[address]} and "
                                  f"{job} task {index}); each task needs its own address")
             seen[address] = f"{job} task {index}"

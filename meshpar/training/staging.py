@@ -46,19 +46,21 @@ class StageFirstBatchHook(tf_estimator.SessionRunHook):
         session.run(self._put)
 
 
-def stage(*tensors):
+def stage(*tensors, device=None):
     """``(staged, put_op, hook)``: ``staged``, the tensors a training step computes
     on (the batch put by the previous step or by ``hook``), in the order given;
     the op that puts this step's fetched batch (run it in the step, e.g. as a
     control input of the train op); the hook that puts the first batch.
 
     Each tensor must have a static shape (a batched dataset with
-    ``drop_remainder=True``). One area, colocated with the first tensor.
+    ``drop_remainder=True``). One area, on ``device`` when given (the tensors
+    then travel there when put), else colocated with the first tensor.
     """
     for t in tensors:
         if not t.shape.is_fully_defined():
             raise ValueError(f"staging needs static shapes, got {t.name} of shape {t.shape}")
-    with tf.colocate_with(tensors[0]), tf.name_scope("meshpar_input_stage"):
+    where = tf.device(device) if device is not None else tf.colocate_with(tensors[0])
+    with where, tf.name_scope("meshpar_input_stage"):
         # capacity 2: the batch in use and the one being put can both be held
         area = data_flow_ops.StagingArea([t.dtype for t in tensors],
                                          shapes=[t.shape for t in tensors], capacity=2)
