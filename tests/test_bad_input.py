@@ -277,6 +277,8 @@ CASES = [
          "argument --seed: must be >= 0, got -1"),
     Case("bench-train-verify-negative", "subprocess", ["bench", "train", "--verify", "-1"],
          "argument --verify: must be >= 0, got -1"),
+    Case("bench-train-verify-rounds-zero", "subprocess", ["bench", "train", "--verify-rounds", "0"],
+         "argument --verify-rounds: must be >= 1, got 0"),
     Case("predict-batch-zero", "subprocess", ["predict", "--model-dir", "{d}", "--batch", "0"],
          "argument --batch: must be >= 1, got 0"),
     Case("synth-voxel-nan", "subprocess", ["data", "synth", "--out", "{d}/vox", "--voxel-mm", "nan"],

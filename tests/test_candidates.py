@@ -54,36 +54,50 @@ def test_batch_neighbours_move_one_sample_between_rows_and_are_priced_alike():
     assert batch_neighbours(single, description, cluster) == []
 
 
-def test_verified_plan_picks_the_fastest_trial_and_says_what_was_tried():
+def test_verified_plan_picks_the_fastest_median_of_trials_taken_in_turns():
     profile = ClusterSpec.from_speeds([0.9, 0.3])
     candidates = candidate_plans(describe_model("resattnet3d-small"), profile, 32, 3)
     assert len(candidates) == 3
-    rates = {0: 100.0, 1: 130.0, 2: 120.0}
+    # candidate 0 has the best single trial, candidate 1 the best median of three
+    rates = {0: [150.0, 90.0, 95.0], 1: [120.0, 125.0, 118.0], 2: [140.0]}
     calls = []
 
-    def trial(p, i):
-        calls.append(i)
-        if i == 2:
+    def trial(p, i, r):
+        calls.append((i, r))
+        if i == 2 and r == 1:
             raise RuntimeError("meshpar train failed: worker 1 ran out of memory")
-        return {"samples_per_second": rates[i]}
+        return {"samples_per_second": rates[i][r]}
 
     (picked, upstream), info = bench_train.verified_plan(
         "resattnet3d-small", profile, 32, 3, 0, bench_train.MEASURED, trial,
-        log=lambda *a: None)
-    assert calls == [0, 1, 2] and upstream is False
+        log=lambda *a: None, rounds=3)
+    # in turns, round after round; a candidate that failed is not tried again
+    assert calls == [(0, 0), (1, 0), (2, 0), (0, 1), (1, 1), (2, 1), (0, 2), (1, 2)]
+    assert upstream is False and info["rounds"] == 3
     assert same_plan(picked, candidates[1]) and info["picked"] == 1
-    assert [c.get("trial_samples_per_second") for c in info["candidates"]] == [100.0, 130.0,
-                                                                                None]
-    assert "out of memory" in info["candidates"][2]["skipped"]
-    assert info["candidates"][1]["split_sizes"] == {
-        k: list(v) for k, v in candidates[1].split_sizes.items()}
+    tried = info["candidates"]
+    assert [c.get("trial_samples_per_second") for c in tried] == [95.0, 120.0, None]
+    assert tried[0]["trial_samples_per_second_runs"] == [150.0, 90.0, 95.0]
+    assert "out of memory" in tried[2]["skipped"]
+    assert "trial_samples_per_second_runs" not in tried[2]  # its one good trial does not count
+    assert tried[1]["split_sizes"] == {k: list(v) for k, v in candidates[1].split_sizes.items()}
 
-    def failing(p, i):
+    def failing(p, i, r):
         raise RuntimeError("no")
 
     none, info = bench_train.verified_plan("resattnet3d-small", profile, 32, 2, 0,
                                            bench_train.MEASURED, failing, log=lambda *a: None)
     assert none is None and info["picked"] is None
+    with pytest.raises(ValueError, match="verify rounds must be >= 1"):
+        bench_train.verified_plan("resattnet3d-small", profile, 32, 2, 0, bench_train.MEASURED,
+                                  trial, log=lambda *a: None, rounds=0)
+
+
+def test_bench_train_cli_default_verify_rounds_is_the_library_default():
+    from meshpar.cli import build_parser
+
+    args = build_parser().parse_args(["bench", "train", "--verify", "2"])
+    assert args.verify_rounds == bench_train.VERIFY_ROUNDS
 
 
 def test_the_verified_row_runs_in_the_rounds_after_its_trials(monkeypatch):
@@ -102,10 +116,10 @@ def test_the_verified_row_runs_in_the_rounds_after_its_trials(monkeypatch):
     monkeypatch.setattr(bench_train, "run_strategy", fake_run)
     result = bench_train.bench_model("resattnet3d-small", ClusterSpec.from_speeds([0.9, 0.3]),
                                      "f", "w", 8, 32, 0, log=lambda *a: None, rounds=2,
-                                     verify=2)
+                                     verify=2, verify_rounds=2)
     names = [n for n, _ in ran]
-    trials = [n for n in names if n.startswith("trial-")]
-    assert trials == ["trial-0", "trial-1"]
+    trials = [(n, r) for n, r in ran if n.startswith("trial-")]
+    assert trials == [("trial-0", 0), ("trial-1", 0), ("trial-0", 1), ("trial-1", 1)]
     # the trials run after the alone rows and before the rounds; the row runs in each round
     assert names.index("trial-1") < names.index("planner")
     assert [r for n, r in ran if n == "verified"] == [0, 1]

@@ -10,7 +10,7 @@ import json
 import sys
 
 from meshpar.cli.parsing import (MEMORY_HEADROOM_HELP, memory_terms, non_negative_int,
-                                 parse_memory_mib, parse_speeds)
+                                 parse_memory_mib, parse_speeds, positive_int)
 
 EPILOG = """examples:
   meshpar bench hetero --quick                   a short run: two workers at 0.9 and 0.3 of a core
@@ -68,7 +68,12 @@ def register(subparsers) -> None:
                             "is the median run, with the others' rates (default %(default)s)")
     train.add_argument("--verify", type=non_negative_int, default=0, metavar="K",
                        help="also a row 'verified': the fastest of the planner's K best "
-                            "candidates, each timed in one trial run first (default 0: no row)")
+                            "candidates, timed first in trial runs taking turns (default 0: "
+                            "no row)")
+    train.add_argument("--verify-rounds", type=positive_int, metavar="R",
+                       default=2,  # meshpar.bench.train.VERIFY_ROUNDS, not imported at parse
+                       help="trial runs of each --verify candidate; the fastest median is "
+                            "picked (default %(default)s)")
     train.set_defaults(func=run_train)
     memory = sub.add_parser(
         "memory", help="the cost model's memory per worker against fresh workers' measured peak",
@@ -183,6 +188,6 @@ def run_train(args) -> int:
                                        memory_bytes=memory, memory_terms=terms,
                                        enforce=args.enforce,
                                        profile_repeats=args.profile_repeats,
-                                       verify=args.verify)
+                                       verify=args.verify, verify_rounds=args.verify_rounds)
     return _report(args, bench_train, result, log)
 
