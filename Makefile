@@ -23,8 +23,10 @@ $(TEST_STAMP): setup.py | $(PY)
 run: $(RUN_STAMP)
 	$(PY) -m meshpar demo
 
+# two test processes; the tests that start TF workers run one after another in
+# one of them (tests/conftest.py: CLUSTER_MODULES)
 test: $(TEST_STAMP)
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q -n 2 --dist loadgroup tests
 
 bench: $(RUN_STAMP)
 	$(PY) benchmarks/overhead.py

@@ -3,6 +3,7 @@ from setuptools import find_packages, setup
 
 TEST = [
     "pytest>=7",
+    "pytest-xdist>=3",  # `make test` runs the suite in two processes (tests/conftest.py)
     "hypothesis>=6",
     "mock",  # needed by Mesh-TensorFlow's own test modules, which run in our suite
     "tensorflow-probability==0.23.*",

@@ -21,3 +21,20 @@ def _close_tf_graph_contexts():
     helpers = sys.modules.get("mtf_helpers")
     if helpers is not None:
         helpers.close_graphs()
+
+
+#: Test modules that start TF worker processes (LocalCluster pins worker i to
+#: core i; timed benchmarks and speed re-measurements): under pytest-xdist
+#: (`make test` runs two test processes) they all run in one process, one after
+#: another, so that no two clusters share the cores, while the other process
+#: runs the rest of the suite.
+CLUSTER_MODULES = frozenset({
+    "test_bench_hetero", "test_bench_memory", "test_bench_train", "test_determinism",
+    "test_local_cluster", "test_placement", "test_rebalance", "test_worker_failure"})
+
+
+def pytest_collection_modifyitems(config, items):
+    """Put every test of :data:`CLUSTER_MODULES` in xdist group ``cluster``."""
+    for item in items:
+        if item.module.__name__.rsplit(".", 1)[-1] in CLUSTER_MODULES:
+            item.add_marker(pytest.mark.xdist_group("cluster"))
