@@ -36,5 +36,6 @@ CLUSTER_MODULES = frozenset({
 def pytest_collection_modifyitems(config, items):
     """Put every test of :data:`CLUSTER_MODULES` in xdist group ``cluster``."""
     for item in items:
-        if item.module.__name__.rsplit(".", 1)[-1] in CLUSTER_MODULES:
+        module = getattr(item, "module", None)  # None: an item not from a Python module
+        if module is not None and module.__name__.rsplit(".", 1)[-1] in CLUSTER_MODULES:
             item.add_marker(pytest.mark.xdist_group("cluster"))

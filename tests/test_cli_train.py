@@ -78,3 +78,23 @@ def test_train_with_local_batch_norm_statistics_on_an_uneven_batch_split(capsys,
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["mesh_shape"] == "batch:2" and summary["steps"] == 2
     assert summary["model"] == "resattnet3d-small-local-bn"
+
+
+def test_run_summary_counts_global_steps_and_says_when_steps_ran_again():
+    from types import SimpleNamespace
+
+    from meshpar.cli.train_report import run_summary
+
+    spec = SimpleNamespace(name="m")
+    mesh = SimpleNamespace(mesh_shape="batch:2", devices=["a", "b"], split_weights=None)
+    speed = {"samples_per_second": None, "warmup_steps": 5}
+    again, rows = run_summary(spec, mesh, [0.9, 0.8, 0.7, 0.8, 0.6], 3, 2.0, speed,
+                              on_cluster=True)
+    assert again["steps"] == 3 and again["step_runs"] == 5
+    assert again["first_loss"] == 0.9 and again["last_loss"] == 0.6
+    table = dict(rows)
+    assert table["steps"].startswith("3 (5 step runs")
+    assert "too few steps after 5 warm-up steps" in table["samples/s"]
+    assert any(key == "cpu kernels (this process)" for key, _ in rows)
+    once, rows = run_summary(spec, mesh, [0.9, 0.8, 0.7], 3, 2.0, speed, on_cluster=False)
+    assert "step_runs" not in once and dict(rows)["steps"] == "3"

@@ -1,5 +1,6 @@
 """The house rules, checked on the source (AST, no imports): planning imports no
-TensorFlow, nothing outside the CLI imports the CLI, no import cycles, no huge files."""
+TensorFlow, nothing outside the CLI imports the CLI, the core imports nothing built
+on it, no import cycles, no huge files."""
 import ast
 import pathlib
 
@@ -65,6 +66,19 @@ def test_nothing_outside_the_cli_imports_the_cli():
     assert not {k: v for k, v in offenders.items() if v}
 
 
+#: What the core (the uneven mesh and its collectives) is built on: TF and Mesh-TF,
+#: the shim, and the planner's plain model description; training, runtime, models,
+#: benchmarks and the CLI are built on the core, not the other way round.
+ABOVE_THE_CORE = ("meshpar.training", "meshpar.runtime", "meshpar.models", "meshpar.bench",
+                  "meshpar.evaluation", "meshpar.data", "meshpar.cli", "meshpar.viz")
+
+
+@pytest.mark.parametrize("name", sorted(m for m in MODULES if m.startswith("meshpar.core")))
+def test_the_core_imports_nothing_built_on_it(name):
+    above = sorted(m for m in IMPORTS[name] if m.startswith(ABOVE_THE_CORE))
+    assert not above, f"{name} imports {above}"
+
+
 def test_there_are_no_import_cycles():
     graph = {name: _internal(name) for name in MODULES if MODULES[name].name != "__init__.py"}
     state, cycles = {}, []
@@ -97,3 +111,17 @@ def test_the_checker_finds_a_cycle_when_there_is_one(tmp_path):
 def test_no_module_is_huge(name):
     lines = len(MODULES[name].read_text().splitlines())
     assert lines <= MAX_LINES, f"{name}: {lines} lines; split it by concept"
+
+
+def test_every_test_module_that_starts_workers_runs_in_the_cluster_group():
+    """`make test` runs two test processes; a module that starts TF worker
+    processes (a LocalCluster, a benchmark) outside the ``cluster`` group could
+    run next to another cluster on the same pinned cores (tests/conftest.py)."""
+    import re
+
+    from conftest import CLUSTER_MODULES
+
+    here = pathlib.Path(__file__).stem  # names the patterns, starts nothing
+    starts = {path.stem for path in (ROOT / "tests").glob("test_*.py") if path.stem != here
+              and re.search(r"LocalCluster|local_cluster|run_benchmark\(", path.read_text())}
+    assert starts == set(CLUSTER_MODULES)

@@ -29,12 +29,13 @@ import sys
 import tempfile
 import time
 
-from meshpar import _onednn
 from meshpar.cli.parsing import non_negative_int, refuse_overwriting_inputs
 from meshpar.cli.train_options import (  # noqa: F401  (mesh_from_speeds: re-exported)
     add_mesh_options, add_rebalance_options, add_recipe_options, add_split_options,
     augmentations, check_mesh_args, cluster_client, mesh_arguments, mesh_from_speeds,
     read_replans, rebalance_options, recipe_params, split_request)
+from meshpar.cli.train_report import (evaluate, print_table, report_best, report_rebalancing,
+                                      report_trace, run_summary)
 from meshpar.models import names as model_names
 
 OPTIMIZER_DEFAULT_LR = {"adam": 1e-3, "momentum": 0.01, "sgd": 0.05}
@@ -411,39 +412,22 @@ def _train(args, spec, lr, params, mesh_kwargs, model_dir, data, client=None,
     speed["steady_window_unix"] = None if window is None else [t + to_unix for t in window]
     # the global steps this run advanced; after a lost worker the steps since the last
     # checkpoint ran again, so the step calls (the losses) may be more
-    steps = _checkpoint_step(model_dir) - first_step
-    runs = len(history.losses)
-    summary = {"model": spec.name, "mesh_shape": mesh.mesh_shape, "devices": list(mesh.devices),
-               "split_weights": mesh.split_weights, "steps": steps,
-               **({"step_runs": runs} if runs != steps else {}),
-               "first_loss": history.losses[0] if history.losses else None,
-               "last_loss": history.losses[-1] if history.losses else None,
-               "train_seconds": seconds, **speed, "onednn": _onednn.enabled()}
-    rows = [("steps", f"{steps}" if runs == steps else
-             f"{steps} ({runs} step runs: the steps after the last checkpoint ran again)"),
-            ("first loss", f"{history.losses[0]:.4f}" if history.losses else "-"),
-            ("last loss", f"{history.losses[-1]:.4f}" if history.losses else "-"),
-            ("train time", f"{seconds:.1f} s (graph build included)"),
-            ("samples/s", _format_speed(speed)),
-            # the workers are other processes: they decide for themselves (meshpar worker
-            # imports meshpar, so it turns oneDNN on unless its own environment says no)
-            ("cpu kernels" + (" (this process)" if client is not None else ""),
-             "oneDNN" if summary["onednn"] else
-             f"Eigen ({_onednn.ENV}={os.environ.get(_onednn.ENV, 'unset')})")]
+    summary, rows = run_summary(spec, mesh, history.losses, _checkpoint_step(model_dir)
+                                - first_step, seconds, speed, on_cluster=client is not None)
     if args.keep_best:
-        _report_best(model_dir, scores, rows, summary)
+        report_best(model_dir, scores, rows, summary)
     if rebalanced is not None:
-        _report_rebalancing(rebalanced, rows, summary)
-    _evaluate(args, est, data, guard, rows, summary)
+        report_rebalancing(rebalanced, rows, summary)
+    evaluate(args, est, data, guard, rows, summary)
     report = getattr(args, "skipped_report", None)
     bad = report() if report is not None else []
     if report is not None:
         rows.append(("skipped subjects", str(len(bad))))
         for item in bad:
             print(f"skipped {item.path}: {item.reason}", file=sys.stderr)
-    _print_table(rows)
+    print_table(rows)
     if args.trace_step is not None:
-        summary.update(_report_trace(hooks[-1]))
+        summary.update(report_trace(hooks[-1]))
     if args.json:
         summary["skipped_subjects"] = len(bad)
         print(json.dumps(summary), flush=True)
@@ -489,17 +473,6 @@ def _train_rebalancing(args, spec, lr, params, model_fn, model_dir, data, client
     return result, built[0] or build(model_fn.mesh, range(len(client.addresses)))
 
 
-def _report_rebalancing(result, rows, summary) -> None:
-    """Re-plans and the measuring overhead into the table and the JSON summary."""
-    monitor = result["monitor"]
-    summary.update(replans=result["replans"], rebalance_samples=result["samples"],
-                   rebalance_monitor=monitor, step_times=result["step_times"])
-    rows.append(("re-plans", str(len(result["replans"]))))
-    if monitor["overhead_fraction"] is not None:
-        rows.append(("measuring overhead", f"{monitor['overhead_fraction']:.2%} of step time "
-                                           f"({monitor['traced_steps']} steps measured)"))
-
-
 def _checkpoint_step(model_dir) -> int:
     """The global step of the latest checkpoint in ``model_dir`` (0 without one)."""
     import tensorflow.compat.v1 as tf
@@ -528,68 +501,6 @@ def _progress(args):
                   flush=True)
 
     return LossHistoryHook(progress), bar
-
-
-def _evaluate(args, est, data, guard, rows, summary) -> None:
-    """Validation metrics (the last checkpoint), then the test set's (the best one with
-    --keep-best), into the table rows and the JSON summary."""
-    from meshpar.training.metrics import METRIC_NAMES, classification_metrics
-    from meshpar.training.inputs import predict_probabilities
-    from meshpar.training.run import best_checkpoint
-
-    if data["eval_fn"] is not None:
-        results = guard(lambda: est.evaluate(data["eval_fn"]))
-        for key in ("loss", "accuracy", "auc", "sensitivity", "specificity"):
-            if key in results:
-                rows.append((f"eval {key}", f"{float(results[key]):.4f}"))
-                summary[f"eval_{key}"] = float(results[key])
-    else:
-        rows.append(("eval", "skipped (fewer validation samples than --batch)"))
-    test = data.get("test")
-    if test is None:
-        return
-    best = best_checkpoint(est.model_dir) if args.keep_best else None
-    subjects, probs = guard(lambda: predict_probabilities(est, test, args.batch, best))
-    labels = [test.label_index(s) for s in subjects]
-    scores = classification_metrics(labels, probs)
-    scores["checkpoint"] = os.path.basename(best or est.latest_checkpoint())
-    summary["test"] = scores
-    rows.append(("test subjects", f"{scores['n']} ({scores['checkpoint']})"))
-    for key in METRIC_NAMES:
-        if scores[key] is not None:
-            rows.append((f"test {key}", f"{scores[key]:.4f}"))
-
-
-def _report_best(model_dir, scores, rows, summary) -> None:
-    """The validation losses of this run's checkpoints and the kept best one."""
-    from meshpar.training.run import best_record
-
-    summary["val_losses"] = [[step, loss] for step, loss in scores]
-    best = best_record(model_dir)
-    if best is not None:
-        summary["best"] = best
-        rows.append(("best checkpoint", f"step {best['step']} (val loss {best['val_loss']:.4f})"))
-
-
-def _report_trace(hook) -> dict:
-    """Print the traced step's breakdown; return it for the JSON summary."""
-    from meshpar.runtime.step_trace import format_breakdown
-
-    if hook.breakdown is None:
-        print(f"trace: step {hook.step} was not reached in this run")
-        return {}
-    print(f"trace of step {hook.step}:")
-    print(format_breakdown(hook.breakdown, hook.wall_seconds))
-    return {"trace_step": hook.step, "trace_step_seconds": hook.wall_seconds,
-            "step_breakdown": hook.breakdown}
-
-
-def _format_speed(speed: dict) -> str:
-    if speed["samples_per_second"] is None:
-        return f"- (too few steps after {speed['warmup_steps']} warm-up steps)"
-    lo, hi = speed["samples_per_second_p25_p75"]
-    return (f"{speed['samples_per_second']:.2f} (median step; p25-p75 {lo:.2f}-{hi:.2f}; "
-            f"steps {speed['warmup_steps'] + 1}-{speed['warmup_steps'] + speed['steady_steps']})")
 
 
 def _exit_now(scratch, code: int = 1):
@@ -633,11 +544,3 @@ def _guard(client, run, on_stuck=None):
         if client is None:
             raise
         raise client.failure(err) from None
-
-
-def _print_table(rows) -> None:
-    width = max(len(k) for k, _ in rows)
-    print(f"{'metric'.ljust(width)}  value")
-    print(f"{'-' * width}  {'-' * 5}")
-    for key, value in rows:
-        print(f"{key.ljust(width)}  {value}")

@@ -44,6 +44,7 @@ from meshpar import _compat
 from meshpar.core import lowering
 from meshpar.core.collectives import EVEN, UnevenCollectives, UnevenLayoutError  # noqa: F401  (re-exported)
 from meshpar.core.splits import even_sizes, offsets, split_sizes, validate_weights
+from meshpar.core.staging import staging_area
 
 mtf = _compat.import_mesh_tensorflow()
 from mesh_tensorflow import placement_mesh_impl as _pmi  # noqa: E402
@@ -406,11 +407,9 @@ class HeterogeneousMeshImpl(UnevenCollectives, _pmi.PlacementMeshImpl):
         slices = self.make_slices(tf_x, x.shape)
         if getattr(tf_x, "name", None) not in self._staged_imports:
             return self.LaidOutTensor(slices)
-        from meshpar.training.staging import stage
-
         staged = []
         for piece, device in zip(slices, self._devices):
-            (got,), put, _ = stage(piece, device=device)
+            (got,), put = staging_area(piece, device=device)
             self.staging_puts.append(put)
             staged.append(got)
         return self.LaidOutTensor(staged)

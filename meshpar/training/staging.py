@@ -15,7 +15,7 @@ processor's slice in an area on that processor's device
 client's cutting of the batch and the slices' trip to the workers happen
 during the step before too; the labels (a few bytes) and, on Mesh-TF's own
 ``PlacementMeshImpl``, the volume as well, are staged on the client
-(:func:`stage`).
+(:func:`stage`). The area itself: :mod:`meshpar.core.staging`.
 
 The data each step sees is unchanged: a hook puts the first batch when the
 session starts (every area in one run, so all hold the same batch), so step
@@ -28,7 +28,8 @@ prediction read the stream to its end.
 from __future__ import annotations
 
 import tensorflow.compat.v1 as tf
-from tensorflow.python.ops import data_flow_ops
+
+from meshpar.core.staging import staging_area
 
 tf_estimator = tf.estimator
 
@@ -47,26 +48,7 @@ class StageFirstBatchHook(tf_estimator.SessionRunHook):
 
 
 def stage(*tensors, device=None):
-    """``(staged, put_op, hook)``: ``staged``, the tensors a training step computes
-    on (the batch put by the previous step or by ``hook``), in the order given;
-    the op that puts this step's fetched batch (run it in the step, e.g. as a
-    control input of the train op); the hook that puts the first batch.
-
-    Each tensor must have a static shape (a batched dataset with
-    ``drop_remainder=True``). One area, on ``device`` when given (the tensors
-    then travel there when put), else colocated with the first tensor.
-    """
-    for t in tensors:
-        if not t.shape.is_fully_defined():
-            raise ValueError(f"staging needs static shapes, got {t.name} of shape {t.shape}")
-    where = tf.device(device) if device is not None else tf.colocate_with(tensors[0])
-    with where, tf.name_scope("meshpar_input_stage"):
-        # capacity 2: the batch in use and the one being put can both be held
-        area = data_flow_ops.StagingArea([t.dtype for t in tensors],
-                                         shapes=[t.shape for t in tensors], capacity=2)
-        put = area.put(list(tensors))
-        staged = area.get()
-    staged = list(staged) if isinstance(staged, (list, tuple)) else [staged]
-    for got, t in zip(staged, tensors):
-        got.set_shape(t.shape)
+    """``(staged, put_op, hook)``: :func:`meshpar.core.staging.staging_area`'s
+    staged tensors and put op, with the hook that puts the first batch."""
+    staged, put = staging_area(*tensors, device=device)
     return staged, put, StageFirstBatchHook(put)
