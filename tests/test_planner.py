@@ -211,3 +211,46 @@ def test_local_search_moves_a_sample_and_re_splits_every_dimension_with_it():
                   for line in (range(4), range(4, 8)))
     bound = min(max(b * fast.lower, (8 - b) * slow.lower) for b in range(1, 8)) + fast.latency
     assert _polished(model, cluster, 8, 2, 4) <= bound * (1 + 1e-3)
+
+
+@pytest.mark.parametrize("method", ["ga", "exact"])
+def test_listing_the_devices_in_another_order_gives_the_same_plan_on_them(method):
+    """The plan is a property of the devices, not of the order they are listed in:
+    every order of three uneven devices gets the same predicted step and gives
+    each device (known by its speed) the same share of the batch."""
+    import itertools
+
+    description = describe_model("resattnet3d-small")
+    speeds = [1.0, 0.6, 0.3]
+    seen = []
+    for order in itertools.permutations(range(3)):
+        listed = [speeds[i] for i in order]
+        p = plan(description, ClusterSpec.from_speeds(listed), 32, method=method, seed=0,
+                 subsets=True)
+        speed_of = {f"/job:worker/task:{t}/device:CPU:0": s for t, s in enumerate(listed)}
+        share = dict(zip((speed_of[d] for d in p.devices), p.split_sizes["batch"]))
+        seen.append((p.predicted_step_seconds, p.mesh_shape_string(), share))
+    first = seen[0]
+    for got in seen[1:]:
+        assert got[0] == pytest.approx(first[0], rel=1e-9)
+        assert got[1:] == first[1:]
+
+
+def test_a_measured_profile_listed_in_reverse_gives_the_same_plan():
+    """The same with a measured whole-step profile (size scan, slice speeds and the
+    calibrated split timings, whose speed weights follow the devices' order)."""
+    import copy
+    import json
+    import pathlib
+
+    stored = pathlib.Path(__file__).resolve().parents[1] / (
+        "benchmarks/results/train-0.9-0.3-batch32-verify2/train.json")
+    measured = json.loads(stored.read_text())["profiles"]["resattnet3d-small"]
+    reverse = copy.deepcopy(measured)
+    reverse["devices"].reverse()
+    reverse["extra"]["split_seconds"]["balanced"]["weights"].reverse()
+    description = describe_model("resattnet3d-small")
+    a, b = (plan(description, ClusterSpec.from_dict(p), 32, method="ga", seed=0, subsets=True)
+            for p in (measured, reverse))
+    assert b.predicted_step_seconds == pytest.approx(a.predicted_step_seconds, rel=1e-9)
+    assert (b.devices, b.split_sizes) == (a.devices, a.split_sizes)
