@@ -98,3 +98,54 @@ def test_run_summary_counts_global_steps_and_says_when_steps_ran_again():
     assert any(key == "cpu kernels (this process)" for key, _ in rows)
     once, rows = run_summary(spec, mesh, [0.9, 0.8, 0.7], 3, 2.0, speed, on_cluster=False)
     assert "step_runs" not in once and dict(rows)["steps"] == "3"
+
+
+def test_a_model_dir_resumes_only_under_the_same_split_and_optimizer(capsys, tmp_path):
+    """Resuming under another test fold, validation seed or optimizer is refused in one
+    line before any step (the first trains on subjects the new split holds out, the
+    last cannot load its slots); the same command resumes. Validation runs on whole
+    batches, and the run says how many validation samples that scores."""
+    import json
+
+    from meshpar.data import write_dataset
+
+    data = tmp_path / "ds"
+    write_dataset(data, 20, shape=(12, 12, 12), seed=1)
+
+    def argv(steps, *change):
+        return ["train", "--data", str(data), "--model", "resattnet3d-tiny", "--steps",
+                str(steps), "--batch", "3", "--folds", "4", "--fold", "0", "--val-fraction",
+                "0.3", "--no-progress", "--json", "--model-dir", str(tmp_path / "m"), *change]
+
+    assert main(argv(1)) == 0
+    out = capsys.readouterr().out
+    first = json.loads(out.strip().splitlines()[-1])
+    count = first["validation_samples"]
+    assert count % 3 and first["eval_samples"] == count // 3 * 3  # a partial last batch
+    assert f"{count // 3 * 3} of {count} (whole batches of --batch 3" in out
+    for change, name in [(["--fold", "1"], "split"), (["--seed", "3"], "seed"),
+                         (["--optimizer", "sgd"], "optimizer")]:
+        assert main(argv(2, *change)) == 2, change
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"holds a run with another {name}" in err[0], err
+    assert main(argv(2)) == 0
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["steps"] == 1
+
+
+def test_a_run_file_from_before_the_split_was_recorded_still_resumes(tmp_path):
+    from meshpar.training.run import RUN_FILE, save_run_info
+
+    identity = {"model": "m", "model_overrides": {}, "labels": ["NC", "AD"],
+                "input_shape": [8, 8, 8, 1], "channels": 1}
+    (tmp_path / RUN_FILE).write_text(json_dumps(identity))
+    save_run_info(str(tmp_path), dict(identity, split={"folds": 4, "fold": 1}, seed=2,
+                                      val_fraction=0.2, optimizer="adam"))
+    with pytest.raises(ValueError, match="another optimizer"):
+        save_run_info(str(tmp_path), dict(identity, split={"folds": 4, "fold": 1}, seed=2,
+                                          val_fraction=0.2, optimizer="sgd"))
+
+
+def json_dumps(value):
+    import json
+
+    return json.dumps(value)

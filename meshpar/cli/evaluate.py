@@ -114,7 +114,36 @@ def _test_folds(text: str, folds: int) -> list:
                          f"got {text!r}") from None
     if not fold_ids or not all(0 <= f < folds for f in fold_ids):
         raise ValueError(f"--test-folds must be in 0..{folds - 1}, got {text!r}")
+    if len(set(fold_ids)) != len(fold_ids):  # a run counted twice in the mean and spread
+        raise ValueError(f"--test-folds repeats a fold: {text!r}")
     return fold_ids
+
+
+#: ``meshpar train`` options that evaluate sets itself for every run, and the
+#: evaluate option that decides each: set again in --train-args (argparse keeps
+#: the last) they would train on another split than the one evaluate predicts
+#: and reports, or into another directory.
+SET_BY_EVALUATE = {
+    "--data": "--data", "--synthetic": "--data or its phantoms", "--labels": "--labels",
+    "--model": "--model", "--seed": "--seeds", "--folds": "--folds", "--fold": "--test-folds",
+    "--fold-seed": "--seeds", "--test-fraction": "--folds", "--model-dir": "--out",
+    "--threads": "--threads", "--speeds": "--speeds", "--mesh": "--mesh",
+    "--plan": "--speeds and --mesh",
+}
+
+
+def _check_train_args(train_args) -> None:
+    """Refuse --train-args that set an option evaluate sets itself (an abbreviation,
+    which argparse would take, included)."""
+    for token in train_args:
+        name = token.split("=", 1)[0]
+        if not name.startswith("--") or name == "--":
+            continue
+        hits = [option for option in SET_BY_EVALUATE if option.startswith(name)]
+        if hits:
+            option = name if name in SET_BY_EVALUATE else hits[0]
+            raise ValueError(f"--train-args may not set {option}: evaluate sets it for every "
+                             f"run (use evaluate's {SET_BY_EVALUATE[option]})")
 
 
 def _check(args) -> None:
@@ -159,6 +188,7 @@ def run(args) -> int:
     if args.only:
         configs = [c for c in configs if c.name == args.only]
     train_args = shlex.split(args.train_args)
+    _check_train_args(train_args)
     shape = models.input_shape(models.get(args.model).config)[:3]
     out = Path(args.out)
     _check_runs(args, tasks, fold_ids, configs, train_args, out)

@@ -104,7 +104,9 @@ def _checkpoint(model_dir: str, which: str) -> str:
     if which == "best":
         path = best_checkpoint(model_dir)
         if path is None:
-            raise ValueError(f"{model_dir}: no best checkpoint (train with --keep-best)")
+            raise ValueError(f"{model_dir}: no best checkpoint was kept (trained without "
+                             "--keep-best, or with fewer validation subjects than --batch); "
+                             "use --checkpoint latest")
         return path
     if not tf.io.gfile.exists(which + ".index"):
         raise ValueError(f"--checkpoint {which}: no such checkpoint ({which}.index missing)")

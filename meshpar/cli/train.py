@@ -293,7 +293,9 @@ def _prepare_data(args, spec, scratch, model_dir) -> dict:
         train_fn, eval_fn = inputs.synthetic_image_fns(
             args.n_synthetic, shape, args.val_fraction, args.batch, args.seed, model_dir)
         return dict(train_fn=train_fn, eval_fn=eval_fn, test=None, labels=["0", "1"],
-                    note=f"{args.n_synthetic} synthetic images")
+                    note=f"{args.n_synthetic} synthetic images",
+                    validation_samples=inputs.synthetic_validation_count(
+                        args.n_synthetic, args.val_fraction))
     return _nifti_data(args, spec, scratch, model_dir)
 
 
@@ -337,7 +339,8 @@ def _nifti_data(args, spec, scratch, model_dir) -> dict:
     note = (f"{len(parts[0])} training / {len(parts[1])} validation{test_note} subjects "
             f"from {'synthetic phantoms' if args.synthetic else directory}")
     return dict(train_fn=train_fn, eval_fn=eval_fn, test=sources[2], labels=list(label_set),
-                note=note, class_counts=counts, directory=directory, augment=list(augment))
+                note=note, validation_samples=len(parts[1]), class_counts=counts,
+                directory=directory, augment=list(augment))
 
 
 def _save_run(args, spec, model_dir, data, params) -> None:
@@ -350,6 +353,7 @@ def _save_run(args, spec, model_dir, data, params) -> None:
         "labels": data["labels"], "input_shape": list(models.input_shape(spec.config)),
         "channels": int(models.input_shape(spec.config)[-1]), "spacing": None,
         "batch": args.batch, "seed": args.seed, "val_fraction": args.val_fraction,
+        "optimizer": args.optimizer,
         "split": split_request(args), "augment": data.get("augment", []),
         "data": "synthetic" if args.synthetic else os.path.abspath(args.data),
         "keep_best": bool(args.keep_best),

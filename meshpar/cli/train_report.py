@@ -44,6 +44,7 @@ def evaluate(args, est, data, guard, rows, summary) -> None:
     from meshpar.training.run import best_checkpoint
 
     if data["eval_fn"] is not None:
+        _validation_coverage(data.get("validation_samples"), args.batch, rows, summary)
         results = guard(lambda: est.evaluate(data["eval_fn"]))
         for key in ("loss", "accuracy", "auc", "sensitivity", "specificity"):
             if key in results:
@@ -64,6 +65,19 @@ def evaluate(args, est, data, guard, rows, summary) -> None:
     for key in METRIC_NAMES:
         if scores[key] is not None:
             rows.append((f"test {key}", f"{scores[key]:.4f}"))
+
+def _validation_coverage(count, batch: int, rows, summary) -> None:
+    """Validation runs on whole batches of ``batch`` (the mesh's batch is static):
+    say how many of the ``count`` validation samples the eval metrics (and
+    --keep-best's choice) are over, when that is not all of them."""
+    if count is None:
+        return
+    scored = count // batch * batch
+    summary.update(eval_samples=scored, validation_samples=count)
+    if scored < count:
+        rows.append(("eval samples", f"{scored} of {count} (whole batches of --batch {batch}; "
+                                     f"the last {count - scored} not scored)"))
+
 
 def report_best(model_dir, scores, rows, summary) -> None:
     """The validation losses of this run's checkpoints and the kept best one."""

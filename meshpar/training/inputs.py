@@ -128,10 +128,15 @@ def predict_probabilities(estimator, source, batch: int,
     return subjects, np.asarray(rows[:len(subjects)], dtype=np.float64)
 
 
+def synthetic_validation_count(n: int, val_fraction: float) -> int:
+    """How many of :func:`synthetic_image_fns`' ``n`` images validate (the first ones)."""
+    return int(round(n * val_fraction))
+
+
 def synthetic_image_fns(n: int, shape: Sequence[int], val_fraction: float, batch: int,
                         seed: int, model_dir=None):
     """``(train_fn, eval_fn or None)`` of two-class random images: class 1 has a
-    brighter centre. The first ``round(n * val_fraction)`` images validate."""
+    brighter centre. The first :func:`synthetic_validation_count` images validate."""
     import tensorflow.compat.v1 as tf
 
     rng = np.random.RandomState(seed)
@@ -139,7 +144,7 @@ def synthetic_image_fns(n: int, shape: Sequence[int], val_fraction: float, batch
     y = (np.arange(n) % 2).astype(np.int32)
     h, w = shape[0], shape[1]
     x[y == 1, h // 4:3 * h // 4, w // 4:3 * w // 4] += 1.0
-    n_val = int(round(n * val_fraction))
+    n_val = synthetic_validation_count(n, val_fraction)
     xt, yt, xv, yv = x[n_val:], y[n_val:], x[:n_val], y[:n_val]
 
     def train_fn():

@@ -26,22 +26,30 @@ BEST_DIR = "best"
 _FORMAT = 1
 # Fields that must match when a run resumes in a model directory.
 _IDENTITY = ("model", "model_overrides", "labels", "input_shape", "channels")
+# Also compared on resuming, where the directory's run file records them (files
+# written before a field was recorded resume as before): the held-out subjects
+# (the test split, and the validation set that --seed and --val-fraction draw)
+# and the optimizer, whose slot variables are in the checkpoint. Resuming under
+# another split trains on subjects the new split holds out.
+_RESUMED_AS_IS = ("split", "val_fraction", "seed", "optimizer")
 
 
 def save_run_info(model_dir: str, info: dict) -> str:
     """Write ``info`` to ``model_dir/meshpar_run.json``; returns the path.
 
     A directory that already holds a run of another model (name, overrides,
-    labels, input shape or channels differ) is refused with a ValueError, so
-    resuming never mixes two models' checkpoints.
+    labels, input shape or channels differ), of another split of the subjects
+    (test split, validation fraction, seed) or of another optimizer is refused
+    with a ValueError, so resuming never mixes two models' checkpoints nor
+    trains on subjects the earlier run held out.
     """
     os.makedirs(model_dir, exist_ok=True)
     path = os.path.join(model_dir, RUN_FILE)
     info = {"format": _FORMAT, **info}
     if os.path.exists(path):
         old = load_run_info(model_dir)
-        differ = [k for k in _IDENTITY if json.loads(json.dumps(old.get(k)))
-                  != json.loads(json.dumps(info.get(k)))]
+        differ = [k for k in _IDENTITY + tuple(k for k in _RESUMED_AS_IS if k in old)
+                  if json.loads(json.dumps(old.get(k))) != json.loads(json.dumps(info.get(k)))]
         if differ:
             raise ValueError(f"{model_dir} holds a run with another {', '.join(differ)} "
                              f"({', '.join(f'{k}={old.get(k)!r}' for k in differ)}); use a new "
