@@ -120,6 +120,30 @@ def test_predict_needs_a_run_file_and_keeps_an_existing_csv(trained, tmp_path, c
     assert saved.read_text() == "keep me\n"
 
 
+def test_predict_refuses_a_checkpoint_of_another_model_in_one_line(trained, tmp_path, capsys):
+    """--checkpoint PATH from another run's directory whose run file names another
+    model: one line, not the TF traceback of variables that do not load; a
+    checkpoint of the same model from another directory is taken."""
+    import shutil
+
+    data, model_dir, _, _ = trained
+    run = json.loads((model_dir / "meshpar_run.json").read_text())
+    step = max(int(p.name.split("-")[1].split(".")[0])
+               for p in model_dir.glob("model.ckpt-*.index"))
+    for name, model in (("other", "vgg-cifar-small"), ("same", run["model"])):
+        home = tmp_path / name
+        home.mkdir()
+        for f in model_dir.glob(f"model.ckpt-{step}.*"):
+            shutil.copy(f, home)
+        (home / "meshpar_run.json").write_text(json.dumps(dict(run, model=model)))
+    argv = ["predict", "--model-dir", str(model_dir), "--data", str(data), "--force",
+            "--out", str(tmp_path / "p.csv"), "--checkpoint"]
+    assert main(argv + [str(tmp_path / "other" / f"model.ckpt-{step}")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is a checkpoint of another model (model='vgg-cifar-small')" in err[0]
+    assert main(argv + [str(tmp_path / "same" / f"model.ckpt-{step}")]) == 0
+
+
 @pytest.mark.parametrize("extra, message", [
     (["--folds", "4"], "--folds and --fold go together"),
     (["--folds", "4", "--fold", "4"], "--fold must be in [0, 4)"),

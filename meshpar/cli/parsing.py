@@ -129,5 +129,14 @@ def refuse_overwriting_inputs(args, outputs: Sequence[str], inputs: Sequence) ->
                                  f"would replace that input; give another path")
 
 
+def refuse_missing_directories(*paths) -> None:
+    """FileNotFoundError for an output path whose directory does not exist: said
+    before the work (a profile, a plan, a training run), not after it."""
+    for path in paths:
+        directory = os.path.dirname(os.path.abspath(path)) if path else None
+        if directory and not os.path.isdir(directory):
+            raise FileNotFoundError(f"{path}: its directory {directory} does not exist")
+
+
 def _flag(attribute: str) -> str:
     return "--" + attribute.replace("_", "-")

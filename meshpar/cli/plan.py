@@ -10,11 +10,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 
 from meshpar.cli.parsing import (MEMORY_HEADROOM_HELP, memory_terms, non_negative_int,
-                                 parse_memory_mib, parse_speeds, refuse_overwriting_inputs)
+                                 parse_memory_mib, parse_speeds, refuse_missing_directories,
+                                 refuse_overwriting_inputs)
 from meshpar.models import names as model_names
 
 METHODS = ("ga", "exact", "proportional", "even")
@@ -87,10 +87,7 @@ def run(args) -> int:
     if args.batch < 1:
         raise ValueError(f"--batch must be >= 1, got {args.batch}")
     refuse_overwriting_inputs(args, ["out", "plot"], ["profile"])
-    for path in (args.out, args.plot):  # before planning, which may take minutes
-        directory = os.path.dirname(os.path.abspath(path)) if path else None
-        if directory and not os.path.isdir(directory):
-            raise FileNotFoundError(f"{path}: its directory {directory} does not exist")
+    refuse_missing_directories(args.out, args.plot)  # before planning, which may take minutes
     cluster = (ClusterSpec.from_speeds(parse_speeds(args.speeds)) if args.speeds is not None
                else _load_profile(args.profile))
     if args.model is None:

@@ -110,7 +110,27 @@ def _checkpoint(model_dir: str, which: str) -> str:
         return path
     if not tf.io.gfile.exists(which + ".index"):
         raise ValueError(f"--checkpoint {which}: no such checkpoint ({which}.index missing)")
+    _refuse_another_models_checkpoint(which, model_dir)
     return which
+
+
+def _refuse_another_models_checkpoint(path: str, model_dir: str) -> None:
+    """ValueError when ``path`` is a checkpoint of another ``meshpar train`` run whose
+    model differs from ``model_dir``'s (its variables would not load). A
+    checkpoint with no run file beside it is taken as it is."""
+    from meshpar.training.run import BEST_DIR, RUN_FILE, load_run_info, model_differences
+
+    home = os.path.dirname(os.path.abspath(path))
+    if os.path.basename(home) == BEST_DIR:
+        home = os.path.dirname(home)
+    if home == os.path.abspath(model_dir) or not os.path.isfile(os.path.join(home, RUN_FILE)):
+        return
+    theirs, ours = load_run_info(home), load_run_info(model_dir)
+    differ = model_differences(theirs, ours)
+    if differ:
+        raise ValueError(f"--checkpoint {path} is a checkpoint of another model ("
+                         + ", ".join(f"{k}={theirs.get(k)!r}" for k in differ)
+                         + f") than {model_dir}'s {ours['model']}")
 
 
 def _predict(args, spec, info, batch, checkpoint, mesh_kwargs, client):

@@ -14,7 +14,7 @@ import argparse
 import json
 import sys
 
-from meshpar.cli.parsing import refuse_overwriting_inputs
+from meshpar.cli.parsing import refuse_missing_directories, refuse_overwriting_inputs
 
 EPILOG = """examples:
   meshpar profile --cluster cluster.json --model resattnet3d-small --batch 8 --out profile.json
@@ -60,6 +60,7 @@ def run(args) -> int:
     if args.batch < 1:
         raise ValueError(f"--batch must be >= 1, got {args.batch}")
     refuse_overwriting_inputs(args, ["out"], ["cluster"])
+    refuse_missing_directories(args.out)  # before the workers are timed
     if args.cluster:
         from meshpar.runtime.cluster_files import worker_addresses
 

@@ -29,7 +29,8 @@ import sys
 import tempfile
 import time
 
-from meshpar.cli.parsing import non_negative_int, refuse_overwriting_inputs
+from meshpar.cli.parsing import (non_negative_int, refuse_missing_directories,
+                                 refuse_overwriting_inputs)
 from meshpar.cli.train_options import (  # noqa: F401  (mesh_from_speeds: re-exported)
     add_mesh_options, add_rebalance_options, add_recipe_options, add_split_options,
     augmentations, check_mesh_args, cluster_client, mesh_arguments, mesh_from_speeds,
@@ -193,6 +194,7 @@ def _check_args(args) -> None:
                          f"got {args.trace_step}")
     if args.trace_out and args.trace_step is None:
         raise ValueError("--trace-out goes with --trace-step")
+    refuse_missing_directories(args.trace_out)  # before training, not after it
     refuse_overwriting_inputs(args, ["trace_out"], ["plan", "cluster", "replay_replans",
                                                     "rebalance_profile"])
     if args.lr_schedule == "step" and args.lr_decay_steps is None:

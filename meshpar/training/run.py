@@ -48,8 +48,8 @@ def save_run_info(model_dir: str, info: dict) -> str:
     info = {"format": _FORMAT, **info}
     if os.path.exists(path):
         old = load_run_info(model_dir)
-        differ = [k for k in _IDENTITY + tuple(k for k in _RESUMED_AS_IS if k in old)
-                  if json.loads(json.dumps(old.get(k))) != json.loads(json.dumps(info.get(k)))]
+        differ = model_differences(old, info) + [
+            k for k in _RESUMED_AS_IS if k in old and _differs(old, info, k)]
         if differ:
             raise ValueError(f"{model_dir} holds a run with another {', '.join(differ)} "
                              f"({', '.join(f'{k}={old.get(k)!r}' for k in differ)}); use a new "
@@ -59,6 +59,17 @@ def save_run_info(model_dir: str, info: dict) -> str:
         json.dump(info, f, indent=1, sort_keys=True)
     os.replace(tmp, path)
     return path
+
+
+def model_differences(a: dict, b: dict) -> list:
+    """The model fields (name, overrides, labels, input shape, channels) in which
+    run descriptions ``a`` and ``b`` differ: empty when their checkpoints hold the
+    same variables."""
+    return [k for k in _IDENTITY if _differs(a, b, k)]
+
+
+def _differs(a: dict, b: dict, key: str) -> bool:
+    return json.loads(json.dumps(a.get(key))) != json.loads(json.dumps(b.get(key)))
 
 
 def load_run_info(model_dir: str) -> dict:
