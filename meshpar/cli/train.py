@@ -197,6 +197,7 @@ def _check_args(args) -> None:
     refuse_missing_directories(args.trace_out)  # before training, not after it
     refuse_overwriting_inputs(args, ["trace_out"], ["plan", "cluster", "replay_replans",
                                                     "rebalance_profile"])
+    _check_model_dir(args)
     if args.lr_schedule == "step" and args.lr_decay_steps is None:
         raise ValueError("--lr-schedule step needs --lr-decay-steps N (decay every N steps)")
     if args.warmup_steps is not None and args.warmup_steps < 0:
@@ -210,6 +211,20 @@ def _check_args(args) -> None:
     check_mesh_args(args)
     args.rebalance_options = rebalance_options(args)
     _resolve_keep_best(args)
+
+
+def _check_model_dir(args) -> None:
+    """--model-dir must be a directory (new or a run's) and not the --data one: its
+    checkpoints and run file would be written among the dataset's files."""
+    if not args.model_dir:
+        return
+    if os.path.exists(args.model_dir) and not os.path.isdir(args.model_dir):
+        raise ValueError(f"--model-dir {args.model_dir} is a file, not a directory")
+    data = getattr(args, "data", None)
+    if data and os.path.isdir(args.model_dir) and os.path.isdir(data) and os.path.samefile(
+            args.model_dir, data):
+        raise ValueError(f"--model-dir {args.model_dir} is the --data directory; give "
+                         "another one for the checkpoints")
 
 
 def _resolve_keep_best(args) -> None:
