@@ -20,7 +20,8 @@ split evenly), ``mtf-even-batch``, ``proportional-batch`` and
 this model) and ``planner``: the plan ``meshpar plan --profile`` picks, with
 no trial runs. With ``--verify K``, a separate row ``verified``: of the
 planner's K best candidates, the fastest by median over ``--verify-rounds``
-trial runs each (in turns), then timed in the rounds like the others. Rows that are the same plan are marked ``same_as``.
+trial runs each (in turns), then timed in the rounds like the others. Rows
+that are the same plan are marked ``same_as``.
 """
 from __future__ import annotations
 

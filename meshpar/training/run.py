@@ -31,7 +31,7 @@ _IDENTITY = ("model", "model_overrides", "labels", "input_shape", "channels")
 # (the test split, and the validation set that --seed and --val-fraction draw)
 # and the optimizer, whose slot variables are in the checkpoint. Resuming under
 # another split trains on subjects the new split holds out.
-_RESUMED_AS_IS = ("split", "val_fraction", "seed", "optimizer")
+_COMPARED_WHEN_RECORDED = ("split", "val_fraction", "seed", "optimizer")
 
 
 def save_run_info(model_dir: str, info: dict) -> str:
@@ -49,7 +49,7 @@ def save_run_info(model_dir: str, info: dict) -> str:
     if os.path.exists(path):
         old = load_run_info(model_dir)
         differ = model_differences(old, info) + [
-            k for k in _RESUMED_AS_IS if k in old and _differs(old, info, k)]
+            k for k in _COMPARED_WHEN_RECORDED if k in old and _differs(old, info, k)]
         if differ:
             raise ValueError(f"{model_dir} holds a run with another {', '.join(differ)} "
                              f"({', '.join(f'{k}={old.get(k)!r}' for k in differ)}); use a new "
