@@ -1,4 +1,6 @@
 """``meshpar train``: argument handling, speeds -> split weights, a tiny end-to-end run."""
+import json
+
 import pytest
 
 from meshpar.cli import main
@@ -73,7 +75,6 @@ def test_train_with_local_batch_norm_statistics_on_an_uneven_batch_split(capsys,
                "--n-synthetic", "8", "--val-fraction", "0", "--no-progress", "--json",
                "--model-dir", str(tmp_path / "run")])
     assert rc == 0
-    import json
 
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["mesh_shape"] == "batch:2" and summary["steps"] == 2
@@ -105,7 +106,6 @@ def test_a_model_dir_resumes_only_under_the_same_split_and_optimizer(capsys, tmp
     line before any step (the first trains on subjects the new split holds out, the
     last cannot load its slots); the same command resumes. Validation runs on whole
     batches, and the run says how many validation samples that scores."""
-    import json
 
     from meshpar.data import write_dataset
 
@@ -137,15 +137,9 @@ def test_a_run_file_from_before_the_split_was_recorded_still_resumes(tmp_path):
 
     identity = {"model": "m", "model_overrides": {}, "labels": ["NC", "AD"],
                 "input_shape": [8, 8, 8, 1], "channels": 1}
-    (tmp_path / RUN_FILE).write_text(json_dumps(identity))
+    (tmp_path / RUN_FILE).write_text(json.dumps(identity))
     save_run_info(str(tmp_path), dict(identity, split={"folds": 4, "fold": 1}, seed=2,
                                       val_fraction=0.2, optimizer="adam"))
     with pytest.raises(ValueError, match="another optimizer"):
         save_run_info(str(tmp_path), dict(identity, split={"folds": 4, "fold": 1}, seed=2,
                                           val_fraction=0.2, optimizer="sgd"))
-
-
-def json_dumps(value):
-    import json
-
-    return json.dumps(value)

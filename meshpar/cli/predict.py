@@ -78,7 +78,7 @@ def run(args) -> int:
     batch = args.batch or int(info.get("batch", 1))
     if batch < 1:
         raise ValueError("--batch must be >= 1")
-    checkpoint = _checkpoint(args.model_dir, args.checkpoint)
+    checkpoint = _checkpoint(args.model_dir, args.checkpoint, info)
     client = cluster_client(args)
     mesh_kwargs = mesh_arguments(args, spec, client)
     subjects, probs, labels = _predict(args, spec, info, batch, checkpoint, mesh_kwargs, client)
@@ -90,8 +90,9 @@ def run(args) -> int:
     return 0
 
 
-def _checkpoint(model_dir: str, which: str) -> str:
-    """The checkpoint path ``--checkpoint`` names (ValueError when there is none)."""
+def _checkpoint(model_dir: str, which: str, info: dict) -> str:
+    """The checkpoint path ``--checkpoint`` names (ValueError when there is none);
+    ``info``: ``model_dir``'s run description."""
     import tensorflow.compat.v1 as tf
 
     from meshpar.training.run import best_checkpoint
@@ -110,14 +111,14 @@ def _checkpoint(model_dir: str, which: str) -> str:
         return path
     if not tf.io.gfile.exists(which + ".index"):
         raise ValueError(f"--checkpoint {which}: no such checkpoint ({which}.index missing)")
-    _refuse_another_models_checkpoint(which, model_dir)
+    _refuse_another_models_checkpoint(which, model_dir, info)
     return which
 
 
-def _refuse_another_models_checkpoint(path: str, model_dir: str) -> None:
+def _refuse_another_models_checkpoint(path: str, model_dir: str, ours: dict) -> None:
     """ValueError when ``path`` is a checkpoint of another ``meshpar train`` run whose
-    model differs from ``model_dir``'s (its variables would not load). A
-    checkpoint with no run file beside it is taken as it is."""
+    model differs from ``ours`` (``model_dir``'s run description: its variables
+    would not load). A checkpoint with no run file beside it is taken as it is."""
     from meshpar.training.run import BEST_DIR, RUN_FILE, load_run_info, model_differences
 
     home = os.path.dirname(os.path.abspath(path))
@@ -125,7 +126,7 @@ def _refuse_another_models_checkpoint(path: str, model_dir: str) -> None:
         home = os.path.dirname(home)
     if home == os.path.abspath(model_dir) or not os.path.isfile(os.path.join(home, RUN_FILE)):
         return
-    theirs, ours = load_run_info(home), load_run_info(model_dir)
+    theirs = load_run_info(home)
     differ = model_differences(theirs, ours)
     if differ:
         raise ValueError(f"--checkpoint {path} is a checkpoint of another model ("
