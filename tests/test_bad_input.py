@@ -178,6 +178,10 @@ CASES = [
          SYNTH + ["--model", "resattnet3d-tiny", "--speeds", "1,1,1,1,1", "--batch", "5",
                   "--n-synthetic", "12"],
          "'stem_filters' (size 4) on mesh axis 'model': size 4 cannot be split into 5 parts"),
+    Case("train-mtf-batch-not-divisible", "cli",
+         SYNTH + ["--model", "resattnet3d-tiny", "--speeds", "1,1", "--mesh", "batch:2;model:1",
+                  "--mesh-impl", "mtf", "--batch", "3", "--n-synthetic", "12"],
+         "cannot cut dimension batch of size 3 into 2 equal parts on mesh axis batch"),
     # --- plans for another model or device count
     Case("train-plan-other-model", "cli", SYNTH + ["--plan", "{d}/plan.json", "--model", "resattnet3d-tiny"],
          "plan was made for model 'vgg-cifar-small', not 'resattnet3d-tiny'"),

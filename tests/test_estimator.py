@@ -106,6 +106,25 @@ def test_model_fn_rejects_dynamic_batch_and_wrong_shapes():
             model_fn(wrong, None, tf.estimator.ModeKeys.PREDICT)
 
 
+def test_upstream_even_split_names_a_dimension_it_cannot_cut():
+    """Mesh-TF's PlacementMeshImpl cuts evenly: a batch of 5 on two rows, or a
+    stem of 4 filters on three columns, is refused in our words, naming the
+    dimension and the axis; meshpar's own mesh takes the same uneven sizes."""
+    cases = [("batch:2", 5, "dimension batch of size 5 into 2 equal parts on mesh axis batch"),
+             ("model:3", 6, "of size 4 into 3 equal parts on mesh axis model")]
+    for shape, batch, message in cases:
+        for upstream in (True, False):
+            model_fn = E.build_model_fn(TINY, mesh_shape=shape, upstream=upstream)
+            with tf.Graph().as_default():
+                tf.set_random_seed(0)
+                features = tf.zeros([batch, 8, 8, 8, 1])
+                if upstream:
+                    with pytest.raises(ValueError, match=message):
+                        model_fn(features, None, tf.estimator.ModeKeys.PREDICT)
+                else:
+                    model_fn(features, None, tf.estimator.ModeKeys.PREDICT)
+
+
 def test_mesh_spec_from_explicit_arguments_and_default_layout():
     spec = E._as_spec(TINY)
     mesh = E.MeshSpec("batch:2;model:3")

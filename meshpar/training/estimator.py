@@ -342,12 +342,33 @@ def lower_model(spec: models.ModelSpec, features, labels, mesh: MeshSpec, is_tra
         update_ops = optim.race_free_update_ops(graph, loss, rule, extra_dependencies=[logits])
         update_ops += list(bn_updates)
     impl = mesh.make_impl(spec)
+    if mesh.upstream:
+        _check_even_divisible(graph, impl)
     if stage_on_devices:
         if mesh.upstream:
             raise ValueError("staging on the devices needs meshpar's mesh, not upstream=True")
         impl.stage_imports(stage_on_devices)
     lowering = mtf.Lowering(graph, {mtf_mesh: impl})
     return lowering, logits, loss, [lowering.lowered_operation(op) for op in update_ops]
+
+
+def _check_even_divisible(graph, impl) -> None:
+    """ValueError naming the first dimension Mesh-TF's even split cannot cut: its
+    ``PlacementMeshImpl`` needs every laid-out dimension divisible by its axis
+    (its own error names neither the flag nor the way out)."""
+    for op in graph.operations:
+        for tensor in op.outputs:
+            for dim in tensor.shape.dims:
+                axis = impl.tensor_dimension_to_mesh_axis(dim)
+                if axis is None:
+                    continue
+                parts = impl.shape.dims[axis]
+                if dim.size % parts.size:
+                    raise ValueError(
+                        f"Mesh-TensorFlow's even split (upstream / --mesh-impl mtf) cannot cut "
+                        f"dimension {dim.name} of size {dim.size} into {parts.size} equal parts "
+                        f"on mesh axis {parts.name}: choose a size divisible by {parts.size} "
+                        "or use meshpar's mesh, which splits unevenly")
 
 
 def _device_puts(lowering, logits, features) -> list:
