@@ -56,6 +56,71 @@ def test_uneven_hybrid_mesh_trains_like_one_device(tmp_path):
     assert one_eval["accuracy"] >= 0.7  # above chance (0.5) after 24 steps
 
 
+def _losses(est, x, y):
+    """Per-example cross-entropy of ``est``'s predictions for ``x`` (whole batches)."""
+    probs = np.array([p["probabilities"] for p in est.predict(
+        lambda: tf.data.Dataset.from_tensor_slices(x).batch(BATCH, drop_remainder=True))])
+    return -np.log(probs[np.arange(len(y)), y])
+
+
+def test_evaluation_scores_every_example_of_a_padded_last_batch(tmp_path):
+    """10 examples in batches of 6: the last batch holds 4 of them and 2 padded
+    ones (label PAD_LABEL). Loss and accuracy are the means over the 10 (from the
+    predicted probabilities, computed here in numpy), on one device and on the
+    uneven hybrid mesh; weighted and focal losses too, per example."""
+    from meshpar.training.inputs import PAD_LABEL, pad_last_batch
+
+    x, y = _data(n=10, seed=3)
+
+    def padded_eval():
+        return tf.data.Dataset.from_tensor_slices((x, y)).batch(BATCH).map(
+            pad_last_batch(BATCH))
+
+    def predict_input():
+        return tf.data.Dataset.from_tensor_slices(x).batch(BATCH).map(
+            lambda v: pad_last_batch(BATCH, labels=False)(v, None))
+
+    with tf.Graph().as_default():
+        tf.set_random_seed(0)
+        batches = tf.data.make_one_shot_iterator(padded_eval()).get_next()
+        with tf.Session() as sess:
+            first, last = sess.run(batches), sess.run(batches)
+    assert last[0].shape == first[0].shape == (BATCH, 8, 8, 8, 1) and not last[0][4:].any()
+    assert list(last[1]) == list(y[6:]) + [PAD_LABEL] * 2
+    results = {}
+    for name, mesh in [("one", {}), ("hybrid", HYBRID)]:
+        est = E.make_estimator(TINY, str(tmp_path / name), optimizer="adam",
+                               learning_rate=0.01, **mesh)
+        est.train(_train_input(*_data()), max_steps=6)
+        probs = np.array([p["probabilities"] for p in est.predict(predict_input)])[:10]
+        ce = -np.log(probs[np.arange(10), y])
+        scores = est.evaluate(padded_eval)
+        assert scores["loss"] == pytest.approx(ce.mean(), rel=1e-5), name
+        assert scores["accuracy"] == pytest.approx((probs.argmax(1) == y).mean()), name
+        gamma, weights = 2.0, (1.0, 3.0)
+        for params, expected in [
+                ({"loss": "focal", "focal_gamma": gamma},
+                 ((1 - np.exp(-ce)) ** gamma * ce).mean()),
+                ({"loss": "weighted_cross_entropy", "class_weights": list(weights)},
+                 # batch ratios sum(w CE) / sum(w), weighed by each batch's 6 and 4 examples
+                 sum(len(part) * (np.take(weights, y[part]) * ce[part]).sum()
+                     / np.take(weights, y[part]).sum() for part in np.split(np.arange(10), [6]))
+                 / 10)]:
+            other = E.make_estimator(TINY, str(tmp_path / name), optimizer="adam",
+                                     learning_rate=0.01, params=params, **mesh)
+            assert other.evaluate(padded_eval)["loss"] == pytest.approx(expected, rel=1e-5)
+        results[name] = scores
+    from meshpar.training.losses import cross_entropy
+
+    own = E.make_estimator(TINY, str(tmp_path / "one"), params={"loss": cross_entropy})
+    whole = own.evaluate(lambda: padded_eval().take(1))  # a callable loss: whole batches
+    assert whole["loss"] == pytest.approx(np.mean(_losses(own, x[:6], y[:6])), rel=1e-5)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="callable loss cannot leave out"):
+        own.evaluate(padded_eval)
+    for key in ("loss", "accuracy", "auc"):
+        assert results["hybrid"][key] == pytest.approx(results["one"][key], abs=1e-5), key
+
+
 def _variables(est):
     return {name: est.get_variable_value(name) for name in est.get_variable_names()
             if name != "global_step"}

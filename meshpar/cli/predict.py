@@ -106,7 +106,7 @@ def _checkpoint(model_dir: str, which: str, info: dict) -> str:
         path = best_checkpoint(model_dir)
         if path is None:
             raise ValueError(f"{model_dir}: no best checkpoint was kept (trained without "
-                             "--keep-best, or with fewer validation subjects than --batch); "
+                             "--keep-best, or without validation subjects); "
                              "use --checkpoint latest")
         return path
     if not tf.io.gfile.exists(which + ".index"):

@@ -79,7 +79,7 @@ def register(subparsers) -> None:
                         help="score every --checkpoint-every checkpoint on the validation set and "
                              "keep the lowest-loss one in MODEL_DIR/best (the test set and "
                              "`meshpar predict --checkpoint best` use it). Default: on when "
-                             "there is a validation batch and more than one checkpoint to "
+                             "there are validation subjects and more than one checkpoint to "
                              "choose from, off with --rebalance, --elastic, --replay-replans")
     parser.add_argument("--steps", type=int, default=300,
                         help="train until this global step (default: %(default)s); rerunning "
@@ -230,7 +230,7 @@ def _check_model_dir(args) -> None:
 def _resolve_keep_best(args) -> None:
     """--keep-best unset: on when there are several checkpoints to choose from (the
     --checkpoint-every cadence, default KEEP_BEST_EVERY, below --steps) and the run
-    does not re-plan; whether a validation batch exists is known later
+    does not re-plan; whether there are validation subjects is known later
     (``args.keep_best_auto`` lets that case turn it off without a warning)."""
     args.keep_best_auto = args.keep_best is None
     if args.keep_best and args.checkpoint_every is None:
@@ -266,8 +266,8 @@ def run(args) -> int:
         data = _prepare_data(args, spec, scratch, model_dir)
         if args.keep_best and data["eval_fn"] is None:
             if not args.keep_best_auto:
-                print("keep-best: no validation batch (fewer validation subjects than --batch); "
-                      "keeping the last checkpoint", file=sys.stderr)
+                print("keep-best: no validation subjects; keeping the last checkpoint",
+                      file=sys.stderr)
             args.keep_best = False
             if args.checkpoint_every_auto:
                 args.checkpoint_every = None
@@ -349,8 +349,7 @@ def _nifti_data(args, spec, scratch, model_dir) -> dict:
     args.skipped_report = lambda: skipped + [item for src in sources if src for item in src.skipped]
     train_fn = inputs.train_input_fn(sources[0], args.batch, args.seed, model_dir,
                                      augment=bool(augment))
-    eval_fn = (inputs.eval_input_fn(sources[1], args.batch)
-               if len(parts[1]) >= args.batch else None)
+    eval_fn = inputs.eval_input_fn(sources[1], args.batch) if parts[1] else None
     counts = [sum(s.label == name for s in parts[0]) for name in label_set]
     test_note = f" / {len(parts[2])} test" if parts[2] else ""
     note = (f"{len(parts[0])} training / {len(parts[1])} validation{test_note} subjects "

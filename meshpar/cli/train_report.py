@@ -44,14 +44,14 @@ def evaluate(args, est, data, guard, rows, summary) -> None:
     from meshpar.training.run import best_checkpoint
 
     if data["eval_fn"] is not None:
-        _validation_coverage(data.get("validation_samples"), args.batch, rows, summary)
+        _validation_coverage(data.get("validation_samples"), rows, summary)
         results = guard(lambda: est.evaluate(data["eval_fn"]))
         for key in ("loss", "accuracy", "auc", "sensitivity", "specificity"):
             if key in results:
                 rows.append((f"eval {key}", f"{float(results[key]):.4f}"))
                 summary[f"eval_{key}"] = float(results[key])
     else:
-        rows.append(("eval", "skipped (fewer validation samples than --batch)"))
+        rows.append(("eval", "skipped (no validation samples)"))
     test = data.get("test")
     if test is None:
         return
@@ -66,17 +66,12 @@ def evaluate(args, est, data, guard, rows, summary) -> None:
         if scores[key] is not None:
             rows.append((f"test {key}", f"{scores[key]:.4f}"))
 
-def _validation_coverage(count, batch: int, rows, summary) -> None:
-    """Validation runs on whole batches of ``batch`` (the mesh's batch is static):
-    say how many of the ``count`` validation samples the eval metrics (and
-    --keep-best's choice) are over, when that is not all of them."""
-    if count is None:
-        return
-    scored = count // batch * batch
-    summary.update(eval_samples=scored, validation_samples=count)
-    if scored < count:
-        rows.append(("eval samples", f"{scored} of {count} (whole batches of --batch {batch}; "
-                                     f"the last {count - scored} not scored)"))
+def _validation_coverage(count, rows, summary) -> None:
+    """How many validation samples the eval metrics (and --keep-best's choice) are
+    over: all ``count`` of them (the last batch is padded, the padding not scored)."""
+    if count is not None:
+        summary.update(eval_samples=count, validation_samples=count)
+        rows.append(("eval samples", f"{count}"))
 
 
 def report_best(model_dir, scores, rows, summary) -> None:

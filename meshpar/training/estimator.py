@@ -246,6 +246,10 @@ def build_model_fn(model, plan=None, *, mesh: Optional[MeshSpec] = None,
             raise ValueError(f"{mode} needs labels")
         if labels is not None:
             labels = tf.cast(tf.reshape(labels, [batch]), tf.int32)
+        real = None
+        if mode == tf_estimator.ModeKeys.EVAL:  # padding (inputs.PAD_LABEL) is scored by nobody
+            real = tf.greater_equal(labels, 0)
+            labels = tf.maximum(labels, 0)
         puts, on_devices = [], []  # staging: put ops of every step; volumes staged per device
         if is_training and stage_input:
             if mesh.upstream:  # Mesh-TF's own impl imports from the client: stage there
@@ -276,15 +280,10 @@ def build_model_fn(model, plan=None, *, mesh: Optional[MeshSpec] = None,
         tf_loss = tf.identity(tf.cast(lowering.export_to_tf_tensor(loss), tf.float32),
                               name=LOSS_TENSOR_NAME)
         if mode == tf_estimator.ModeKeys.EVAL:
-            metrics = _metrics(labels, classes, probabilities, class_dim.size)
-            extra = recipe.eval_metrics(labels, {"classes": classes, "logits": tf_logits,
-                                                 "probabilities": probabilities})
-            clash = sorted(set(extra) & set(metrics))
-            if clash:
-                raise ValueError(f"params['metrics'] redefines {', '.join(clash)}")
-            return tf_estimator.EstimatorSpec(
-                mode, loss=tf_loss, evaluation_hooks=[restore_hook],
-                eval_metric_ops={**metrics, **extra})
+            loss, metric_ops = _evaluation(recipe, real, labels, tf_logits, tf_loss,
+                                           class_dim.size)
+            return tf_estimator.EstimatorSpec(mode, loss=loss, evaluation_hooks=[restore_hook],
+                                              eval_metric_ops=metric_ops)
 
         with tf.control_dependencies(update_ops + puts):
             train_op = tf.assign_add(global_step, 1).op
@@ -388,6 +387,44 @@ def _features_tensor(features):
                 return tf.convert_to_tensor(features[key])
         raise ValueError(f"features dict needs a 'volume' or 'image' key, got {list(features)}")
     return tf.convert_to_tensor(features)
+
+
+def _evaluation(recipe: Recipe, real, labels, logits, batch_loss, num_classes: int):
+    """``(loss, eval_metric_ops)`` of an evaluation batch over its ``real`` examples
+    only (the padding of a last batch is left out).
+
+    The loss is the vector of the real examples' losses
+    (:func:`~meshpar.training.losses.example_losses`) with its shape hidden: the
+    estimator's ``loss`` metric is ``tf.metrics.mean`` of the tensor it is
+    given (it reshapes one of known shape to a scalar; one of unknown rank it
+    keeps), so the mean runs over every example of the set, not over batches
+    of unequal real sizes. A callable loss is a batch mean on the mesh that
+    cannot leave padding out: it is the batch's value, and a padded batch is
+    refused when it runs.
+    """
+    from meshpar.training.losses import example_losses
+
+    def kept(t):
+        return tf.boolean_mask(t, real)
+
+    labels, logits = kept(labels), kept(logits)
+    probabilities = tf.nn.softmax(logits)
+    classes = tf.argmax(logits, axis=-1, output_type=tf.int32)
+    metrics = _metrics(labels, classes, probabilities, num_classes)
+    extra = recipe.eval_metrics(labels, {"classes": classes, "logits": logits,
+                                         "probabilities": probabilities})
+    clash = sorted(set(extra) & set(metrics))
+    if clash:
+        raise ValueError(f"params['metrics'] redefines {', '.join(clash)}")
+    loss = example_losses(recipe.loss, logits, labels, {"class_weights": recipe.class_weights,
+                                                        "focal_gamma": recipe.focal_gamma})
+    if loss is not None:
+        return tf.placeholder_with_default(loss, shape=None), {**metrics, **extra}
+    check = tf.debugging.assert_equal(
+        tf.reduce_all(real), True, message="a callable loss cannot leave out the padding "
+        "of a short last batch: evaluate on whole batches (drop_remainder=True)")
+    with tf.control_dependencies([check]):
+        return tf.identity(batch_loss), {**metrics, **extra}
 
 
 def _metrics(labels, classes, probabilities, num_classes: int) -> dict:

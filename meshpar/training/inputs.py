@@ -9,8 +9,10 @@ from the rest. Without a test split the train/validation split is exactly
 :func:`meshpar.data.split_subjects` of all subjects.
 
 ``input_fn`` s for ``tf.estimator``: training (shuffled, repeated, resumes
-where its checkpoint left off), evaluation (whole batches) and prediction
-(every subject, the last batch padded; the padding is dropped again).
+where its checkpoint left off), evaluation and prediction (every subject, the
+last batch padded to the mesh's static batch; evaluation labels the padding
+:data:`PAD_LABEL`, which the model's metrics and loss leave out, and
+prediction drops it again).
 """
 from __future__ import annotations
 
@@ -19,8 +21,12 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-__all__ = ["test_split", "split_three_ways", "checkpoint_step", "train_input_fn",
-           "eval_input_fn", "predict_input_fn", "predict_probabilities", "synthetic_image_fns"]
+#: The label of the zero volumes that fill an evaluation's last batch up to the
+#: mesh's static batch: the model's evaluation scores only labels >= 0.
+PAD_LABEL = -1
+
+__all__ = ["PAD_LABEL", "test_split", "split_three_ways", "checkpoint_step", "train_input_fn",
+           "eval_input_fn", "pad_last_batch", "predict_input_fn", "predict_probabilities", "synthetic_image_fns"]
 
 
 def test_split(subjects: Sequence, folds: Optional[int] = None, fold: Optional[int] = None,
@@ -85,10 +91,35 @@ def train_input_fn(source, batch: int, seed: int, model_dir=None, augment: bool 
     return input_fn
 
 
+def pad_last_batch(batch: int, labels: bool = True):
+    """A ``Dataset.map`` function that fills a short batch up to ``batch`` with zero
+    volumes (labelled :data:`PAD_LABEL` when ``labels``; features only when
+    not) and gives it the static batch the mesh needs."""
+    import tensorflow.compat.v1 as tf
+
+    def pad_volume(x):
+        missing = batch - tf.shape(x)[0]
+        x = tf.pad(x, [[0, missing]] + [[0, 0]] * (len(x.shape) - 1))
+        x.set_shape([batch] + x.shape.as_list()[1:])
+        return x
+
+    def pad(x, y):
+        if not labels:
+            return pad_volume(x)
+        y = tf.pad(y, [[0, batch - tf.shape(y)[0]]], constant_values=PAD_LABEL)
+        y.set_shape([batch])
+        return pad_volume(x), y
+
+    return pad
+
+
 def eval_input_fn(source, batch: int):
-    """One pass in file order, whole batches only (static batch for the mesh)."""
+    """One pass in file order over every subject, the last batch padded with
+    :data:`PAD_LABEL` examples (the mesh needs a static batch; the model's
+    evaluation leaves them out of its metrics and its loss)."""
     def input_fn():
-        return source.to_tf(batch, shuffle=False, drop_remainder=True)
+        return source.to_tf(batch, shuffle=False, drop_remainder=False).map(
+            pad_last_batch(batch))
 
     return input_fn
 
@@ -96,17 +127,9 @@ def eval_input_fn(source, batch: int):
 def predict_input_fn(source, batch: int):
     """One pass in file order over every subject; the last batch is padded with
     zero volumes to ``batch`` (the mesh needs a static batch). Features only."""
-    import tensorflow.compat.v1 as tf
-
-    def pad(x, y):
-        del y
-        missing = batch - tf.shape(x)[0]
-        x = tf.pad(x, [[0, missing]] + [[0, 0]] * (len(x.shape) - 1))
-        x.set_shape([batch] + x.shape.as_list()[1:])
-        return x
-
     def input_fn():
-        return source.to_tf(batch, shuffle=False, drop_remainder=False).map(pad)
+        return source.to_tf(batch, shuffle=False, drop_remainder=False).map(
+            pad_last_batch(batch, labels=False))
 
     return input_fn
 
@@ -154,6 +177,7 @@ def synthetic_image_fns(n: int, shape: Sequence[int], val_fraction: float, batch
         return stream.skip(checkpoint_step(model_dir)).prefetch(2)
 
     def eval_fn():
-        return tf.data.Dataset.from_tensor_slices((xv, yv)).batch(batch, drop_remainder=True)
+        return tf.data.Dataset.from_tensor_slices((xv, yv)).batch(batch).map(
+            pad_last_batch(batch))
 
-    return train_fn, (eval_fn if n_val >= batch else None)
+    return train_fn, (eval_fn if n_val else None)

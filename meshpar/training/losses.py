@@ -16,12 +16,16 @@ name                       loss
 
 A callable ``loss(logits, labels, class_dim) -> scalar mtf.Tensor`` can be
 given instead of a name (``params["loss"]`` of the estimator).
+
+Evaluation scores each example (:func:`example_losses`, on the exported
+logits), so a padded last batch counts by its real examples only.
 """
 from __future__ import annotations
 
 from typing import Callable, Mapping, Union
 
-__all__ = ["LOSSES", "make_loss", "cross_entropy", "weighted_cross_entropy", "focal"]
+__all__ = ["LOSSES", "make_loss", "example_losses", "cross_entropy", "weighted_cross_entropy",
+           "focal"]
 
 
 def _per_example(logits, labels, class_dim):
@@ -90,3 +94,32 @@ def make_loss(loss: Union[str, Callable, None], options: Mapping = None) -> Call
         raise ValueError(f"unknown loss {loss!r}; choose one of {', '.join(sorted(LOSSES))} "
                          "or pass a callable") from None
     return lambda logits, labels, class_dim: fn(logits, labels, class_dim, options)
+
+
+def example_losses(loss: Union[str, Callable, None], logits, labels, options: Mapping = None):
+    """Per-example TF values ``[n]`` of the named ``loss`` for TF ``logits [n, classes]``
+    and ``labels [n]`` (``n`` may be dynamic: the real examples of an evaluation
+    batch), or None for a callable loss.
+
+    Their mean is the loss of these examples: per-example cross-entropy and
+    focal terms; for ``weighted_cross_entropy`` each term ``w[y] CE`` over the
+    examples' mean weight, so averaging the values of several batches weighs
+    each batch's ``sum w CE / sum w`` by its number of examples.
+    """
+    import tensorflow.compat.v1 as tf
+
+    if callable(loss):
+        return None
+    options = options or {}
+    # the dense op: the sparse one's deterministic kernel needs a static batch
+    ce = tf.nn.softmax_cross_entropy_with_logits(
+        labels=tf.one_hot(labels, tf.shape(logits)[-1], dtype=logits.dtype), logits=logits)
+    name = loss or "cross_entropy"
+    if name == "focal":
+        gamma = float(options.get("focal_gamma", 2.0))
+        return tf.pow(1.0 - tf.exp(-ce), gamma) * ce if gamma else ce
+    if name == "weighted_cross_entropy":
+        weight = tf.gather(tf.constant(list(options["class_weights"]), logits.dtype), labels)
+        return weight * ce / tf.reduce_mean(weight)
+    make_loss(name)  # an unknown name fails here as in training
+    return ce
