@@ -3,6 +3,7 @@ measured peak (structure and plumbing on a tiny model; the numbers are the
 benchmark's, docs/cost_model.md)."""
 import json
 import os
+import time
 
 import pytest
 
@@ -16,6 +17,25 @@ def test_process_bytes_reads_this_process_and_names_a_missing_one():
         bench_memory.process_bytes(os.getpid(), "VmRSS") * 0.5 > 0
     with pytest.raises(RuntimeError, match="needs Linux's /proc"):
         bench_memory.process_bytes(2**22 + 12345, "VmRSS")
+
+
+def test_settled_bytes_waits_for_a_growing_process_to_stop_growing():
+    import subprocess
+    import sys
+
+    # grows by 8 MB every 0.1 s for 1 s, then holds its memory
+    grower = subprocess.Popen([sys.executable, "-c", "import time\nkeep = []\n"
+                               "for _ in range(10):\n    keep.append(bytearray(8 << 20))\n"
+                               "    time.sleep(0.1)\ntime.sleep(30)"])
+    try:
+        time.sleep(0.2)
+        early = bench_memory.process_bytes(grower.pid, "VmRSS")
+        settled = bench_memory.settled_bytes(grower.pid, interval=0.3)
+        assert settled - early > 40 << 20
+        assert abs(bench_memory.process_bytes(grower.pid, "VmRSS") - settled) <= 1 << 20
+    finally:
+        grower.kill()
+        grower.wait()
 
 
 def test_memory_benchmark_measures_fresh_workers_per_strategy(tmp_path):

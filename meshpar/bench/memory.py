@@ -3,7 +3,7 @@
 For each strategy of ``meshpar bench train`` (planned for the given relative
 speeds: a plan's memory does not depend on how fast its devices are), fresh
 worker processes start on this machine (a LocalCluster, unthrottled), each
-worker's resident memory is read once it is ready (``VmRSS``), the plan is
+worker's resident memory is read once it is ready and settled (``VmRSS``), the plan is
 trained for a few steps through ``meshpar train --cluster``, and each worker's
 peak resident memory (``VmHWM``) is read. The growth from ready to peak is
 what that worker needed for this plan: slices, gradients, optimizer slots,
@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import time
 from typing import Optional, Sequence
 
 from meshpar.bench.budget import budget_headroom, check_enforceable, out_of_memory_message
@@ -48,6 +49,23 @@ def process_bytes(pid: int, key: str) -> int:
         raise RuntimeError(f"cannot read {path} ({err}): bench memory needs Linux's /proc "
                            "and workers on this machine") from None
     raise RuntimeError(f"{path} has no {key} line")
+
+
+def settled_bytes(pid: int, tolerance: int = 2**20, interval: float = 0.25,
+                  limit: float = 10.0) -> int:
+    """``VmRSS`` of process ``pid`` once two reads ``interval`` apart differ by at
+    most ``tolerance`` bytes (at most ``limit`` seconds): a worker that answers
+    still loads and allocates for a moment, and on a busy machine that growth
+    was counted as the plan's (an idle worker "grew" 41 MB, the working one 17)."""
+    deadline = time.monotonic() + limit
+    last = process_bytes(pid, "VmRSS")
+    while time.monotonic() < deadline:
+        time.sleep(interval)
+        now = process_bytes(pid, "VmRSS")
+        if abs(now - last) <= tolerance:
+            return now
+        last = now
+    return last
 
 
 def memory_plans(model: str, speeds: Sequence[float], batch: int,
@@ -94,7 +112,7 @@ def measure(model: str, plan, upstream: bool, batch: int, steps: int, workers: i
     predicted = dict(zip(plan.devices, plan.memory_per_device))
     with LocalCluster([1.0] * workers, throttle="none", memory_bytes=limits) as cluster, \
             tempfile.TemporaryDirectory(prefix="meshpar-bench-memory-") as work:
-        ready = [process_bytes(p.pid, "VmRSS") for p in cluster.processes]
+        ready = [settled_bytes(p.pid) for p in cluster.processes]
         cluster_file, plan_file = (os.path.join(work, n) for n in ("cluster.json", "plan.json"))
         with open(cluster_file, "w", encoding="utf-8") as f:
             json.dump({"worker": list(cluster.addresses)}, f)
