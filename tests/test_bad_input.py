@@ -268,6 +268,8 @@ CASES = [
          ["train", "--data", "{d}/nan", "--model", "resattnet3d-tiny", "--steps", "1",
           "--model-dir", "{d}/nan"],
          "--model-dir {d}/nan is the --data directory; give another one for the checkpoints"),
+    Case("train-one-class", "cli", ["train", "--data", "{d}/one-class"] + TRAIN + ["--steps", "1"],
+         "the training subjects hold no AD subject (NC 8, AD 0)"),
     Case("train-model-dir-is-a-file", "cli",
          ["train", "--synthetic", "--model", "resattnet3d-tiny", "--steps", "1",
           "--model-dir", "{d}/plan.json"],
@@ -396,7 +398,7 @@ def _nifti_set(root: Path, kind: str, n: int = 8) -> None:
     for i in range(n):
         name = "s3.nii" if (kind == "truncated" and i == 3) else f"s{i}.nii.gz"
         save_nifti(root / name, blob(SHAPE, seed=i))
-        rows.append(f"{name},{'AD' if i % 2 else 'NC'}")
+        rows.append(f"{name},{'AD' if i % 2 and kind != 'one-class' else 'NC'}")
     bad = root / ("s3.nii" if kind == "truncated" else "s3.nii.gz")
     if kind == "corrupt":
         bad.write_bytes(b"not a NIfTI file " * 20)
@@ -405,6 +407,8 @@ def _nifti_set(root: Path, kind: str, n: int = 8) -> None:
         bad.write_bytes(data[: len(data) * 2 // 3])
     elif kind == "rank":
         save_nifti(bad, np.zeros(SHAPE[:2], np.float32))
+    elif kind == "one-class":
+        pass  # every subject good, every label NC
     elif kind == "nan":
         volume = blob(SHAPE, seed=3)
         volume[2, 2, 2] = np.nan
@@ -455,7 +459,7 @@ def files(tmp_path_factory, addresses):
     (d / "no-workers.json").write_text(json.dumps({"worker": []}))
     # the reachable worker first: every address is probed, not only the first
     (d / "tf-dead.json").write_text(json.dumps({"worker": [addresses["live"], addresses["dead"]]}))
-    for kind in ("corrupt", "truncated", "gzcut", "rank", "nan"):
+    for kind in ("corrupt", "truncated", "gzcut", "rank", "nan", "one-class"):
         _nifti_set(d / kind, kind)
     return d
 

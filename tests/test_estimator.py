@@ -121,6 +121,21 @@ def test_evaluation_scores_every_example_of_a_padded_last_batch(tmp_path):
         assert results["hybrid"][key] == pytest.approx(results["one"][key], abs=1e-5), key
 
 
+def test_two_class_metrics_of_one_class_are_nan_not_one_or_zero(tmp_path):
+    """AUC needs both classes, sensitivity a positive, specificity a negative:
+    scored on class-0 examples only, AUC and sensitivity are NaN and specificity
+    is defined; on both classes all three are numbers."""
+    x, y = _data()
+    est = E.make_estimator(TINY, str(tmp_path / "m"), optimizer="adam", learning_rate=0.01)
+    est.train(_train_input(x, y), max_steps=2)
+    zeros = y == 0
+    only_zero = est.evaluate(_eval_input(x[zeros], y[zeros]))
+    assert np.isnan(only_zero["auc"]) and np.isnan(only_zero["sensitivity"])
+    assert 0.0 <= only_zero["specificity"] <= 1.0
+    both = est.evaluate(_eval_input(x, y))
+    assert all(0.0 <= both[k] <= 1.0 for k in ("auc", "sensitivity", "specificity"))
+
+
 def _variables(est):
     return {name: est.get_variable_value(name) for name in est.get_variable_names()
             if name != "global_step"}

@@ -340,6 +340,13 @@ def _nifti_data(args, spec, scratch, model_dir) -> dict:
     if len(parts[0]) < args.batch:
         raise ValueError(f"--batch {args.batch} is larger than the {len(parts[0])} "
                          "training subjects")
+    held = {name: sum(s.label == name for s in parts[0]) for name in label_set}
+    if not all(held.values()):
+        raise ValueError(f"{directory}: the training subjects hold no "
+                         f"{' or '.join(n for n, c in held.items() if not c)} subject ("
+                         + ", ".join(f"{n} {c}" for n, c in held.items())
+                         + "): a classifier learns nothing from one class; check labels.csv "
+                         "and --labels")
     augment = augmentations(args.augment)
     transform = default_transform(shape, augment=augment or False)
     sources = [nifti.NiftiDataset(directory, shape, label_set, skip_bad=args.skip_bad,

@@ -428,18 +428,31 @@ def _evaluation(recipe: Recipe, real, labels, logits, batch_loss, num_classes: i
 
 
 def _metrics(labels, classes, probabilities, num_classes: int) -> dict:
+    """Accuracy; for two classes also AUC, sensitivity and specificity, each NaN
+    when the examples scored so far lack the class it needs (an AUC of one class,
+    the recall of a class that is absent, are undefined, not 1 or 0)."""
     metrics = {"accuracy": tf.metrics.accuracy(labels, classes)}
     if num_classes == 2:
         positive = tf.equal(labels, 1)
         predicted = tf.equal(classes, 1)
+        tp, tp_update = tf.metrics.true_positives(positive, predicted)
+        fn, fn_update = tf.metrics.false_negatives(positive, predicted)
         tn, tn_update = tf.metrics.true_negatives(positive, predicted)
         fp, fp_update = tf.metrics.false_positives(positive, predicted)
-        specificity = tf.math.divide_no_nan(tn, tn + fp)
+        auc, auc_update = tf.metrics.auc(labels, probabilities[:, 1],
+                                         summation_method="careful_interpolation")
+        nan = tf.constant(float("nan"))
+
+        def defined(value, *counts):
+            return tf.where(tf.reduce_all([c > 0 for c in counts]), value, nan)
+
         metrics.update({
-            "auc": tf.metrics.auc(labels, probabilities[:, 1],
-                                  summation_method="careful_interpolation"),
-            "sensitivity": tf.metrics.recall(labels, classes),
-            "specificity": (specificity, tf.group(tn_update, fp_update)),
+            "auc": (defined(auc, tp + fn, tn + fp),
+                    tf.group(auc_update, tp_update, fn_update, tn_update, fp_update)),
+            "sensitivity": (defined(tf.math.divide_no_nan(tp, tp + fn), tp + fn),
+                            tf.group(tp_update, fn_update)),
+            "specificity": (defined(tf.math.divide_no_nan(tn, tn + fp), tn + fp),
+                            tf.group(tn_update, fp_update)),
         })
     return metrics
 
