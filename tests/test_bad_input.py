@@ -270,6 +270,8 @@ CASES = [
          "--model-dir {d}/nan is the --data directory; give another one for the checkpoints"),
     Case("train-one-class", "cli", ["train", "--data", "{d}/one-class"] + TRAIN + ["--steps", "1"],
          "the training subjects hold no AD subject (NC 8, AD 0)"),
+    Case("train-model-dir-of-another-tool", "cli", SYNTH + ["--model-dir", "{d}/foreign-model"],
+         "{d}/foreign-model holds checkpoint, graph.pbtxt but no meshpar_run.json"),
     Case("train-model-dir-is-a-file", "cli",
          ["train", "--synthetic", "--model", "resattnet3d-tiny", "--steps", "1",
           "--model-dir", "{d}/plan.json"],
@@ -459,6 +461,9 @@ def files(tmp_path_factory, addresses):
     (d / "no-workers.json").write_text(json.dumps({"worker": []}))
     # the reachable worker first: every address is probed, not only the first
     (d / "tf-dead.json").write_text(json.dumps({"worker": [addresses["live"], addresses["dead"]]}))
+    (d / "foreign-model").mkdir()  # what a plain TF estimator leaves
+    for name in ("checkpoint", "graph.pbtxt"):
+        (d / "foreign-model" / name).write_text("kept\n")
     for kind in ("corrupt", "truncated", "gzcut", "rank", "nan", "one-class"):
         _nifti_set(d / kind, kind)
     return d

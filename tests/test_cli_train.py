@@ -1,5 +1,6 @@
 """``meshpar train``: argument handling, speeds -> split weights, a tiny end-to-end run."""
 import json
+import shutil
 
 import pytest
 
@@ -112,7 +113,7 @@ def test_a_model_dir_resumes_only_under_the_same_split_and_optimizer(capsys, tmp
     data = tmp_path / "ds"
     write_dataset(data, 20, shape=(12, 12, 12), seed=1)
 
-    def argv(steps, *change):
+    def argv(steps, *change, data=data):
         return ["train", "--data", str(data), "--model", "resattnet3d-tiny", "--steps",
                 str(steps), "--batch", "3", "--folds", "4", "--fold", "0", "--val-fraction",
                 "0.3", "--no-progress", "--json", "--model-dir", str(tmp_path / "m"), *change]
@@ -127,7 +128,15 @@ def test_a_model_dir_resumes_only_under_the_same_split_and_optimizer(capsys, tmp
         assert main(argv(2, *change)) == 2, change
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and f"holds a run with another {name}" in err[0], err
-    assert main(argv(2)) == 0
+    # more subjects in the data reshuffle the folds: refused like another split
+    grown = tmp_path / "grown"
+    write_dataset(grown, 24, shape=(12, 12, 12), seed=1)
+    assert main(argv(2, data=grown)) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "another subjects (subjects: " in err[0], err
+    moved = tmp_path / "moved"  # the same files elsewhere resume
+    shutil.copytree(data, moved)
+    assert main(argv(2, data=moved)) == 0
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["steps"] == 1
 
 

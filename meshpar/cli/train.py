@@ -357,13 +357,29 @@ def _nifti_data(args, spec, scratch, model_dir) -> dict:
     train_fn = inputs.train_input_fn(sources[0], args.batch, args.seed, model_dir,
                                      augment=bool(augment))
     eval_fn = inputs.eval_input_fn(sources[1], args.batch) if parts[1] else None
-    counts = [sum(s.label == name for s in parts[0]) for name in label_set]
+    counts = list(held.values())
     test_note = f" / {len(parts[2])} test" if parts[2] else ""
     note = (f"{len(parts[0])} training / {len(parts[1])} validation{test_note} subjects "
             f"from {'synthetic phantoms' if args.synthetic else directory}")
     return dict(train_fn=train_fn, eval_fn=eval_fn, test=sources[2], labels=list(label_set),
                 note=note, validation_samples=len(parts[1]), class_counts=counts,
-                directory=directory, augment=list(augment))
+                directory=directory, augment=list(augment),
+                subjects=subjects_record(parts, directory))
+
+
+def subjects_record(parts, directory) -> dict:
+    """What the run file records of the subjects each part holds: counts and a digest of
+    their files (relative to the dataset, so a moved dataset still matches) and labels;
+    resuming on other subjects is refused (training/run.py)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for name, part in zip(("train", "validation", "test"), parts):
+        for s in sorted(part, key=lambda s: str(s.path)):
+            digest.update(f"{name}\t{os.path.relpath(s.path, directory)}\t{s.label}\n"
+                          .encode())
+    return {"train": len(parts[0]), "validation": len(parts[1]), "test": len(parts[2]),
+            "digest": digest.hexdigest()[:16]}
 
 
 def _save_run(args, spec, model_dir, data, params) -> None:
@@ -379,6 +395,7 @@ def _save_run(args, spec, model_dir, data, params) -> None:
         "optimizer": args.optimizer,
         "split": split_request(args), "augment": data.get("augment", []),
         "data": "synthetic" if args.synthetic else os.path.abspath(args.data),
+        **({"subjects": data["subjects"]} if "subjects" in data else {}),
         "keep_best": bool(args.keep_best),
         "recipe": {k: v for k, v in params.items() if isinstance(v, (int, float, str, list))},
     })

@@ -18,8 +18,9 @@ import os
 import shutil
 from typing import Optional, Sequence
 
-__all__ = ["RUN_FILE", "BEST_DIR", "save_run_info", "load_run_info", "best_checkpoint", "best_record",
-           "keep_if_best", "train_keeping_best", "write_predictions"]
+__all__ = ["RUN_FILE", "BEST_DIR", "save_run_info", "load_run_info", "estimator_files",
+           "best_checkpoint", "best_record", "keep_if_best", "train_keeping_best",
+           "write_predictions"]
 
 RUN_FILE = "meshpar_run.json"
 BEST_DIR = "best"
@@ -30,8 +31,10 @@ _IDENTITY = ("model", "model_overrides", "labels", "input_shape", "channels")
 # written before a field was recorded resume as before): the held-out subjects
 # (the test split, and the validation set that --seed and --val-fraction draw)
 # and the optimizer, whose slot variables are in the checkpoint. Resuming under
-# another split trains on subjects the new split holds out.
-_COMPARED_WHEN_RECORDED = ("split", "val_fraction", "seed", "optimizer")
+# another split trains on subjects the new split holds out. "subjects" (the
+# files each part holds, cli/train.py subjects_record) catches the same through
+# the data: a dataset with subjects added or removed reshuffles the folds.
+_COMPARED_WHEN_RECORDED = ("split", "val_fraction", "seed", "optimizer", "subjects")
 
 
 def save_run_info(model_dir: str, info: dict) -> str:
@@ -46,19 +49,41 @@ def save_run_info(model_dir: str, info: dict) -> str:
     os.makedirs(model_dir, exist_ok=True)
     path = os.path.join(model_dir, RUN_FILE)
     info = {"format": _FORMAT, **info}
+    foreign = [] if os.path.exists(path) else estimator_files(model_dir)
+    if foreign:
+        raise ValueError(f"{model_dir} holds {', '.join(foreign[:3])}"
+                         f"{' ...' if len(foreign) > 3 else ''} but no {RUN_FILE}: not a run of "
+                         "`meshpar train`, and training there would overwrite those files; use "
+                         "a new --model-dir")
     if os.path.exists(path):
         old = load_run_info(model_dir)
         differ = model_differences(old, info) + [
             k for k in _COMPARED_WHEN_RECORDED if k in old and _differs(old, info, k)]
         if differ:
             raise ValueError(f"{model_dir} holds a run with another {', '.join(differ)} "
-                             f"({', '.join(f'{k}={old.get(k)!r}' for k in differ)}); use a new "
-                             "--model-dir")
+                             f"({', '.join(_recorded(k, old.get(k)) for k in differ)}); use a "
+                             "new --model-dir")
     tmp = path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(info, f, indent=1, sort_keys=True)
     os.replace(tmp, path)
     return path
+
+
+def _recorded(key: str, value) -> str:
+    if key == "subjects" and isinstance(value, dict):  # the digest says nothing to a user
+        return (f"subjects: {value.get('train')} training / {value.get('validation')} "
+                f"validation / {value.get('test')} test, other files or labels")
+    return f"{key}={value!r}"
+
+
+def estimator_files(model_dir: str) -> list:
+    """Names in ``model_dir`` that a TF estimator writes (checkpoints, the graph,
+    event files, a kept best checkpoint), sorted."""
+    names = sorted(os.listdir(model_dir)) if os.path.isdir(model_dir) else []
+    return [n for n in names
+            if n in ("checkpoint", "graph.pbtxt", BEST_DIR)
+            or n.startswith(("model.ckpt-", "events.out.tfevents."))]
 
 
 def model_differences(a: dict, b: dict) -> list:
