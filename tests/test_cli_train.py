@@ -151,3 +151,15 @@ def test_a_run_file_from_before_the_split_was_recorded_still_resumes(tmp_path):
     with pytest.raises(ValueError, match="another optimizer"):
         save_run_info(str(tmp_path), dict(identity, split={"folds": 4, "fold": 1}, seed=2,
                                           val_fraction=0.2, optimizer="sgd"))
+
+
+def test_a_trace_goes_into_the_model_directory_the_run_creates(tmp_path, capsys):
+    """--trace-out inside a --model-dir that does not exist yet is accepted (train
+    makes the directory before the traced step) and holds a Chrome trace."""
+    model_dir = tmp_path / "runs" / "new"
+    trace = model_dir / "trace.json"
+    (tmp_path / "runs").mkdir()
+    assert main(["train", "--synthetic", "--model", "resattnet3d-tiny", "--steps", "2",
+                 "--batch", "2", "--n-synthetic", "12", "--no-progress", "--trace-step", "2",
+                 "--trace-out", str(trace), "--model-dir", str(model_dir)]) == 0
+    assert json.loads(trace.read_text())["traceEvents"]

@@ -129,6 +129,32 @@ def refuse_overwriting_inputs(args, outputs: Sequence[str], inputs: Sequence) ->
                                  f"would replace that input; give another path")
 
 
+def refuse_writing_over_run(flag: str, out, data_dir=None, model_dir=None) -> None:
+    """ValueError when output ``out`` (of ``flag``) would replace an existing file of
+    the ``data_dir`` dataset (volumes, labels) or is one of ``model_dir``'s run
+    files (run description, checkpoints, graph, events; training.run.is_run_file),
+    whether or not it exists yet. A new file beside the dataset is fine."""
+    from meshpar.training.run import is_run_file
+
+    if not out:
+        return
+    target = os.path.realpath(out)
+    if data_dir and os.path.isdir(data_dir) and os.path.exists(target) and _inside(
+            target, data_dir):
+        raise ValueError(f"{flag} {out} is a file of the --data directory {data_dir}: writing "
+                         "it would replace part of the dataset; give another path")
+    if model_dir and os.path.isdir(model_dir) and _inside(target, model_dir):
+        first = os.path.relpath(target, os.path.realpath(model_dir)).split(os.sep)[0]
+        if is_run_file(first):
+            raise ValueError(f"{flag} {out} is the run's own {first} in --model-dir "
+                             f"{model_dir}: writing it would break the run; give another path")
+
+
+def _inside(path: str, directory: str) -> bool:
+    root = os.path.realpath(directory)
+    return os.path.commonpath([root, path]) == root and path != root
+
+
 def refuse_missing_directories(*paths) -> None:
     """FileNotFoundError for an output path whose directory does not exist: said
     before the work (a profile, a plan, a training run), not after it."""

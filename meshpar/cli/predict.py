@@ -21,7 +21,8 @@ import argparse
 import os
 import sys
 
-from meshpar.cli.parsing import non_negative_int, positive_int, refuse_overwriting_inputs
+from meshpar.cli.parsing import (non_negative_int, positive_int, refuse_overwriting_inputs,
+                                 refuse_writing_over_run)
 from meshpar.cli.train_options import (add_mesh_options, add_split_options, check_mesh_args,
                                        cluster_client, mesh_arguments, split_request)
 
@@ -66,6 +67,9 @@ def run(args) -> int:
     check_mesh_args(args)
     refuse_overwriting_inputs(args, ["out"], ["plan", "cluster", (
         "--data labels", os.path.join(args.data, "labels.csv"))])
+    refuse_writing_over_run("--out", args.out, args.data, args.model_dir)
+    if os.path.isdir(args.out):
+        raise ValueError(f"--out {args.out} is a directory; give the CSV file's path")
     if os.path.exists(args.out) and not args.force:
         raise FileExistsError(f"{args.out} exists; give --force to replace it")
     os.environ.setdefault("TF_DETERMINISTIC_OPS", "1")

@@ -30,7 +30,7 @@ import tempfile
 import time
 
 from meshpar.cli.parsing import (non_negative_int, refuse_missing_directories,
-                                 refuse_overwriting_inputs)
+                                 refuse_overwriting_inputs, refuse_writing_over_run)
 from meshpar.cli.train_options import (  # noqa: F401  (mesh_from_speeds: re-exported)
     add_mesh_options, add_rebalance_options, add_recipe_options, add_split_options,
     augmentations, check_mesh_args, cluster_client, mesh_arguments, mesh_from_speeds,
@@ -194,9 +194,13 @@ def _check_args(args) -> None:
                          f"got {args.trace_step}")
     if args.trace_out and args.trace_step is None:
         raise ValueError("--trace-out goes with --trace-step")
-    refuse_missing_directories(args.trace_out)  # before training, not after it
+    trace_dir = os.path.dirname(os.path.abspath(args.trace_out)) if args.trace_out else None
+    if not (args.model_dir and trace_dir == os.path.abspath(args.model_dir)):
+        refuse_missing_directories(args.trace_out)  # before training (train makes --model-dir)
     refuse_overwriting_inputs(args, ["trace_out"], ["plan", "cluster", "replay_replans",
                                                     "rebalance_profile"])
+    refuse_writing_over_run("--trace-out", args.trace_out, getattr(args, "data", None),
+                            args.model_dir)
     _check_model_dir(args)
     if args.lr_schedule == "step" and args.lr_decay_steps is None:
         raise ValueError("--lr-schedule step needs --lr-decay-steps N (decay every N steps)")

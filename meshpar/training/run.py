@@ -18,7 +18,7 @@ import os
 import shutil
 from typing import Optional, Sequence
 
-__all__ = ["RUN_FILE", "BEST_DIR", "save_run_info", "load_run_info", "estimator_files",
+__all__ = ["RUN_FILE", "BEST_DIR", "save_run_info", "load_run_info", "estimator_files", "is_run_file",
            "best_checkpoint", "best_record", "keep_if_best", "train_keeping_best",
            "write_predictions"]
 
@@ -81,9 +81,14 @@ def estimator_files(model_dir: str) -> list:
     """Names in ``model_dir`` that a TF estimator writes (checkpoints, the graph,
     event files, a kept best checkpoint), sorted."""
     names = sorted(os.listdir(model_dir)) if os.path.isdir(model_dir) else []
-    return [n for n in names
-            if n in ("checkpoint", "graph.pbtxt", BEST_DIR)
-            or n.startswith(("model.ckpt-", "events.out.tfevents."))]
+    return [n for n in names if is_run_file(n) and n != RUN_FILE]
+
+
+def is_run_file(name: str) -> bool:
+    """Whether ``name`` (an entry of a model directory) is one of the run's own files:
+    its run description, checkpoints, graph, event files or kept best checkpoint."""
+    return (name in (RUN_FILE, "checkpoint", "graph.pbtxt", BEST_DIR)
+            or name.startswith(("model.ckpt-", "events.out.tfevents.")))
 
 
 def model_differences(a: dict, b: dict) -> list:
