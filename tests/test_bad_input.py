@@ -257,6 +257,16 @@ CASES = [
     Case("worker-cluster-port-out-of-range", "cli",
          ["worker", "--cluster", "{d}/port-99999.json", "--task", "0"],
          "'localhost:99999' needs a port in 1..65535"),
+    Case("worker-port-in-use", "cli", ["worker", "--cluster", "{d}/live-worker.json", "--task", "0"],
+         "{live}: port"),
+    Case("worker-port-in-use-says-so", "cli",
+         ["worker", "--cluster", "{d}/live-worker.json", "--task", "0"],
+         "is already in use on this machine"),
+    Case("worker-task-index-not-a-number", "api",
+         lambda d: _serve({"worker": ["127.0.0.1:1"]}, "worker", "zero"),
+         "the task index must be a whole number, got 'zero'"),
+    Case("worker-no-task", "api", lambda d: _serve({"worker": ["127.0.0.1:1"]}, "worker", None),
+         "which task to serve: give --task"),
     Case("worker-cluster-no-tasks", "cli", ["worker", "--cluster", "{d}/no-workers.json",
                                             "--task", "0"], "job 'worker' lists no tasks"),
     # --- an output that is one of the command's inputs: refused, the input kept
@@ -411,6 +421,12 @@ CASES = [
 ]
 
 
+def _serve(cluster, job, index):
+    from meshpar.runtime.worker import serve
+
+    serve(cluster, job, index, announce=None)
+
+
 # ------------------------------------------------------------------- fixtures
 def _nifti_set(root: Path, kind: str, n: int = 8) -> None:
     """``n`` good 16^3 subjects; subject 3 broken as ``kind`` says."""
@@ -479,6 +495,7 @@ def files(tmp_path_factory, addresses):
                                                                  "localhost:2222"]}))
     (d / "no-workers.json").write_text(json.dumps({"worker": []}))
     # the reachable worker first: every address is probed, not only the first
+    (d / "live-worker.json").write_text(json.dumps({"worker": [addresses["live"]]}))
     (d / "tf-dead.json").write_text(json.dumps({"worker": [addresses["live"], addresses["dead"]]}))
     (d / "foreign-model").mkdir()  # what a plain TF estimator leaves
     for name in ("checkpoint", "graph.pbtxt"):

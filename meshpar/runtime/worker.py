@@ -13,8 +13,15 @@ def serve(cluster: dict, job: str, index: int, threads: int = 0,
     """
     if job not in cluster:
         raise ValueError(f"job {job!r} is not in the cluster (jobs: {sorted(cluster)})")
-    if index is None or not 0 <= int(index) < len(cluster[job]):
+    if index is None:
+        raise ValueError("which task to serve: give --task, or a TF_CONFIG with "
+                         "\"task\": {\"type\": ..., \"index\": ...}")
+    if isinstance(index, bool) or not str(index).strip().isdigit():
+        raise ValueError(f"the task index must be a whole number, got {index!r}")
+    if not 0 <= int(index) < len(cluster[job]):
         raise ValueError(f"--task must be in 0..{len(cluster[job]) - 1} for job {job!r}")
+    address = cluster[job][int(index)]
+    refuse_port_in_use(address)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow.compat.v1 as tf
 
@@ -27,3 +34,19 @@ def serve(cluster: dict, job: str, index: int, threads: int = 0,
     if announce is not None:
         announce(f"meshpar worker {job}:{index} serving at {cluster[job][int(index)]}", flush=True)
     server.join()
+
+
+def refuse_port_in_use(address: str) -> None:
+    """ValueError when ``address``'s port cannot be bound on this machine (another
+    worker or program holds it): said in one line, before gRPC prints its own
+    dump and TensorFlow raises."""
+    import socket
+
+    port = int(address.rsplit(":", 1)[1])
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gRPC binds
+        try:
+            probe.bind(("0.0.0.0", port))
+        except OSError as err:
+            raise ValueError(f"{address}: port {port} is already in use on this machine "
+                             f"({err.strerror}); stop what holds it or list another port") from None
