@@ -155,7 +155,8 @@ def test_a_run_file_from_before_the_split_was_recorded_still_resumes(tmp_path):
 
 def test_a_trace_goes_into_the_model_directory_the_run_creates(tmp_path, capsys):
     """--trace-out inside a --model-dir that does not exist yet is accepted (train
-    makes the directory before the traced step) and holds a Chrome trace."""
+    makes the directory before the traced step) and holds a Chrome trace; a rerun
+    with fewer --steps than the directory holds says it trains nothing."""
     model_dir = tmp_path / "runs" / "new"
     trace = model_dir / "trace.json"
     (tmp_path / "runs").mkdir()
@@ -163,3 +164,9 @@ def test_a_trace_goes_into_the_model_directory_the_run_creates(tmp_path, capsys)
                  "--batch", "2", "--n-synthetic", "12", "--no-progress", "--trace-step", "2",
                  "--trace-out", str(trace), "--model-dir", str(model_dir)]) == 0
     assert json.loads(trace.read_text())["traceEvents"]
+    capsys.readouterr()
+    # the directory is past a smaller --steps: nothing trains, and the run says so
+    assert main(["train", "--synthetic", "--model", "resattnet3d-tiny", "--steps", "1",
+                 "--batch", "2", "--n-synthetic", "12", "--no-progress",
+                 "--model-dir", str(model_dir)]) == 0
+    assert "is at step 2, not below --steps 1: nothing to train" in capsys.readouterr().err

@@ -390,3 +390,14 @@ def test_a_replay_of_another_batch_or_model_is_refused_before_any_step(tmp_path)
         read_replans(str(path), 1, "resattnet3d-tiny")
     with pytest.raises(ValueError, match="model resattnet3d-tiny; this run has model vgg-cifar"):
         read_replans(str(path), 4, "vgg-cifar")
+
+
+def test_a_replay_record_at_a_negative_or_fractional_step_is_refused():
+    from meshpar.training.rebalance import schedule_from_replans
+
+    new = {"mesh_shape": "model:2", "layout": None, "devices": ["", ""],
+           "split_weights": {"model": [2, 1]}, "dim_split_weights": {}}
+    assert schedule_from_replans([{"step": 3, "new": new}])[0][0] == 3
+    for step in (-3, 2.5):
+        with pytest.raises(ValueError, match=f"step must be a whole number >= 0, got {step}"):
+            schedule_from_replans([{"step": step, "new": new}])

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from meshpar.cli.parsing import non_negative_int, positive_float
+from meshpar.cli.parsing import label_names, non_negative_int, positive_float
 
 
 def _ints(text: str) -> tuple:
@@ -19,13 +19,6 @@ def _ints(text: str) -> tuple:
     if len(values) != 3 or min(values) < 1:
         raise argparse.ArgumentTypeError(f"expected three positive sizes like 32,32,32, got {text!r}")
     return values
-
-
-def _names(text: str) -> tuple:
-    names = tuple(v.strip() for v in text.split(",") if v.strip())
-    if not names:
-        raise argparse.ArgumentTypeError("expected comma-separated label names, e.g. NC,AD")
-    return names
 
 
 def _fraction(text: str) -> float:
@@ -61,7 +54,7 @@ def register(subparsers) -> None:
     synth.add_argument("--n", type=int, default=400, help="number of subjects (default 400)")
     synth.add_argument("--shape", type=_ints, default=(32, 32, 32), help="voxel grid, e.g. 32,32,32 (default)")
     synth.add_argument("--seed", type=non_negative_int, default=0, help="random seed (default 0)")
-    synth.add_argument("--labels", type=_names, default=("NC", "AD"),
+    synth.add_argument("--labels", type=label_names, default=("NC", "AD"),
                        help="label set, e.g. NC,AD (default) or sMCI,pMCI")
     synth.add_argument("--ad-fraction", type=_fraction, default=None,
                        help="share of the second label (patients) for two labels (default: equal shares)")
@@ -78,7 +71,7 @@ def register(subparsers) -> None:
                            epilog="example:\n  meshpar data check phantoms --labels NC,AD --content\n",
                            formatter_class=argparse.RawDescriptionHelpFormatter)
     check.add_argument("directory")
-    check.add_argument("--labels", type=_names, default=("NC", "AD"), help="label set (default NC,AD)")
+    check.add_argument("--labels", type=label_names, default=("NC", "AD"), help="label set (default NC,AD)")
     check.add_argument("--shape", type=_ints, default=(32, 32, 32), help="model grid (default 32,32,32)")
     check.add_argument("--content", action="store_true", help="also read every file's voxels (slower)")
     check.set_defaults(func=run)

@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from meshpar.cli.parsing import non_negative_int
+from meshpar.cli.parsing import label_names, non_negative_int
 
 EPILOG = """examples:
   meshpar evaluate --out acc                      both tasks, 5 seeds, fold 0 of 5 each
@@ -54,7 +54,8 @@ def register(subparsers) -> None:
                         help="phantom tasks: ad-nc, smci-pmci (default: both)")
     parser.add_argument("--data", help="evaluate on this dataset instead of phantoms "
                                        "(the seeds then only reshuffle the folds)")
-    parser.add_argument("--labels", help="with --data: the two classes, class 0 first")
+    parser.add_argument("--labels", type=label_names,
+                        help="with --data: the two classes, class 0 first")
     parser.add_argument("--phantoms", choices=["geometric", "template"], default="geometric",
                         help="template: built on the MNI152 template (needs nilearn, "
                              "`pip install meshpar[template]`) (default: %(default)s)")
@@ -90,7 +91,7 @@ def _tasks(args) -> dict:
     from meshpar.evaluation.protocol import TASKS
 
     if args.data:
-        labels = tuple(v.strip() for v in (args.labels or "").split(",") if v.strip())
+        labels = tuple(args.labels or ())
         if len(labels) != 2:
             raise ValueError("--data needs --labels with two classes, e.g. --labels sMCI,pMCI")
         return {"data": labels}

@@ -112,6 +112,21 @@ def memory_terms(headroom, flag: str = "--memory-headroom"):
     return dataclasses.replace(MEASURED, headroom=float(headroom))
 
 
+def label_names(text: str) -> tuple:
+    """``"NC,AD"`` -> ``("NC", "AD")``: the class names of a ``--labels`` flag, class 0
+    first (an ``argparse`` type; every command's ``--labels`` reads them here).
+    An empty or repeated name is refused: it would silently make fewer classes."""
+    names = tuple(v.strip() for v in str(text).split(","))
+    if not any(names):
+        raise argparse.ArgumentTypeError("expected comma-separated class names, e.g. NC,AD")
+    if not all(names):
+        raise argparse.ArgumentTypeError(f"a class name is empty in {text!r}")
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise argparse.ArgumentTypeError(f"class name {repeated[0]!r} is given twice in {text!r}")
+    return names
+
+
 def refuse_overwriting_inputs(args, outputs: Sequence[str], inputs: Sequence) -> None:
     """ValueError when an output flag of ``args`` names a file an input reads: writing
     it would replace what the user saved, e.g. a measured profile or a plan.

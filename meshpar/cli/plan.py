@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 
 from meshpar.cli.parsing import (MEMORY_HEADROOM_HELP, memory_terms, non_negative_int,
@@ -87,6 +88,9 @@ def run(args) -> int:
     if args.batch < 1:
         raise ValueError(f"--batch must be >= 1, got {args.batch}")
     refuse_overwriting_inputs(args, ["out", "plot"], ["profile"])
+    if args.out and args.plot and os.path.abspath(args.out) == os.path.abspath(args.plot):
+        raise ValueError(f"--out and --plot both name {args.out}: the plan and its PNG need "
+                         "two files")
     refuse_missing_directories(args.out, args.plot)  # before planning, which may take minutes
     cluster = (ClusterSpec.from_speeds(parse_speeds(args.speeds)) if args.speeds is not None
                else _load_profile(args.profile))

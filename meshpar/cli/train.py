@@ -29,7 +29,7 @@ import sys
 import tempfile
 import time
 
-from meshpar.cli.parsing import (non_negative_int, refuse_missing_directories,
+from meshpar.cli.parsing import (label_names, non_negative_int, refuse_missing_directories,
                                  refuse_overwriting_inputs, refuse_writing_over_run)
 from meshpar.cli.train_options import (  # noqa: F401  (mesh_from_speeds: re-exported)
     add_mesh_options, add_rebalance_options, add_recipe_options, add_split_options,
@@ -93,7 +93,7 @@ def register(subparsers) -> None:
                         help="learning rate (default: adam 1e-3, momentum 0.01, sgd 0.05); "
                              "the peak of --lr-schedule")
     add_recipe_options(parser)
-    parser.add_argument("--labels", default="NC,AD",
+    parser.add_argument("--labels", type=label_names, default=("NC", "AD"),
                         help="class names in labels.csv, class 0 first (default: NC,AD)")
     parser.add_argument("--channels", type=int, default=None,
                         help="input channels; C > 1 reads 4-D NIfTI files holding C co-registered "
@@ -325,7 +325,7 @@ def _nifti_data(args, spec, scratch, model_dir) -> dict:
     from meshpar.training import inputs
 
     shape = spec.config.input_shape
-    label_set = tuple(name.strip() for name in args.labels.split(",") if name.strip())
+    label_set = tuple(args.labels)
     if len(label_set) != spec.config.num_classes:
         raise ValueError(f"--labels names {len(label_set)} classes but {spec.name} has "
                          f"{spec.config.num_classes}")
@@ -410,6 +410,7 @@ def _train(args, spec, lr, params, mesh_kwargs, model_dir, data, client=None,
     import tensorflow.compat.v1 as tf
 
     from meshpar.training import estimator as E
+    from meshpar.training.inputs import checkpoint_step
     from meshpar.training.run import train_keeping_best
     from meshpar.training.throughput import steady_state
 
@@ -437,7 +438,11 @@ def _train(args, spec, lr, params, mesh_kwargs, model_dir, data, client=None,
     guard = lambda run: _guard(client, run, _exit_now(scratch))  # noqa: E731
     scores = []  # (step, validation loss) of each checkpoint with --keep-best
     rebalanced = None  # with --rebalance/--elastic: replans, samples, monitor overhead
-    first_step = _checkpoint_step(model_dir)
+    first_step = checkpoint_step(model_dir)
+    if first_step >= args.steps:
+        print(f"meshpar train: note: {model_dir} is at step {first_step}, not below --steps "
+              f"{args.steps}: nothing to train; its last checkpoint is evaluated",
+              file=sys.stderr)
     started = time.perf_counter()
     try:
         if args.keep_best:
@@ -460,7 +465,7 @@ def _train(args, spec, lr, params, mesh_kwargs, model_dir, data, client=None,
     speed["steady_window_unix"] = None if window is None else [t + to_unix for t in window]
     # the global steps this run advanced; after a lost worker the steps since the last
     # checkpoint ran again, so the step calls (the losses) may be more
-    summary, rows = run_summary(spec, mesh, history.losses, _checkpoint_step(model_dir)
+    summary, rows = run_summary(spec, mesh, history.losses, checkpoint_step(model_dir)
                                 - first_step, seconds, speed, on_cluster=client is not None)
     if args.keep_best:
         report_best(model_dir, scores, rows, summary)
@@ -519,14 +524,6 @@ def _train_rebalancing(args, spec, lr, params, model_fn, model_dir, data, client
     except ClusterFailure as failure:
         _exit_now(scratch)(failure)
     return result, built[0] or build(model_fn.mesh, range(len(client.addresses)))
-
-
-def _checkpoint_step(model_dir) -> int:
-    """The global step of the latest checkpoint in ``model_dir`` (0 without one)."""
-    import tensorflow.compat.v1 as tf
-
-    path = tf.train.latest_checkpoint(model_dir)
-    return int(path.rsplit("-", 1)[1]) if path else 0
 
 
 def _progress(args):
