@@ -62,3 +62,20 @@ def test_check_compatible_rejects_other_model_or_device_count():
         plan.check_compatible("resattnet3d-small", 4)
     with pytest.raises(ValueError, match="not 3"):
         plan.check_compatible("vgg-cifar", 3)
+
+
+def test_a_layout_on_an_axis_the_mesh_lacks_is_refused():
+    with pytest.raises(ValueError, match="puts 'batch' on mesh axis 'nosuchaxis', which mesh "
+                                         "batch:2;model:2 does not have"):
+        example_plan(layout=(("batch", "nosuchaxis"),))
+
+
+def test_split_sizes_must_be_what_the_weights_give():
+    """The runtime cuts by the weights, so sizes edited by hand are refused, not ignored;
+    sizes the weights give (the example's 5/3 of 8 at 0.6/0.4) load."""
+    assert example_plan().split_sizes["batch"] == [5, 3]
+    with pytest.raises(ValueError, match=r"split_sizes of 'batch' \[2, 6\] are not what its "
+                                         r"weights give \(\[5, 3\]\)"):
+        example_plan(split_sizes={"batch": [2, 6], "conv1_filters": [40, 20]})
+    with pytest.raises(ValueError, match="'conv1_filters'"):
+        example_plan(split_sizes={"batch": [5, 3], "conv1_filters": [30, 30]})

@@ -130,6 +130,28 @@ class Plan:
         if batch_sizes is not None and sum(batch_sizes) != self.batch:
             raise ValueError(f"plan: split_sizes of 'batch' {list(batch_sizes)} add up to "
                              f"{sum(batch_sizes)}, not the plan's batch {self.batch}")
+        for dim, axis in self.layout:
+            if axis not in sizes:
+                raise ValueError(f"plan: layout puts {dim!r} on mesh axis {axis!r}, which mesh "
+                                 f"{self.mesh_shape_string()} does not have")
+        self._check_sizes_follow_weights()
+
+    def _check_sizes_follow_weights(self) -> None:
+        """The runtime cuts by the weights: split_sizes that other weights would not
+        give (a hand-edited plan) would be silently ignored, so they are refused."""
+        from meshpar.core.splits import split_sizes
+
+        on_axis = dict(self.layout)
+        for dim, sizes in self.split_sizes.items():
+            weights = self.dim_split_weights.get(dim) or self.split_weights.get(
+                on_axis.get(dim, dim))
+            if not weights or len(weights) != len(sizes):
+                continue
+            expected = split_sizes(int(sum(sizes)), weights, dim)
+            if list(sizes) != expected:
+                raise ValueError(f"plan: split_sizes of {dim!r} {list(sizes)} are not what its "
+                                 f"weights give ({expected}); the weights decide the split: "
+                                 "edit them, or plan again")
 
     # -------------------------------------------------------------- strings
     def mesh_shape_string(self) -> str:
