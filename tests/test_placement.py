@@ -160,6 +160,18 @@ def test_a_plan_profiled_on_these_workers_follows_them_in_any_listed_order(clust
     assert len(notes) == 1 and "10.9.9.9:1" in notes[0]
     with pytest.raises(ValueError, match="without 10.9.9.9:2"):
         same.place(devices, plan_addresses=[b, "10.9.9.9:2"])
+    # the same workers spelled "localhost": still followed by address
+    named = ClusterClient([x.replace("127.0.0.1", "localhost") for x in (b, a)])
+    assert named.place(devices, plan_addresses=[b, a]) == list(reversed(devices))
+
+
+def test_addresses_match_whatever_the_host_is_called():
+    from meshpar.runtime.client import canonical_address
+
+    assert canonical_address("localhost:2222") == canonical_address("127.0.0.1:2222") \
+        == "127.0.0.1:2222"
+    assert canonical_address("127.0.0.1:2223") != canonical_address("127.0.0.1:2222")
+    assert canonical_address("No-Such-Host.invalid:1") == "no-such-host.invalid:1"
 
 
 def test_a_device_the_worker_lacks_is_refused_not_run_on_its_cpu(cluster, tmp_path, capsys):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import _thread
 import contextlib
+import functools
 import re
 import socket
 import threading
@@ -78,6 +79,19 @@ def parse_worker_device(name: str) -> tuple:
     if not match:
         return None, None
     return int(match.group(1)), match.group(2)
+
+
+@functools.lru_cache(maxsize=256)
+def canonical_address(address: str) -> str:
+    """``host:port`` with the host resolved to its IPv4 address when it resolves
+    (``localhost:2222`` -> ``127.0.0.1:2222``), else as written in lower case: how
+    two files that spell one worker differently are matched."""
+    host, _, port = str(address).rpartition(":")
+    try:
+        host = socket.getaddrinfo(host, None, socket.AF_INET)[0][4][0]
+    except (OSError, UnicodeError):
+        host = host.lower()
+    return f"{host}:{port}"
 
 
 def probe(addresses: Sequence[str], timeout: float = 2.0) -> list:
@@ -265,9 +279,11 @@ class ClusterClient:
         if len(plan_addresses) != len(plan_devices):
             raise ValueError(f"{what} records {len(plan_addresses)} worker addresses for "
                              f"{len(plan_devices)} devices")
-        missing = [a for a in plan_addresses if a not in self.addresses]
+        # one worker under two spellings (localhost / 127.0.0.1) is one worker
+        ours = [canonical_address(a) for a in self.addresses]
+        missing = [a for a in plan_addresses if canonical_address(a) not in ours]
         if not missing:
-            return [self.addresses.index(a) for a in plan_addresses]
+            return [ours.index(canonical_address(a)) for a in plan_addresses]
         if len(missing) < len(plan_addresses):
             raise ValueError(
                 f"{what} was made for workers at {', '.join(plan_addresses)}; this cluster "
