@@ -83,3 +83,12 @@ def test_slice_efficiency_round_trips_and_bad_points_name_the_field(tmp_path):
                        ([0.5], r"point 0 must be \[fraction, efficiency\]")):
         with pytest.raises(ValueError, match=match):
             DeviceSpec("a", "/cpu:0", ((1e6, 1e9),), slice_efficiency=bad)
+
+
+def test_a_worker_device_listed_twice_is_refused_local_ones_may_share_a_cpu():
+    profile = ((1.0, 1e9),)
+    twice = "/job:worker/task:0/device:CPU:0"
+    with pytest.raises(ValueError, match=f"cluster device {twice} is listed twice"):
+        ClusterSpec((DeviceSpec("a", twice, profile), DeviceSpec("b", twice, profile)))
+    shared = ClusterSpec((DeviceSpec("a", "/cpu:0", profile), DeviceSpec("b", "/cpu:0", profile)))
+    assert len(shared) == 2

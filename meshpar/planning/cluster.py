@@ -178,6 +178,13 @@ class ClusterSpec:
         names = [d.name for d in devices]
         if len(set(names)) != len(names):
             raise ValueError("cluster device names must be unique")
+        # a worker's device listed twice would be planned as two devices' speed; local
+        # emulated devices may share one CPU's string on purpose
+        remote = [d.device for d in devices if d.device.startswith("/job:")]
+        twice = sorted({r for r in remote if remote.count(r) > 1})
+        if twice:
+            raise ValueError(f"cluster device {twice[0]} is listed twice; each device of a "
+                             "worker can be planned once")
         object.__setattr__(self, "devices", devices)
         object.__setattr__(self, "bandwidth", _positive_finite(self.bandwidth, "bandwidth"))
         try:
