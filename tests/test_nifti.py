@@ -191,7 +191,8 @@ def test_all_subjects_bad_is_an_error_not_an_empty_dataset(tmp_path):
     root = tmp_path / "ds"
     root.mkdir()
     (root / "labels.csv").write_text("subject,label\nx.nii.gz,AD\n")
-    with pytest.raises(ValueError, match="no usable subjects"):
+    with pytest.raises(ValueError, match=r"no usable subjects in labels.csv \(1 skipped as "
+                                         r"bad; first: x.nii.gz: "):
         NiftiDataset(root, (8, 8, 8), skip_bad=True)
 
 

@@ -138,6 +138,7 @@ class NiftiDataset:
         self._skipped: dict = {}
         self._lock = threading.Lock()
         found: List[Skipped] = []
+        given = subjects is not None
         if subjects is None:
             subjects = read_labels(self.directory, self.label_set, skip_bad=skip_bad, skipped=found)
         else:
@@ -148,7 +149,13 @@ class NiftiDataset:
             subjects = [s for s in subjects if self._header_ok(s)]
         self.subjects: List[Subject] = list(subjects)
         if not self.subjects:
-            raise BadDataError(self.directory, f"no usable subjects ({len(self._skipped)} skipped as bad)")
+            # name one reason: with --skip-bad every subject of the part may have
+            # failed for the same cause (e.g. 3-D volumes read with --channels 2)
+            first = next(iter(self._skipped.items()), None)
+            why = f"; first: {Path(first[0]).name}: {first[1]}" if first else ""
+            among = "of the subjects given" if given else "in labels.csv"
+            raise BadDataError(self.directory, f"no usable subjects {among} "
+                                               f"({len(self._skipped)} skipped as bad{why})")
 
     def _check_given(self, subjects: Sequence[Subject], found: List[Skipped]) -> List[Subject]:
         kept = []
