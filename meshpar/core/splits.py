@@ -2,23 +2,34 @@
 
 Every uneven split in meshpar goes through :func:`split_sizes`, so a
 dimension laid out on a mesh axis is cut the same way everywhere: in slice
-shapes, variable slices, collectives and the planner's cost model.
+shapes, variable slices, collectives and the planner's cost model. Its
+checks of weights and numbers (:func:`validate_weights`, :func:`number_above`,
+:func:`integer_at_least`) are the ones the planners and the estimator use on
+their arguments.
 """
 from __future__ import annotations
 
 import math
+import numbers
+from collections.abc import Mapping, Set
 from typing import Sequence
 
 
 def validate_weights(weights: Sequence[float], what: str = "weights") -> list[float]:
     """Return ``weights`` as floats, or raise ValueError naming ``what``.
 
-    Weights must be a non-empty sequence of finite, strictly positive numbers.
+    Weights must be a non-empty sequence (not a string, mapping or set: their
+    order would be meaningless) of finite, strictly positive real numbers
+    (numpy numbers too; not strings or bools).
     """
+    bad = f"{what}: weights must be a sequence of numbers, got {weights!r}"
+    if isinstance(weights, (str, bytes, Mapping, Set)):
+        raise ValueError(bad)
     try:
-        values = [float(w) for w in weights]
-    except (TypeError, ValueError) as err:
-        raise ValueError(f"{what}: weights must be numbers, got {weights!r}") from err
+        items = list(weights)
+    except TypeError as err:
+        raise ValueError(bad) from err
+    values = [_real(w, f"{what}: weight {i}") for i, w in enumerate(items)]
     if not values:
         raise ValueError(f"{what}: weights must not be empty")
     for i, w in enumerate(values):
@@ -27,6 +38,27 @@ def validate_weights(weights: Sequence[float], what: str = "weights") -> list[fl
         if w <= 0:
             raise ValueError(f"{what}: weight {i} is {w}; weights must be positive")
     return values
+
+
+def _real(value, what: str) -> float:
+    """``value`` as a float if it is a real number (a string that reads as one,
+    or a bool, is refused: those are mistakes, not weights)."""
+    if isinstance(value, (str, bytes, bool)):
+        raise ValueError(f"{what} is {value!r}; weights must be numbers")
+    try:
+        return float(value)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{what} is {value!r}; weights must be numbers") from err
+
+
+def _as_size(total, what: str) -> int:
+    """``total`` as an int: Python or numpy integers, or integral floats."""
+    if isinstance(total, numbers.Integral) and not isinstance(total, bool):
+        return int(total)
+    if isinstance(total, numbers.Real) and not isinstance(total, bool) \
+            and math.isfinite(total) and float(total).is_integer():
+        return int(total)
+    raise ValueError(f"{what}: size must be an integer, got {total!r}")
 
 
 def split_sizes(total: int, weights: Sequence[float], what: str = "dimension") -> list[int]:
@@ -55,15 +87,17 @@ def split_sizes(total: int, weights: Sequence[float], what: str = "dimension") -
     [5, 4, 4]
     """
     values = validate_weights(weights, what)
-    if isinstance(total, bool) or not isinstance(total, int):
-        if isinstance(total, float) and total.is_integer():
-            total = int(total)
-        else:
-            raise ValueError(f"{what}: size must be an integer, got {total!r}")
+    total = _as_size(total, what)
     n = len(values)
     if total < n:
         raise ValueError(
             f"{what}: size {total} cannot be split into {n} parts of at least 1")
+    peak = max(values)
+    if not math.isfinite(peak * total):
+        # Huge finite weights would overflow the quotas (and their sum): only
+        # their ratios matter, so scale them down. Only then, so that sizes
+        # of ordinary weights stay bit-for-bit what they always were.
+        values = [w / peak for w in values]
     weight_sum = math.fsum(values)
     quotas = [total * w / weight_sum for w in values]
     sizes = [max(1, int(math.floor(q))) for q in quotas]
@@ -92,3 +126,32 @@ def offsets(sizes: Sequence[int]) -> list[int]:
         out.append(acc)
         acc += s
     return out
+
+
+# Argument checks shared by the public API (planners, estimator): pure Python like
+# the rest of this module, so the planners import no TensorFlow to use them.
+
+
+def number_above(value, what: str, low: float = 0.0) -> float:
+    """``value`` as a float if it is a finite real number > ``low`` (numpy numbers
+    too; ``low=-math.inf``: any finite number); TypeError for a non-number (a
+    string or bool is one), else ValueError, both naming ``what``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{what} must be a number, got {value!r}")
+    if not (math.isfinite(value) and value > low):
+        bound = f" and > {low:g}" if low > -math.inf else ""
+        raise ValueError(f"{what} must be finite{bound}, got {value!r}")
+    return float(value)
+
+
+def integer_at_least(value, what: str, least: int = 1, none_ok: bool = False):
+    """``value`` as an int if it is an integer >= ``least`` (numpy integers too),
+    or None if it is None and ``none_ok``; TypeError for a non-integer (a bool or
+    float is one), else ValueError, both naming ``what``."""
+    if value is None and none_ok:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{what} must be an integer >= {least}, got {value!r}")
+    if value < least:
+        raise ValueError(f"{what} must be an integer >= {least}, got {value!r}")
+    return int(value)

@@ -45,6 +45,7 @@ import tensorflow.compat.v1 as tf
 
 from meshpar import models
 from meshpar.core import optim
+from meshpar.core.splits import integer_at_least, number_above
 from meshpar.planning.plan import parse_mesh_shape
 from meshpar.training import staging
 from meshpar.training.recipe import Recipe
@@ -90,13 +91,15 @@ class MeshSpec:
         n = 1
         for _, size in self.axes:
             n *= size
+        if isinstance(devices, (str, bytes)):  # tuple() would make one device per letter
+            raise TypeError(f"devices must be a sequence of device strings, got {devices!r}")
         self.devices = tuple(devices) if devices is not None else ("",) * n
         if len(self.devices) != n:
             raise ValueError(f"mesh {self.mesh_shape} has {n} processors but "
                              f"{len(self.devices)} devices were given")
         self.layout = layout
-        self.split_weights = {k: list(v) for k, v in (split_weights or {}).items()}
-        self.dim_split_weights = {k: list(v) for k, v in (dim_split_weights or {}).items()}
+        self.split_weights, self.dim_split_weights = _checked_weights(
+            self.mesh_shape, layout, self.devices, split_weights, dim_split_weights)
         if self.upstream and any(len(set(w)) > 1 for w in list(self.split_weights.values())
                                  + list(self.dim_split_weights.values())):
             raise ValueError("Mesh-TensorFlow's PlacementMeshImpl splits evenly only; "
@@ -144,6 +147,24 @@ class MeshSpec:
                 f"upstream={self.upstream!r}, "
                 f"split_weights={self.split_weights!r}, "
                 f"dim_split_weights={self.dim_split_weights!r})")
+
+
+def _checked_weights(mesh_shape: str, layout, devices, split_weights: Optional[Mapping],
+                     dim_split_weights: Optional[Mapping]) -> tuple:
+    """``(split_weights, dim_split_weights)`` as float lists, checked by the mesh impl
+    now, not at the first step (a dimension's axis only if ``layout`` is known)."""
+    from meshpar.core.mesh_impl import HeterogeneousMeshImpl
+    from meshpar.core.splits import validate_weights
+
+    for name, value in (("split_weights", split_weights),
+                        ("dim_split_weights", dim_split_weights)):
+        if value is not None and not isinstance(value, Mapping):
+            raise TypeError(f"{name} must be a dict of weight lists, got {value!r}")
+    dims = {k: validate_weights(v, f"dim_split_weights for dimension {k!r}")
+            for k, v in (dim_split_weights or {}).items()}
+    impl = HeterogeneousMeshImpl(mesh_shape, layout or "", list(devices), split_weights,
+                                 dims if layout is not None else None)
+    return {k: list(v) for k, v in impl.split_weights.items()}, dims
 
 
 def default_layout(spec: models.ModelSpec, mesh_shape: str) -> str:
@@ -201,9 +222,10 @@ def build_model_fn(model, plan=None, *, mesh: Optional[MeshSpec] = None,
     optimizer : ``"adam"``, ``"momentum"``, ``"sgd"``, an optimizer or a factory
         The per-variable rule; the step is always race-free.
     learning_rate : float
-        The rate, or the peak of a schedule.
+        The rate, or the peak of a schedule: finite and > 0.
     save_checkpoints_steps, keep_checkpoint_max : int
-        Checkpointing of the master variables during training (and at the end).
+        Checkpointing of the master variables during training (and at the end);
+        both >= 1 (``keep_checkpoint_max=None``: keep every checkpoint).
     params : dict, optional
         Default recipe (:class:`~meshpar.training.recipe.Recipe` keys: loss,
         metrics, schedule, weight decay, clipping); the estimator's own
@@ -220,13 +242,13 @@ def build_model_fn(model, plan=None, *, mesh: Optional[MeshSpec] = None,
     ``labels`` are ``[B]`` integers.
     """
     spec = _as_spec(model)
-    if sum(x is not None for x in (plan, mesh, mesh_shape)) > 1:
-        raise ValueError("give one of plan=, mesh= or mesh_shape=")
-    if plan is not None:
-        mesh = MeshSpec.from_plan(plan, devices, upstream=upstream)
-    elif mesh is None:
-        mesh = MeshSpec(mesh_shape or "all:1", layout, devices, split_weights,
-                        dim_split_weights, upstream=upstream)
+    mesh = _chosen_mesh(spec, plan, mesh, upstream, dict(
+        mesh_shape=mesh_shape, layout=layout, devices=devices, split_weights=split_weights,
+        dim_split_weights=dim_split_weights))
+    learning_rate = number_above(learning_rate, "learning_rate")  # -1 would ascend the loss
+    save_checkpoints_steps = integer_at_least(save_checkpoints_steps, "save_checkpoints_steps")
+    keep_checkpoint_max = integer_at_least(keep_checkpoint_max, "keep_checkpoint_max",
+                                           none_ok=True)
     defaults = dict(params or {})
     Recipe.from_params(defaults)  # bad defaults fail here, not at the first step
 
@@ -309,6 +331,38 @@ def build_model_fn(model, plan=None, *, mesh: Optional[MeshSpec] = None,
     model_fn.mesh = mesh
     model_fn.spec = spec
     return model_fn
+
+
+def _chosen_mesh(spec: models.ModelSpec, plan, mesh: Optional[MeshSpec], upstream: bool,
+                 explicit: dict) -> MeshSpec:
+    """The mesh of :func:`build_model_fn`'s arguments; ValueError for a mesh argument
+    that ``plan`` or ``mesh`` would silently override (a plan takes ``devices``,
+    as many as it has, to re-place it)."""
+    if sum(x is not None for x in (plan, mesh, explicit["mesh_shape"])) > 1:
+        raise ValueError("give one of plan=, mesh= or mesh_shape=")
+    if mesh is not None and not isinstance(mesh, MeshSpec):
+        raise TypeError(f"mesh must be a MeshSpec, got {mesh!r}")
+    devices = explicit.pop("devices")
+    clash = [f"{k}=" for k, v in explicit.items() if v is not None]
+    if mesh is not None:  # a plan takes devices= and upstream=; a MeshSpec has its own
+        clash += ["devices="] * (devices is not None)
+        clash += ["upstream="] * bool(upstream and not mesh.upstream)
+    if clash and (plan is not None or mesh is not None):
+        why = "a plan takes devices= to re-place it" if mesh is None else "give them to it"
+        raise ValueError(f"{'plan' if mesh is None else 'mesh'}= sets the whole mesh: drop "
+                         f"{', '.join(clash)} ({why})")
+    if plan is not None:
+        mesh = MeshSpec.from_plan(plan, upstream=upstream)
+        if devices is not None:  # MeshSpec checks their number (from_plan would split a str)
+            mesh = MeshSpec(mesh.mesh_shape, mesh.layout, devices, mesh.split_weights,
+                            mesh.dim_split_weights, upstream)
+    elif mesh is None:
+        mesh = MeshSpec(explicit["mesh_shape"] or "all:1", explicit["layout"], devices,
+                        explicit["split_weights"], explicit["dim_split_weights"], upstream)
+    if mesh.layout is None and mesh.dim_split_weights:  # the layout is the model's: check now
+        _checked_weights(mesh.mesh_shape, mesh.layout_for(spec), mesh.devices, None,
+                         mesh.dim_split_weights)
+    return mesh
 
 
 def lower_model(spec: models.ModelSpec, features, labels, mesh: MeshSpec, is_training: bool,
@@ -462,11 +516,18 @@ def run_config(model_dir: str, seed: int = 1, save_summary_steps: int = 100,
                cluster_client=None) -> "tf_estimator.RunConfig":
     """A deterministic ``RunConfig``: graph seed, ``threads`` intra/inter-op threads.
 
-    Set ``TF_DETERMINISTIC_OPS=1`` in the environment too for bit-reproducible runs.
+    ``seed``: an integer >= 0 (None: none); ``threads``: an integer >= 0 (0: TF's
+    choice); the step counts: integers >= 1 (None: never). Set
+    ``TF_DETERMINISTIC_OPS=1`` in the environment too for bit-reproducible runs.
     With ``cluster_client`` (a :class:`meshpar.runtime.client.ClusterClient`)
     training and evaluation sessions run on that TF cluster, mastered by this
     process.
     """
+    seed = integer_at_least(seed, "seed", 0, none_ok=True)
+    threads = integer_at_least(threads, "threads", 0)  # TF: < 0 runs all ops in one thread
+    save_summary_steps = integer_at_least(save_summary_steps, "save_summary_steps", none_ok=True)
+    log_step_count_steps = integer_at_least(log_step_count_steps, "log_step_count_steps",
+                                            none_ok=True)
     session_config = tf.ConfigProto(intra_op_parallelism_threads=threads,
                                     inter_op_parallelism_threads=threads,
                                     allow_soft_placement=True)

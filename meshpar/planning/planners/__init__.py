@@ -15,14 +15,17 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import time
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Union
 
+import numpy as np
+
+from meshpar.core.splits import integer_at_least
 from meshpar.planning.cluster import ClusterSpec
 from meshpar.planning.cost_model import CostModel
 from meshpar.planning.description import ModelDescription
 from meshpar.planning.memory import MEASURED, MemoryTerms
 from meshpar.planning.plan import Plan
-from meshpar.planning.planners.common import better, representative_speeds
+from meshpar.planning.planners.common import better, check_options, representative_speeds
 from meshpar.planning.planners.even import plan_even
 from meshpar.planning.planners.exact import ExactTimeLimit, plan_exact
 from meshpar.planning.planners.ga import plan_ga
@@ -40,11 +43,16 @@ __all__ = ["plan", "memory_ratios", "METHODS", "plan_even", "plan_proportional",
            "plan_ga", "ExactTimeLimit"]
 
 
-def plan(model: ModelDescription, cluster: ClusterSpec, batch: int, method: str = "ga",
-         seed: int = 0, shapes: Optional[Sequence[tuple]] = None, subsets: bool = False,
+def plan(model: ModelDescription, cluster: Union[ClusterSpec, Sequence[float]],
+         batch: int, method: str = "ga", seed: int = 0,
+         shapes: Optional[Sequence[tuple]] = None, subsets: bool = False,
          memory_terms: MemoryTerms = MEASURED, **options) -> Plan:
     """Plan ``model`` on ``cluster`` for a global ``batch`` with ``method``.
 
+    ``model``: a :class:`ModelDescription` (of a model name:
+    ``meshpar.models.describe_model(name)``); ``cluster``: a :class:`ClusterSpec`
+    or the devices' relative speeds (:meth:`ClusterSpec.from_speeds`);
+    ``batch``: an integer >= 1; ``seed``: an integer >= 0.
     ``method`` is one of ``even``, ``proportional``, ``exact``, ``ga``;
     ``shapes`` restricts the mesh shapes ``(R, M)`` searched; other keyword
     options go to the planner (e.g. ``population``, ``generations`` for ga); an
@@ -62,14 +70,21 @@ def plan(model: ModelDescription, cluster: ClusterSpec, batch: int, method: str 
     while the exact planner's ``time_limit`` bounds the whole call and its
     proven gap is to the least lower bound over all the subsets).
     """
-    if method not in PLANNERS:
+    model, cluster = _as_model(model), _as_cluster(cluster)
+    batch, seed = integer_at_least(batch, "batch"), integer_at_least(seed, "seed", 0)
+    if not isinstance(method, str) or method not in PLANNERS:
         raise ValueError(f"unknown planning method {method!r}; choose from "
                          f"{', '.join(METHODS)}")
+    if not isinstance(subsets, (bool, np.bool_)):
+        raise TypeError(f"subsets must be True or False, got {subsets!r}")
+    if not isinstance(memory_terms, MemoryTerms):
+        raise TypeError(f"memory_terms must be a MemoryTerms, got {memory_terms!r}")
     planner = PLANNERS[method]
     accepted = inspect.signature(planner).parameters
     unknown = sorted(set(options) - set(accepted) | ({"cost"} & set(options)))
     if unknown:
         raise ValueError(f"planning method {method!r} takes no option(s) {', '.join(unknown)}")
+    check_options(options)
     if "seed" in accepted:
         options["seed"] = seed
     cost = CostModel(model, cluster, batch, memory_terms=memory_terms)
@@ -93,6 +108,26 @@ def plan(model: ModelDescription, cluster: ClusterSpec, batch: int, method: str 
     if method == "exact":
         best = _proven_over_subsets(best, found, time.perf_counter() - t0)
     return with_worker_addresses(best, cluster)
+
+
+def _as_model(model) -> ModelDescription:
+    """``model`` if it is a :class:`ModelDescription`, else a TypeError (planning
+    imports no models, so a model name is not described here)."""
+    if isinstance(model, ModelDescription):
+        return model
+    hint = f"; for a model name, pass meshpar.models.describe_model({model!r})" \
+        if isinstance(model, str) else ""
+    raise TypeError(f"model must be a ModelDescription, got {model!r}{hint}")
+
+
+def _as_cluster(cluster) -> ClusterSpec:
+    """``cluster``, or a synthetic one of the relative speeds it lists."""
+    if isinstance(cluster, ClusterSpec):
+        return cluster
+    if isinstance(cluster, (str, bytes)) or not isinstance(cluster, (Sequence, np.ndarray)):
+        raise TypeError("cluster must be a ClusterSpec or a list of relative device speeds, "
+                        f"got {cluster!r}")
+    return ClusterSpec.from_speeds(cluster)
 
 
 def with_worker_addresses(plan_: Plan, cluster: ClusterSpec) -> Plan:

@@ -1,17 +1,31 @@
 """Pieces every planner shares: mesh shapes, the speed-sorted placement,
-proportional weights, and turning a chromosome into a :class:`Plan`."""
+proportional weights, turning a chromosome into a :class:`Plan`, and the
+checks of the planners' options."""
 from __future__ import annotations
 
+import math
 from typing import Optional, Sequence
 
 import numpy as np
 
 from meshpar.planning.cost_model import CostModel
 from meshpar.planning.plan import Plan
-from meshpar.core.splits import split_sizes
+from meshpar.core.splits import integer_at_least, number_above, split_sizes
 
 BATCH_AXIS = "batch"
 MODEL_AXIS = "model"
+
+#: The planners' integer options and their least values (tournament 0 and elite 0
+#: are taken as 1 by the GA, so they are not errors).
+INTEGER_OPTIONS = {"population": 1, "generations": 1, "max_candidates": 1, "tournament": 0,
+                   "elite": 0, "patience": 0, "polish_every": 0}
+#: Options that are probabilities, in [0, 1].
+RATE_OPTIONS = ("crossover_rate", "weight_rate", "swap_rate", "balance_rate", "unit_rate",
+                "shape_rate", "layout_rate")
+#: Options that are finite numbers >= 0.
+SCALE_OPTIONS = ("blend_alpha", "weight_sigma")
+#: Options that are True or False.
+BOOL_OPTIONS = ("per_layer", "layout_gene", "progress")
 
 
 def device_kinds(cost: CostModel) -> np.ndarray:
@@ -107,6 +121,26 @@ def build_plan(method: str, cost: CostModel, rows: int, cols: int, perm: Sequenc
         lower_bound_seconds=cost.lower_bound(),
         extra=extra,
     )
+
+
+def check_options(options: dict) -> None:
+    """TypeError or ValueError naming the first planner option (keyword of
+    :func:`meshpar.planning.planners.plan`) of the wrong type or out of range,
+    before a planner turns it into a silent wrong result (``int(2.5)``, a NaN
+    time limit that never stops) or a numpy error."""
+    for name, value in options.items():
+        if name in INTEGER_OPTIONS:
+            integer_at_least(value, name, INTEGER_OPTIONS[name])
+        elif name in RATE_OPTIONS and not 0 <= number_above(value, name, -math.inf) <= 1:
+            raise ValueError(f"{name} must be in [0, 1], got {value!r}")
+        elif name in SCALE_OPTIONS and number_above(value, name, -math.inf) < 0:
+            raise ValueError(f"{name} must be >= 0, got {value!r}")
+        elif name == "time_limit" and value is not None:
+            number_above(value, "time_limit (seconds)")
+        elif name == "mip_rel_gap" and not 0 <= number_above(value, name, -math.inf) < 1:
+            raise ValueError(f"mip_rel_gap must be in [0, 1), got {value!r}")
+        elif name in BOOL_OPTIONS and not isinstance(value, (bool, np.bool_)):
+            raise TypeError(f"{name} must be True or False, got {value!r}")
 
 
 def better(a: Plan, b: Plan) -> bool:
