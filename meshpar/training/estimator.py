@@ -35,7 +35,6 @@ Example
 """
 from __future__ import annotations
 
-import os
 import time
 from typing import Callable, Mapping, Optional, Sequence, Union
 
@@ -46,8 +45,8 @@ import tensorflow.compat.v1 as tf
 from meshpar import models
 from meshpar.core import optim
 from meshpar.core.splits import integer_at_least, number_above
-from meshpar.planning.plan import parse_mesh_shape
 from meshpar.training import staging
+from meshpar.training.mesh_spec import MeshSpec, as_spec, chosen_mesh, default_layout
 from meshpar.training.recipe import Recipe
 
 tf_estimator = tf.estimator
@@ -56,141 +55,7 @@ __all__ = ["MeshSpec", "build_model_fn", "make_estimator", "run_config", "defaul
            "LossHistoryHook", "LOSS_TENSOR_NAME"]
 
 LOSS_TENSOR_NAME = "meshpar_loss"
-
-
-class MeshSpec:
-    """Where the model runs: mesh shape, layout, devices, split weights.
-
-    Built from a :class:`~meshpar.planning.plan.Plan` (:meth:`from_plan`) or from
-    explicit arguments; :meth:`make_impl` gives a fresh
-    :class:`~meshpar.HeterogeneousMeshImpl` (call it inside the graph).
-
-    Parameters
-    ----------
-    mesh_shape : str
-        e.g. ``"batch:2;model:3"`` (``"all:1"``: one device).
-    layout : str, optional
-        Layout rules; by default the model's :func:`default_layout` for the
-        axes the mesh has.
-    devices : sequence of str, optional
-        One per processor, row-major; default all ``""`` (local).
-    split_weights, dim_split_weights : dict, optional
-        As for :class:`~meshpar.HeterogeneousMeshImpl`.
-    upstream : bool
-        Use Mesh-TensorFlow's own ``PlacementMeshImpl`` (even splits only), the
-        baseline meshpar is compared with.
-    """
-
-    def __init__(self, mesh_shape: str = "all:1", layout: Optional[str] = None,
-                 devices: Optional[Sequence[str]] = None,
-                 split_weights: Optional[Mapping] = None,
-                 dim_split_weights: Optional[Mapping] = None, upstream: bool = False):
-        self.mesh_shape = str(mesh_shape)
-        self.upstream = bool(upstream)
-        self.axes = parse_mesh_shape(self.mesh_shape)
-        n = 1
-        for _, size in self.axes:
-            n *= size
-        if isinstance(devices, (str, bytes)):  # tuple() would make one device per letter
-            raise TypeError(f"devices must be a sequence of device strings, got {devices!r}")
-        self.devices = tuple(devices) if devices is not None else ("",) * n
-        if len(self.devices) != n:
-            raise ValueError(f"mesh {self.mesh_shape} has {n} processors but "
-                             f"{len(self.devices)} devices were given")
-        self.layout = layout
-        self.split_weights, self.dim_split_weights = _checked_weights(
-            self.mesh_shape, layout, self.devices, split_weights, dim_split_weights)
-        if self.upstream and any(len(set(w)) > 1 for w in list(self.split_weights.values())
-                                 + list(self.dim_split_weights.values())):
-            raise ValueError("Mesh-TensorFlow's PlacementMeshImpl splits evenly only; "
-                             "drop the uneven split weights or use meshpar's mesh")
-
-    @classmethod
-    def from_plan(cls, plan, devices: Optional[Sequence[str]] = None,
-                  upstream: bool = False) -> "MeshSpec":
-        """Mesh of a :class:`~meshpar.planning.plan.Plan` (or a path to its JSON)."""
-        if isinstance(plan, (str, os.PathLike)):
-            from meshpar.planning.plan import Plan  # lazy: plan module is optional here
-
-            plan = Plan.load(plan)
-        devs = list(plan.devices if devices is None else devices)
-        return cls(plan.mesh_shape_string(), plan.layout_string(), devs,
-                   dict(plan.split_weights), dict(plan.dim_split_weights), upstream=upstream)
-
-    @property
-    def size(self) -> int:
-        """Number of processors (devices) in the mesh."""
-        return len(self.devices)
-
-    def layout_for(self, spec: models.ModelSpec) -> str:
-        """The layout string for ``spec``: the given one, else the model's default rules
-        for this mesh shape.
-        """
-        return self.layout if self.layout is not None else default_layout(spec, self.mesh_shape)
-
-    def make_impl(self, spec: models.ModelSpec):
-        """A ``HeterogeneousMeshImpl`` for ``spec`` on this mesh (or Mesh-TF's own
-        ``PlacementMeshImpl`` when ``upstream``)."""
-        from meshpar.core.mesh_impl import HeterogeneousMeshImpl
-
-        if self.upstream:
-            from mesh_tensorflow.placement_mesh_impl import PlacementMeshImpl
-
-            return PlacementMeshImpl(self.mesh_shape, self.layout_for(spec), list(self.devices))
-
-        return HeterogeneousMeshImpl(self.mesh_shape, self.layout_for(spec), list(self.devices),
-                                     split_weights=self.split_weights or None,
-                                     dim_split_weights=self.dim_split_weights or None)
-
-    def __repr__(self):
-        return (f"MeshSpec({self.mesh_shape!r}, layout={self.layout!r}, devices={self.devices!r}, "
-                f"upstream={self.upstream!r}, "
-                f"split_weights={self.split_weights!r}, "
-                f"dim_split_weights={self.dim_split_weights!r})")
-
-
-def _checked_weights(mesh_shape: str, layout, devices, split_weights: Optional[Mapping],
-                     dim_split_weights: Optional[Mapping]) -> tuple:
-    """``(split_weights, dim_split_weights)`` as float lists, checked by the mesh impl
-    now, not at the first step (a dimension's axis only if ``layout`` is known)."""
-    from meshpar.core.mesh_impl import HeterogeneousMeshImpl
-    from meshpar.core.splits import validate_weights
-
-    for name, value in (("split_weights", split_weights),
-                        ("dim_split_weights", dim_split_weights)):
-        if value is not None and not isinstance(value, Mapping):
-            raise TypeError(f"{name} must be a dict of weight lists, got {value!r}")
-    dims = {k: validate_weights(v, f"dim_split_weights for dimension {k!r}")
-            for k, v in (dim_split_weights or {}).items()}
-    impl = HeterogeneousMeshImpl(mesh_shape, layout or "", list(devices), split_weights,
-                                 dims if layout is not None else None)
-    return {k: list(v) for k, v in impl.split_weights.items()}, dims
-
-
-def default_layout(spec: models.ModelSpec, mesh_shape: str) -> str:
-    """The model's layout rules for the axes present in ``mesh_shape``.
-
-    Axis ``batch`` gets the batch dimension, axis ``model`` every filter, key,
-    value and unit dimension; a one-axis mesh of another name (``all:4``) is
-    used for the model dimensions.
-    """
-    names = [name for name, _ in parse_mesh_shape(mesh_shape)]
-    batch_axis = "batch" if "batch" in names else None
-    others = [n for n in names if n != "batch"]
-    model_axis = "model" if "model" in names else (others[0] if len(others) == 1 else None)
-    return spec.layout_rules(model_axis=model_axis, batch_axis=batch_axis)
-
-
-def _as_spec(model) -> models.ModelSpec:
-    if isinstance(model, models.ModelSpec):
-        return model
-    if isinstance(model, str):
-        return models.get(model)
-    if isinstance(model, models.ResAttNet3DConfig):
-        return models.ModelSpec(model.name, models.resattnet3d, model)
-    if isinstance(model, models.VggCifarConfig):
-        return models.ModelSpec(model.name, models.vgg_cifar, model)
-    raise ValueError(f"model must be a name, ModelSpec or config, got {model!r}")
+_as_spec = as_spec  # the name tests and notebooks used
 
 
 def build_model_fn(model, plan=None, *, mesh: Optional[MeshSpec] = None,
@@ -241,8 +106,8 @@ def build_model_fn(model, plan=None, *, mesh: Optional[MeshSpec] = None,
     ``[B, *input_shape]`` or a dict with key ``"volume"`` or ``"image"``;
     ``labels`` are ``[B]`` integers.
     """
-    spec = _as_spec(model)
-    mesh = _chosen_mesh(spec, plan, mesh, upstream, dict(
+    spec = as_spec(model)
+    mesh = chosen_mesh(spec, plan, mesh, upstream, dict(
         mesh_shape=mesh_shape, layout=layout, devices=devices, split_weights=split_weights,
         dim_split_weights=dim_split_weights))
     learning_rate = number_above(learning_rate, "learning_rate")  # -1 would ascend the loss
@@ -331,38 +196,6 @@ def build_model_fn(model, plan=None, *, mesh: Optional[MeshSpec] = None,
     model_fn.mesh = mesh
     model_fn.spec = spec
     return model_fn
-
-
-def _chosen_mesh(spec: models.ModelSpec, plan, mesh: Optional[MeshSpec], upstream: bool,
-                 explicit: dict) -> MeshSpec:
-    """The mesh of :func:`build_model_fn`'s arguments; ValueError for a mesh argument
-    that ``plan`` or ``mesh`` would silently override (a plan takes ``devices``,
-    as many as it has, to re-place it)."""
-    if sum(x is not None for x in (plan, mesh, explicit["mesh_shape"])) > 1:
-        raise ValueError("give one of plan=, mesh= or mesh_shape=")
-    if mesh is not None and not isinstance(mesh, MeshSpec):
-        raise TypeError(f"mesh must be a MeshSpec, got {mesh!r}")
-    devices = explicit.pop("devices")
-    clash = [f"{k}=" for k, v in explicit.items() if v is not None]
-    if mesh is not None:  # a plan takes devices= and upstream=; a MeshSpec has its own
-        clash += ["devices="] * (devices is not None)
-        clash += ["upstream="] * bool(upstream and not mesh.upstream)
-    if clash and (plan is not None or mesh is not None):
-        why = "a plan takes devices= to re-place it" if mesh is None else "give them to it"
-        raise ValueError(f"{'plan' if mesh is None else 'mesh'}= sets the whole mesh: drop "
-                         f"{', '.join(clash)} ({why})")
-    if plan is not None:
-        mesh = MeshSpec.from_plan(plan, upstream=upstream)
-        if devices is not None:  # MeshSpec checks their number (from_plan would split a str)
-            mesh = MeshSpec(mesh.mesh_shape, mesh.layout, devices, mesh.split_weights,
-                            mesh.dim_split_weights, upstream)
-    elif mesh is None:
-        mesh = MeshSpec(explicit["mesh_shape"] or "all:1", explicit["layout"], devices,
-                        explicit["split_weights"], explicit["dim_split_weights"], upstream)
-    if mesh.layout is None and mesh.dim_split_weights:  # the layout is the model's: check now
-        _checked_weights(mesh.mesh_shape, mesh.layout_for(spec), mesh.devices, None,
-                         mesh.dim_split_weights)
-    return mesh
 
 
 def lower_model(spec: models.ModelSpec, features, labels, mesh: MeshSpec, is_training: bool,
