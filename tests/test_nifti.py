@@ -9,7 +9,7 @@ from nifti_helpers import blob, save_nifti
 import pytest
 
 from meshpar.data.nifti import NiftiDataset, load_volume, read_labels
-from meshpar.data.types import BadLabelsError, BadSubjectError, Subject
+from meshpar.data.types import BadLabelsError, BadSubjectError
 
 SHAPE = (12, 12, 12)
 

@@ -71,7 +71,8 @@ def register(subparsers) -> None:
                            epilog="example:\n  meshpar data check phantoms --labels NC,AD --content\n",
                            formatter_class=argparse.RawDescriptionHelpFormatter)
     check.add_argument("directory")
-    check.add_argument("--labels", type=label_names, default=("NC", "AD"), help="label set (default NC,AD)")
+    check.add_argument("--labels", type=label_names, default=("NC", "AD"),
+                       help="label set (default NC,AD)")
     check.add_argument("--shape", type=_ints, default=(32, 32, 32), help="model grid (default 32,32,32)")
     check.add_argument("--content", action="store_true", help="also read every file's voxels (slower)")
     check.set_defaults(func=run)

@@ -26,7 +26,8 @@ import numpy as np
 PAD_LABEL = -1
 
 __all__ = ["PAD_LABEL", "test_split", "split_three_ways", "checkpoint_step", "train_input_fn",
-           "eval_input_fn", "pad_last_batch", "predict_input_fn", "predict_probabilities", "synthetic_image_fns"]
+           "eval_input_fn", "pad_last_batch", "predict_input_fn", "predict_probabilities",
+           "synthetic_image_fns"]
 
 
 def test_split(subjects: Sequence, folds: Optional[int] = None, fold: Optional[int] = None,

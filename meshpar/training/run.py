@@ -18,8 +18,8 @@ import os
 import shutil
 from typing import Optional, Sequence
 
-__all__ = ["RUN_FILE", "BEST_DIR", "save_run_info", "load_run_info", "estimator_files", "is_run_file",
-           "best_checkpoint", "best_record", "keep_if_best", "train_keeping_best",
+__all__ = ["RUN_FILE", "BEST_DIR", "save_run_info", "load_run_info", "estimator_files",
+           "is_run_file", "best_checkpoint", "best_record", "keep_if_best", "train_keeping_best",
            "write_predictions"]
 
 RUN_FILE = "meshpar_run.json"
@@ -44,7 +44,9 @@ def save_run_info(model_dir: str, info: dict) -> str:
     labels, input shape or channels differ), of another split of the subjects
     (test split, validation fraction, seed) or of another optimizer is refused
     with a ValueError, so resuming never mixes two models' checkpoints nor
-    trains on subjects the earlier run held out.
+    trains on subjects the earlier run held out. A directory with a TF estimator's
+    files (checkpoints, graph, events) but no run file is refused too: training
+    there would overwrite them.
     """
     os.makedirs(model_dir, exist_ok=True)
     path = os.path.join(model_dir, RUN_FILE)
