@@ -148,21 +148,42 @@ def refuse_writing_over_run(flag: str, out, data_dir=None, model_dir=None) -> No
     """ValueError when output ``out`` (of ``flag``) would replace an existing file of
     the ``data_dir`` dataset (volumes, labels) or is one of ``model_dir``'s run
     files (run description, checkpoints, graph, events; training.run.is_run_file),
-    whether or not it exists yet. A new file beside the dataset is fine."""
+    whether or not it or the model directory exists yet, or is a directory. A
+    file beside the dataset that is not part of it is fine."""
     from meshpar.training.run import is_run_file
 
     if not out:
         return
     target = os.path.realpath(out)
+    if os.path.isdir(target):
+        raise ValueError(f"{flag} {out} is a directory; give a file's path")
     if data_dir and os.path.isdir(data_dir) and os.path.exists(target) and _inside(
-            target, data_dir):
+            target, data_dir) and _dataset_file(target, data_dir):
         raise ValueError(f"{flag} {out} is a file of the --data directory {data_dir}: writing "
                          "it would replace part of the dataset; give another path")
-    if model_dir and os.path.isdir(model_dir) and _inside(target, model_dir):
+    if model_dir and _inside(target, model_dir):  # a --model-dir the run will make too
         first = os.path.relpath(target, os.path.realpath(model_dir)).split(os.sep)[0]
         if is_run_file(first):
             raise ValueError(f"{flag} {out} is the run's own {first} in --model-dir "
                              f"{model_dir}: writing it would break the run; give another path")
+
+
+def _dataset_file(path: str, data_dir: str) -> bool:
+    """Whether ``path`` is part of the dataset in ``data_dir``: its labels file, a
+    NIfTI volume, a file labels.csv names, or the phantoms' description (an
+    earlier prediction CSV beside them is not)."""
+    import csv
+
+    name = os.path.basename(path)
+    if name in ("labels.csv", "phantoms.json") or name.endswith((".nii", ".nii.gz")):
+        return True
+    try:
+        with open(os.path.join(data_dir, "labels.csv"), newline="", encoding="utf-8") as f:
+            listed = {os.path.realpath(os.path.join(data_dir, row[0].strip()))
+                      for row in csv.reader(f) if row}
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return True  # unreadable: assume the worst
+    return path in listed
 
 
 def _inside(path: str, directory: str) -> bool:

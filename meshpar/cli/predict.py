@@ -68,8 +68,6 @@ def run(args) -> int:
     refuse_overwriting_inputs(args, ["out"], ["plan", "cluster", (
         "--data labels", os.path.join(args.data, "labels.csv"))])
     refuse_writing_over_run("--out", args.out, args.data, args.model_dir)
-    if os.path.isdir(args.out):
-        raise ValueError(f"--out {args.out} is a directory; give the CSV file's path")
     if os.path.exists(args.out) and not args.force:
         raise FileExistsError(f"{args.out} exists; give --force to replace it")
     os.environ.setdefault("TF_DETERMINISTIC_OPS", "1")

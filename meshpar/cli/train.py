@@ -311,12 +311,16 @@ def _prepare_data(args, spec, scratch, model_dir) -> dict:
                 or args.augment is not None and augmentations(args.augment)):
             raise ValueError(f"{spec.name}'s synthetic images have no people to fold or "
                              "volumes to augment: --folds/--test-fraction/--augment need NIfTI")
+        held_out = inputs.synthetic_validation_count(args.n_synthetic, args.val_fraction)
+        if args.n_synthetic - held_out < args.batch:
+            raise ValueError(f"--batch {args.batch} is larger than the "
+                             f"{args.n_synthetic - held_out} training images (--n-synthetic "
+                             f"{args.n_synthetic}, --val-fraction {args.val_fraction})")
         train_fn, eval_fn = inputs.synthetic_image_fns(
             args.n_synthetic, shape, args.val_fraction, args.batch, args.seed, model_dir)
         return dict(train_fn=train_fn, eval_fn=eval_fn, test=None, labels=["0", "1"],
                     note=f"{args.n_synthetic} synthetic images",
-                    validation_samples=inputs.synthetic_validation_count(
-                        args.n_synthetic, args.val_fraction))
+                    validation_samples=held_out)
     return _nifti_data(args, spec, scratch, model_dir)
 
 
@@ -344,13 +348,6 @@ def _nifti_data(args, spec, scratch, model_dir) -> dict:
     if len(parts[0]) < args.batch:
         raise ValueError(f"--batch {args.batch} is larger than the {len(parts[0])} "
                          "training subjects")
-    held = {name: sum(s.label == name for s in parts[0]) for name in label_set}
-    if not all(held.values()):
-        raise ValueError(f"{directory}: the training subjects hold no "
-                         f"{' or '.join(n for n, c in held.items() if not c)} subject ("
-                         + ", ".join(f"{n} {c}" for n, c in held.items())
-                         + "): a classifier learns nothing from one class; check labels.csv "
-                         "and --labels")
     augment = augmentations(args.augment)
     transform = default_transform(shape, augment=augment or False)
     sources = [nifti.NiftiDataset(directory, shape, label_set, skip_bad=args.skip_bad,
@@ -358,6 +355,13 @@ def _nifti_data(args, spec, scratch, model_dir) -> dict:
                                   transform=transform)
                if part else None for i, part in enumerate(parts)]
     args.skipped_report = lambda: skipped + [item for src in sources if src for item in src.skipped]
+    held = {name: sum(s.label == name for s in sources[0].subjects) for name in label_set}
+    if not all(held.values()):  # counted after --skip-bad dropped the unreadable ones
+        raise ValueError(f"{directory}: the training subjects hold no "
+                         f"{' or '.join(n for n, c in held.items() if not c)} subject ("
+                         + ", ".join(f"{n} {c}" for n, c in held.items())
+                         + "): a classifier learns nothing from one class; check labels.csv "
+                         "and --labels")
     train_fn = inputs.train_input_fn(sources[0], args.batch, args.seed, model_dir,
                                      augment=bool(augment))
     eval_fn = inputs.eval_input_fn(sources[1], args.batch) if parts[1] else None
@@ -366,7 +370,8 @@ def _nifti_data(args, spec, scratch, model_dir) -> dict:
     note = (f"{len(parts[0])} training / {len(parts[1])} validation{test_note} subjects "
             f"from {'synthetic phantoms' if args.synthetic else directory}")
     return dict(train_fn=train_fn, eval_fn=eval_fn, test=sources[2], labels=list(label_set),
-                note=note, validation_samples=len(parts[1]), class_counts=counts,
+                note=note, validation_samples=len(sources[1].subjects) if sources[1] else 0,
+                class_counts=counts,
                 directory=directory, augment=list(augment),
                 subjects=subjects_record(parts, directory))
 

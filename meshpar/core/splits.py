@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import operator
 from collections.abc import Mapping, Set
 from typing import Sequence
 
@@ -52,9 +53,15 @@ def _real(value, what: str) -> float:
 
 
 def _as_size(total, what: str) -> int:
-    """``total`` as an int: Python or numpy integers, or integral floats."""
+    """``total`` as an int: Python or numpy integers (0-d integer arrays too), or
+    integral floats."""
     if isinstance(total, numbers.Integral) and not isinstance(total, bool):
         return int(total)
+    if not isinstance(total, (bool, float)) and hasattr(total, "__index__"):
+        try:
+            return operator.index(total)
+        except TypeError:
+            pass  # e.g. a 0-d float array: checked as a real number below
     if isinstance(total, numbers.Real) and not isinstance(total, bool) \
             and math.isfinite(total) and float(total).is_integer():
         return int(total)

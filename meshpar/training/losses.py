@@ -101,10 +101,13 @@ def example_losses(loss: Union[str, Callable, None], logits, labels, options: Ma
     and ``labels [n]`` (``n`` may be dynamic: the real examples of an evaluation
     batch), or None for a callable loss.
 
-    Their mean is the loss of these examples: per-example cross-entropy and
-    focal terms; for ``weighted_cross_entropy`` each term ``w[y] CE`` over the
-    examples' mean weight, so averaging the values of several batches weighs
-    each batch's ``sum w CE / sum w`` by its number of examples.
+    Their mean over any set of examples, however batched, is the set's loss:
+    per-example cross-entropy and focal terms; for ``weighted_cross_entropy``
+    each term ``w[y] CE`` over the class weights' mean (Keras's
+    sum-over-batch-size reduction, scaled so that equal weights give the
+    cross-entropy). Training's ``sum w CE / sum w`` of a batch would make the
+    evaluation depend on how the set is batched (at batch 1 it is the plain
+    cross-entropy).
     """
     import tensorflow.compat.v1 as tf
 
@@ -119,7 +122,9 @@ def example_losses(loss: Union[str, Callable, None], logits, labels, options: Ma
         gamma = float(options.get("focal_gamma", 2.0))
         return tf.pow(1.0 - tf.exp(-ce), gamma) * ce if gamma else ce
     if name == "weighted_cross_entropy":
-        weight = tf.gather(tf.constant(list(options["class_weights"]), logits.dtype), labels)
-        return weight * ce / tf.reduce_mean(weight)
+        weights = [float(w) for w in options["class_weights"]]
+        per_class = tf.constant([w / (sum(weights) / len(weights)) for w in weights],
+                                logits.dtype)
+        return tf.gather(per_class, labels) * ce
     make_loss(name)  # an unknown name fails here as in training
     return ce

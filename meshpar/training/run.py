@@ -88,8 +88,9 @@ def estimator_files(model_dir: str) -> list:
 
 def is_run_file(name: str) -> bool:
     """Whether ``name`` (an entry of a model directory) is one of the run's own files:
-    its run description, checkpoints, graph, event files or kept best checkpoint."""
-    return (name in (RUN_FILE, "checkpoint", "graph.pbtxt", BEST_DIR)
+    its run description, checkpoints, graph, event files (``eval/`` holds the
+    validation's) or kept best checkpoint."""
+    return (name in (RUN_FILE, "checkpoint", "graph.pbtxt", BEST_DIR, "eval")
             or name.startswith(("model.ckpt-", "events.out.tfevents.")))
 
 
@@ -196,7 +197,8 @@ def write_predictions(path: str, subjects: Sequence, probabilities, label_set: S
     if len(probabilities) != len(subjects):
         raise ValueError(f"{len(probabilities)} predictions for {len(subjects)} subjects")
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w", newline="", encoding="utf-8") as f:
+    tmp = path + ".tmp"  # renamed over the old file: a hard link to it is not written through
+    with open(tmp, "w", newline="", encoding="utf-8") as f:
         out = csv.writer(f)
         out.writerow(["path", "subject_id", "label", "group"]
                      + [f"p_{name}" for name in label_set] + ["predicted"])
@@ -204,3 +206,4 @@ def write_predictions(path: str, subjects: Sequence, probabilities, label_set: S
             best = max(range(len(label_set)), key=lambda c: p[c])
             out.writerow([str(s.path), s.subject_id, s.label, s.group or ""]
                          + [f"{float(v):.6f}" for v in p] + [label_set[best]])
+    os.replace(tmp, path)
