@@ -167,8 +167,9 @@ def build_model_fn(model, plan=None, *, mesh: Optional[MeshSpec] = None,
         tf_loss = tf.identity(tf.cast(lowering.export_to_tf_tensor(loss), tf.float32),
                               name=LOSS_TENSOR_NAME)
         if mode == tf_estimator.ModeKeys.EVAL:
-            loss, metric_ops = _evaluation(recipe, real, labels, tf_logits, tf_loss,
-                                           class_dim.size)
+            loss, metric_ops = _evaluation(recipe, real, labels, {
+                "classes": classes, "logits": tf_logits, "probabilities": probabilities},
+                tf_loss, class_dim.size)
             return tf_estimator.EstimatorSpec(mode, loss=loss, evaluation_hooks=[restore_hook],
                                               eval_metric_ops=metric_ops)
 
@@ -276,7 +277,7 @@ def _features_tensor(features):
     return tf.convert_to_tensor(features)
 
 
-def _evaluation(recipe: Recipe, real, labels, logits, batch_loss, num_classes: int):
+def _evaluation(recipe: Recipe, real, labels, predictions: dict, batch_loss, num_classes: int):
     """``(loss, eval_metric_ops)`` of an evaluation batch over its ``real`` examples
     only (the padding of a last batch is left out).
 
@@ -291,20 +292,16 @@ def _evaluation(recipe: Recipe, real, labels, logits, batch_loss, num_classes: i
     """
     from meshpar.training.losses import example_losses
 
-    def kept(t):
-        return tf.boolean_mask(t, real)
-
-    labels, logits = kept(labels), kept(logits)
-    probabilities = tf.nn.softmax(logits)
-    classes = tf.argmax(logits, axis=-1, output_type=tf.int32)
-    metrics = _metrics(labels, classes, probabilities, num_classes)
-    extra = recipe.eval_metrics(labels, {"classes": classes, "logits": logits,
-                                         "probabilities": probabilities})
+    labels = tf.boolean_mask(labels, real)
+    kept = {name: tf.boolean_mask(t, real) for name, t in predictions.items()}
+    metrics = _metrics(labels, kept["classes"], kept["probabilities"], num_classes)
+    extra = recipe.eval_metrics(labels, kept)
     clash = sorted(set(extra) & set(metrics))
     if clash:
         raise ValueError(f"params['metrics'] redefines {', '.join(clash)}")
-    loss = example_losses(recipe.loss, logits, labels, {"class_weights": recipe.class_weights,
-                                                        "focal_gamma": recipe.focal_gamma})
+    loss = example_losses(recipe.loss, kept["logits"], labels,
+                          {"class_weights": recipe.class_weights,
+                           "focal_gamma": recipe.focal_gamma})
     if loss is not None:
         return tf.placeholder_with_default(loss, shape=None), {**metrics, **extra}
     check = tf.debugging.assert_equal(

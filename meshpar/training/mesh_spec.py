@@ -68,7 +68,7 @@ class MeshSpec:
             from meshpar.planning.plan import Plan  # lazy: plan module is optional here
 
             plan = Plan.load(plan)
-        devs = list(plan.devices if devices is None else devices)
+        devs = plan.devices if devices is None else devices  # MeshSpec checks them
         return cls(plan.mesh_shape_string(), plan.layout_string(), devs,
                    dict(plan.split_weights), dict(plan.dim_split_weights), upstream=upstream)
 
@@ -169,10 +169,7 @@ def chosen_mesh(spec: models.ModelSpec, plan, mesh: Optional[MeshSpec], upstream
         raise ValueError(f"{'plan' if mesh is None else 'mesh'}= sets the whole mesh: drop "
                          f"{', '.join(clash)} ({why})")
     if plan is not None:
-        mesh = MeshSpec.from_plan(plan, upstream=upstream)
-        if devices is not None:  # MeshSpec checks their number (from_plan would split a str)
-            mesh = MeshSpec(mesh.mesh_shape, mesh.layout, devices, mesh.split_weights,
-                            mesh.dim_split_weights, upstream)
+        mesh = MeshSpec.from_plan(plan, devices, upstream=upstream)
     elif mesh is None:
         mesh = MeshSpec(explicit["mesh_shape"] or "all:1", explicit["layout"], devices,
                         explicit["split_weights"], explicit["dim_split_weights"], upstream)
