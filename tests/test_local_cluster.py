@@ -125,6 +125,31 @@ def test_cgroup_quota_uses_a_short_period():
         slow.remove()
 
 
+def test_throttle_period_is_chosen_checked_and_described():
+    from meshpar.runtime.local_cluster import quota_period_us
+
+    assert quota_period_us(0.3, 10_000) == (3_000, 10_000)
+    # under 1 ms of quota the period grows: 0.3 of 3.334 ms is the kernel's 1 ms minimum
+    assert quota_period_us(0.3, 1_000) == (1_000, 3_334)
+    assert quota_period_us(0.9, 1_000) == (1_001, 1_112)
+    assert LocalCluster([0.9, 0.3], throttle="signal").period_us == 20_000
+    cycle = LocalCluster([0.9, 0.3], throttle="signal", period_us=4_000)
+    assert "duty cycle, period 4 ms" in cycle.describe()
+    for bad in (999, 1_000_001, "2000", True, float("nan")):
+        with pytest.raises(ValueError, match="period_us must be 1000 to 1000000"):
+            LocalCluster([0.5], throttle="signal", period_us=bad)
+    with pytest.raises(ValueError, match="needs a throttle"):
+        LocalCluster([0.5], throttle="none", period_us=2_000)
+
+
+@pytest.mark.skipif(detect_cgroup() is None, reason="needs a writable cgroup cpu controller")
+def test_cgroup_cluster_describes_each_period():
+    cluster = LocalCluster([0.9, 0.3], throttle="cgroup", period_us=1_000)
+    assert cluster.period_us == 1_000
+    assert "period 1 ms (1.11 ms at 0.9) (3.33 ms at 0.3)" in cluster.describe()
+    assert "period 10 ms" in LocalCluster([0.9, 0.3], throttle="cgroup").describe()
+
+
 def test_memory_budgets_are_validated():
     with pytest.raises(ValueError, match="2 values for 1 workers"):
         LocalCluster([1.0], memory_bytes=[1e8, 1e8])

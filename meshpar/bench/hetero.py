@@ -222,12 +222,14 @@ def profile_cluster(cluster, workload, runner_factory, warmup, steps, fractions,
 def run_benchmark(speeds: Sequence[float] = DEFAULT_SPEEDS, quick: bool = False,
                   workload_name: Optional[str] = None, throttle: str = "auto",
                   steps: Optional[int] = None, seed: int = 0, log=print,
-                  cluster_file: Optional[str] = None, only_ga: bool = False) -> dict:
+                  cluster_file: Optional[str] = None, only_ga: bool = False,
+                  period_us: Optional[int] = None) -> dict:
     """Run the whole benchmark; return the results as a JSON-ready dict.
 
     With ``cluster_file`` (or ``"TF_CONFIG"``) it runs on existing workers
     instead of starting a LocalCluster of ``speeds``. ``only_ga`` measures the
-    planned strategy alone (used by the scaling benchmark).
+    planned strategy alone (used by the scaling benchmark). ``period_us``: the
+    LocalCluster throttle's period (None: its default).
     """
     from meshpar.runtime.cluster_files import ExistingCluster
     from meshpar.runtime.local_cluster import LocalCluster
@@ -240,7 +242,7 @@ def run_benchmark(speeds: Sequence[float] = DEFAULT_SPEEDS, quick: bool = False,
         context = ExistingCluster(cluster_file)
         speeds = context.speeds
     else:
-        context = LocalCluster(speeds, throttle=throttle)
+        context = LocalCluster(speeds, throttle=throttle, period_us=period_us)
     with context as cluster:
         log(f"cluster: {cluster.describe()}")
         log(f"workload: {workload}")

@@ -422,7 +422,7 @@ def run_benchmark(models: Sequence[str] = DEFAULT_MODELS,
                   profile_repeats: int = 3, rounds: int = 1, log=print,
                   memory_bytes: Optional[Sequence[float]] = None, memory_terms=MEASURED,
                   enforce: bool = False, verify: int = 0,
-                  verify_rounds: int = VERIFY_ROUNDS) -> dict:
+                  verify_rounds: int = VERIFY_ROUNDS, period_us: Optional[int] = None) -> dict:
     """Run every model's strategies on one cluster; the JSON-ready result.
 
     ``memory_bytes``: an emulated memory budget per worker (one value for all or
@@ -433,7 +433,8 @@ def run_benchmark(models: Sequence[str] = DEFAULT_MODELS,
     each LocalCluster worker's emulated memory (:class:`EnforcedMemory`); a
     run whose worker outgrows it is reported out of memory. ``verify`` > 0: also
     the row ``verified`` (:func:`verified_plan`, ``verify_rounds`` trial runs of
-    each candidate)."""
+    each candidate). ``period_us``: the LocalCluster throttle's period (None: its
+    default)."""
     from meshpar.models import get
     from meshpar.planning.cluster import per_device
     from meshpar.runtime.cluster_files import ExistingCluster
@@ -458,8 +459,8 @@ def run_benchmark(models: Sequence[str] = DEFAULT_MODELS,
     if enforce:
         check_enforceable(memory_bytes, cluster_file)
     started = time.time()
-    context = ExistingCluster(cluster_file) if cluster_file else LocalCluster(speeds,
-                                                                              throttle=throttle)
+    context = ExistingCluster(cluster_file) if cluster_file else LocalCluster(
+        speeds, throttle=throttle, period_us=period_us)
     with context as cluster, tempfile.TemporaryDirectory(prefix="meshpar-bench-train-") as work:
         tf_cluster = os.path.join(work, "cluster.json")
         with open(tf_cluster, "w", encoding="utf-8") as f:

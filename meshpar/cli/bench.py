@@ -112,6 +112,10 @@ def _cluster_and_output_options(parser, name: str) -> None:
                         help="run on existing workers from a TF cluster JSON ('TF_CONFIG' to read"
                              " the environment) instead of starting a LocalCluster")
     parser.add_argument("--throttle", default="auto", choices=["auto", "cgroup", "signal", "none"])
+    parser.add_argument("--cpu-period-ms", type=float, default=None, metavar="MS",
+                        help="the LocalCluster throttle's period, 1 to 1000 ms (default: 10 "
+                             "for the cgroup quota, 20 for the signal duty cycle); a worker "
+                             "whose quota would be under 1 ms gets a longer one")
     parser.add_argument("--seed", type=non_negative_int, default=0)
     parser.add_argument("--out", default=None, help=f"directory for {name}.json and {name}.png")
     parser.add_argument("--no-plot", action="store_true")
@@ -130,7 +134,8 @@ def run_hetero(args) -> int:
     log = _log(args)
     result = bench_hetero.run_benchmark(speeds, quick=args.quick, workload_name=args.model,
                                         throttle=args.throttle, steps=args.steps,
-                                        seed=args.seed, log=log, cluster_file=args.cluster)
+                                        seed=args.seed, log=log, cluster_file=args.cluster,
+                                        period_us=_period_us(args))
     return _report(args, bench_hetero, result, log)
 
 
@@ -158,6 +163,18 @@ def _models_speeds_budget(args) -> tuple:
         raise ValueError(f"--batch must be >= 1, got {args.batch}")
     budget = None if args.memory_mib is None else parse_memory_mib(args.memory_mib)
     return models, speeds, budget, memory_terms(args.memory_headroom)
+
+
+def _period_us(args):
+    """``--cpu-period-ms`` in microseconds (None: the throttle's default), checked."""
+    if args.cpu_period_ms is None:
+        return None
+    if args.cluster:
+        raise ValueError("--cpu-period-ms sets the throttle of a LocalCluster; "
+                         "--cluster runs on existing workers")
+    if not 1.0 <= args.cpu_period_ms <= 1000.0:
+        raise ValueError(f"--cpu-period-ms must be 1 to 1000, got {args.cpu_period_ms:g}")
+    return int(round(args.cpu_period_ms * 1000))
 
 
 def _log(args):
@@ -188,6 +205,7 @@ def run_train(args) -> int:
                                        memory_bytes=memory, memory_terms=terms,
                                        enforce=args.enforce,
                                        profile_repeats=args.profile_repeats,
-                                       verify=args.verify, verify_rounds=args.verify_rounds)
+                                       verify=args.verify, verify_rounds=args.verify_rounds,
+                                       period_us=_period_us(args))
     return _report(args, bench_train, result, log)
 

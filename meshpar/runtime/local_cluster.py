@@ -48,7 +48,9 @@ from meshpar.core.splits import validate_weights
 CGROUP_V1_CPU = "/sys/fs/cgroup/cpu"
 CGROUP_V2 = "/sys/fs/cgroup"
 DEFAULT_PERIOD_US = 10_000
+DEFAULT_SIGNAL_PERIOD_US = 20_000
 MIN_QUOTA_US = 1_000  # the kernel refuses smaller quotas
+MIN_PERIOD_US, MAX_PERIOD_US = 1_000, 1_000_000  # the kernel's range for a CFS period
 _KEEP = object()  # renew_workers: keep the cluster's memory budgets
 
 
@@ -83,6 +85,26 @@ def detect_cgroup() -> Optional[str]:
     return None
 
 
+def quota_period_us(speed: float, period_us: int) -> tuple:
+    """``(quota, period)`` in microseconds of a cgroup holding ``speed`` of a core with
+    the period ``period_us``, lengthened where the quota would be under 1 ms."""
+    period = max(period_us, int(MIN_QUOTA_US / speed) + 1)
+    return max(MIN_QUOTA_US, int(round(speed * period))), period
+
+
+def _checked_period(period_us, throttle: str) -> Optional[int]:
+    """``period_us`` as an int in the kernel's range, or None (the throttle's default)."""
+    if period_us is None:
+        return None
+    if isinstance(period_us, bool) or not isinstance(period_us, (int, float)) or not (
+            MIN_PERIOD_US <= period_us <= MAX_PERIOD_US):
+        raise ValueError(f"LocalCluster period_us must be {MIN_PERIOD_US} to {MAX_PERIOD_US} "
+                         f"microseconds (1 ms to 1 s), got {period_us!r}")
+    if throttle == "none":
+        raise ValueError("LocalCluster period_us needs a throttle (cgroup or signal), not 'none'")
+    return int(period_us)
+
+
 class _CgroupQuota:
     """One cgroup holding one worker at ``speed`` of a core."""
 
@@ -100,9 +122,7 @@ class _CgroupQuota:
 
     def set_speed(self, speed: float):
         """Limit the group to ``speed`` of a core (1.0: no limit), at once."""
-        # quota >= 1 ms: for slow speeds lengthen the period instead
-        period = max(self.base_period_us, int(MIN_QUOTA_US / speed) + 1)
-        quota = max(MIN_QUOTA_US, int(round(speed * period)))
+        quota, period = quota_period_us(speed, self.base_period_us)
         if self.version == "v1":
             self._write("cpu.cfs_quota_us", "-1")  # lift first: a new period may be < quota
             self._write("cpu.cfs_period_us", str(period))
@@ -165,8 +185,13 @@ class LocalCluster:
     pin : bool or None
         Pin worker i to core i (CPU affinity). None: pin when there are at
         least as many cores as workers.
-    period_us : int
-        cgroup CPU period (default 10 ms).
+    period_us : int, optional
+        Throttle period in microseconds, 1 ms to 1 s (default: 10 ms for the cgroup
+        quota, 20 ms for the signal duty cycle). A worker whose quota would be under
+        the kernel's 1 ms minimum gets a longer period (``speed * period`` = 1 ms).
+        A shorter period throttles more evenly within a step: a worker at 0.3 of a
+        core with a 10 ms period computes 3 ms, then stalls 7 ms, which a step that
+        synchronises its workers every few ms pays as waiting.
     start_timeout : float
         Seconds to wait for every worker's port to accept connections.
     memory_bytes : sequence of float, optional
@@ -176,7 +201,7 @@ class LocalCluster:
     """
 
     def __init__(self, speeds: Sequence[float], throttle: str = "auto", pin: Optional[bool] = None,
-                 period_us: int = DEFAULT_PERIOD_US, start_timeout: float = 180.0,
+                 period_us: Optional[int] = None, start_timeout: float = 180.0,
                  host: str = "127.0.0.1", memory_bytes: Optional[Sequence[float]] = None):
         self.speeds = validate_weights(speeds, "LocalCluster speeds")
         self.memory_bytes = self._checked_memory(memory_bytes)
@@ -187,12 +212,15 @@ class LocalCluster:
         if throttle not in ("auto", "cgroup", "signal", "none"):
             raise ValueError(f"throttle must be auto, cgroup, signal or none, got {throttle!r}")
         self.host = host
-        self.period_us = int(period_us)
+        self.period_us = _checked_period(period_us, throttle)
         self.start_timeout = float(start_timeout)
         cores = os.cpu_count() or 1
         self.pin = (len(self.speeds) <= cores) if pin is None else bool(pin)
         if throttle == "auto":
             throttle = "cgroup" if detect_cgroup() else "signal"
+        if self.period_us is None:
+            self.period_us = (DEFAULT_SIGNAL_PERIOD_US if throttle == "signal"
+                              else DEFAULT_PERIOD_US)
         if throttle == "cgroup" and not detect_cgroup():
             raise ValueError("throttle='cgroup' needs a writable cgroup cpu controller (run as root)")
         self.throttle = throttle
@@ -239,11 +267,18 @@ class LocalCluster:
     def describe(self) -> str:
         """One line: number of workers, CPU shares, pinning and throttle method."""
         pin = "pinned one per core" if self.pin else "not pinned"
-        how = {"cgroup": f"cgroup CPU quota, period {self.period_us // 1000} ms",
-               "signal": "SIGSTOP/SIGCONT duty cycle, period 20 ms",
+        how = {"cgroup": f"cgroup CPU quota, period {self._periods_ms()}",
+               "signal": f"SIGSTOP/SIGCONT duty cycle, period {self.period_us / 1000:g} ms",
                "none": "no throttle"}[self.throttle]
         return (f"{len(self.speeds)} TF gRPC workers on {self.host} at CPU shares"
                 f" {self.speeds}, single-threaded, {pin}, throttled by {how}")
+
+    def _periods_ms(self) -> str:
+        """The cgroup period, with the longer one a slow worker gets (quota >= 1 ms)."""
+        base = self.period_us / 1000
+        longer = {s: quota_period_us(s, self.period_us)[1] / 1000 for s in self.speeds
+                  if quota_period_us(s, self.period_us)[1] != self.period_us}
+        return f"{base:g} ms" + "".join(f" ({p:.2f} ms at {s:g})" for s, p in longer.items())
 
     # -------------------------------------------------------------- lifecycle
     def __enter__(self) -> "LocalCluster":
@@ -370,7 +405,7 @@ class LocalCluster:
             group.add(pid)
             self._throttle_of[i] = group
         else:
-            cycle = _DutyCycle(pid, speed)
+            cycle = _DutyCycle(pid, speed, self.period_us / 1e6)
             cycle.start()
             self._cycles.append(cycle)
             self._throttle_of[i] = cycle
