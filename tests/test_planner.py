@@ -236,6 +236,30 @@ def test_listing_the_devices_in_another_order_gives_the_same_plan_on_them(method
         assert got[1:] == first[1:]
 
 
+@pytest.mark.parametrize("method", ["even", "proportional"])
+def test_the_baselines_do_not_depend_on_the_listing_order_either(method):
+    """3 samples over two rows of a 4-device mesh: the row with the extra sample
+    holds the fastest devices in every order (the even split used to give it to
+    the first-listed row, and then lost to a subset when the slow ones came
+    first)."""
+    description = describe_model("vgg-cifar")
+    speeds = [0.8, 0.5, 0.3, 0.2]
+    seen = []
+    for order in ([0, 1, 2, 3], [3, 2, 1, 0], [2, 0, 3, 1]):
+        listed = [speeds[i] for i in order]
+        p = plan(description, ClusterSpec.from_speeds(listed), 3, method=method, seed=0)
+        speed_of = {f"/job:worker/task:{t}/device:CPU:0": s for t, s in enumerate(listed)}
+        cols = dict(p.mesh_shape).get("model", 1)
+        rows = [sorted((speed_of[d] for d in p.devices[r * cols:(r + 1) * cols]), reverse=True)
+                for r in range(len(p.devices) // cols)]
+        seen.append((p.predicted_step_seconds, p.mesh_shape_string(),
+                     sorted(zip(p.split_sizes["batch"], rows), reverse=True)))
+    for got in seen[1:]:
+        assert got[0] == pytest.approx(seen[0][0], rel=1e-9)
+        assert got[1:] == seen[0][1:]
+    assert 0.8 in seen[0][2][0][1]  # the largest share's row has the fastest device
+
+
 def test_a_measured_profile_listed_in_reverse_gives_the_same_plan():
     """The same with a measured whole-step profile (size scan, slice speeds and the
     calibrated split timings, whose speed weights follow the devices' order)."""
