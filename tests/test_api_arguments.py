@@ -2,6 +2,7 @@
 estimator's training numbers, mesh arguments a plan or MeshSpec would override,
 MeshSpec weights, split_sizes' weights and sizes, and the planner's arguments.
 Valid input (numpy numbers, a plan re-placed on other devices) still works."""
+import dataclasses
 import math
 
 import numpy as np
@@ -84,6 +85,16 @@ def test_a_plan_re_placed_on_another_number_of_devices_is_refused(devices):
         E.build_model_fn(MODEL, plan=_plan(), devices=devices)
     with pytest.raises(TypeError, match="devices must be a sequence of device strings"):
         E.build_model_fn(MODEL, plan=_plan(), devices="ab")
+
+
+def test_a_plan_for_another_model_is_refused(tmp_path):
+    other = dataclasses.replace(_plan(), model="resattnet3d-tiny")
+    with pytest.raises(ValueError, match="plan was made for model 'resattnet3d-tiny', "
+                                         f"not '{MODEL}'"):
+        E.build_model_fn(MODEL, plan=other, devices=["", ""])
+    other.save(str(tmp_path / "plan.json"))
+    with pytest.raises(ValueError, match="plan was made for model 'resattnet3d-tiny'"):
+        E.make_estimator(MODEL, model_dir=str(tmp_path / "run"), plan=str(tmp_path / "plan.json"))
 
 
 def test_a_plan_re_placed_on_as_many_devices_keeps_its_mesh():

@@ -169,6 +169,11 @@ def chosen_mesh(spec: models.ModelSpec, plan, mesh: Optional[MeshSpec], upstream
         raise ValueError(f"{'plan' if mesh is None else 'mesh'}= sets the whole mesh: drop "
                          f"{', '.join(clash)} ({why})")
     if plan is not None:
+        if isinstance(plan, (str, os.PathLike)):
+            from meshpar.planning.plan import Plan
+
+            plan = Plan.load(plan)
+        plan.check_compatible((spec.name, spec.config.name))  # as `meshpar train --plan` does
         mesh = MeshSpec.from_plan(plan, devices, upstream=upstream)
     elif mesh is None:
         mesh = MeshSpec(explicit["mesh_shape"] or "all:1", explicit["layout"], devices,
