@@ -345,6 +345,14 @@ CASES = [
          SYNTH + ["--model", "resattnet3d-tiny", "--cluster", "{d}/tf-dead.json", "--speeds", "1,1",
                   "--rebalance", "--rebalance-profile", "{d}/plan.json"],
          "--rebalance-profile {d}/plan.json is not a device profile"),
+    Case("train-plan-for-other-workers", "cli",  # refused before the dead worker is reached
+         SYNTH + ["--model", "vgg-cifar-small", "--plan", "{d}/plan-other-workers.json",
+                  "--cluster", "{d}/tf-dead.json"],
+         "was made for workers at {live}, 127.0.0.1:1; this cluster lists {live}, {dead}"),
+    Case("train-speeds-vs-cluster", "cli",
+         SYNTH + ["--model", "resattnet3d-tiny", "--cluster", "{d}/tf-dead.json",
+                  "--speeds", "1,1,1"],
+         "--speeds gives 3 devices' speeds but the cluster ({d}/tf-dead.json) has 2"),
     Case("train-cluster-address-twice", "cli",
          SYNTH + ["--model", "resattnet3d-tiny", "--cluster", "{d}/address-twice.json",
                   "--speeds", "1,1"],
@@ -520,6 +528,9 @@ def files(tmp_path_factory, addresses):
     # the reachable worker first: every address is probed, not only the first
     (d / "live-worker.json").write_text(json.dumps({"worker": [addresses["live"]]}))
     (d / "tf-dead.json").write_text(json.dumps({"worker": [addresses["live"], addresses["dead"]]}))
+    elsewhere = dict(planned, extra=dict(planned.get("extra") or {},
+                                         worker_addresses=[addresses["live"], "127.0.0.1:1"]))
+    (d / "plan-other-workers.json").write_text(json.dumps(elsewhere))
     (d / "foreign-model").mkdir()  # what a plain TF estimator leaves
     for name in ("checkpoint", "graph.pbtxt"):
         (d / "foreign-model" / name).write_text("kept\n")

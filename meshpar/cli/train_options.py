@@ -179,13 +179,16 @@ def cluster_client(args):
     from meshpar.runtime.client import ClusterClient
     from meshpar.runtime.cluster_files import worker_addresses
 
+    # reached in mesh_arguments, once a plan's placement has been checked: a plan
+    # for other workers is refused as such, not as an unreachable address
     return ClusterClient(worker_addresses(args.cluster), args.device_type or "CPU",
-                         timeout_s=args.worker_timeout)
+                         check=False, timeout_s=args.worker_timeout)
 
 
 def mesh_arguments(args, spec, client=None) -> dict:
     """Keyword arguments of :func:`meshpar.training.estimator.build_model_fn` for the mesh
-    the flags describe (plan, speeds or one device; devices; --mesh-impl)."""
+    the flags describe (plan, speeds or one device; devices; --mesh-impl). With a
+    ``client``, its workers are reached once the plan's placement is checked."""
     devices = None
     if args.devices:
         devices = [d.strip() for d in args.devices.split(",")]
@@ -205,14 +208,22 @@ def mesh_arguments(args, spec, client=None) -> dict:
                 plan.devices, keep_device_type=args.device_type is None,
                 plan_addresses=plan.extra.get("worker_addresses"),
                 log=lambda line: print(f"meshpar: note: {args.plan}: {line}", file=sys.stderr))
+            client.check_reachable()
             client.check_devices(devices)
         elif devices is None:
             devices = [""] * len(plan.devices)  # emulated: the plan may name other machines
         return dict(plan=plan, devices=devices, upstream=upstream)
+    speeds = None if args.speeds is None else parse_speeds(args.speeds)  # empty: an error
+    if speeds is not None and devices is not None and len(devices) != len(speeds):
+        where = "--devices names" if args.devices else f"the cluster ({args.cluster}) has"
+        raise ValueError(f"--speeds gives {len(speeds)} devices' speeds but {where} "
+                         f"{len(devices)}: one speed per device")
+    if client is not None:
+        client.check_reachable()
     if client is not None and args.device_type and not args.devices:
         client.check_devices(client.devices)
-    if args.speeds is not None:  # an empty --speeds is an error, not "one device"
-        mesh_shape, weights = mesh_from_speeds(parse_speeds(args.speeds), args.mesh)
+    if speeds is not None:
+        mesh_shape, weights = mesh_from_speeds(speeds, args.mesh)
         return dict(mesh_shape=mesh_shape, split_weights=weights, devices=devices,
                     upstream=upstream)
     return dict(mesh_shape="all:1", devices=devices, upstream=upstream)

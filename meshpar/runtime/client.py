@@ -133,15 +133,19 @@ class ClusterClient:
         if not self.addresses:
             raise ValueError("the cluster has no workers")
         if check:
-            down = probe(self.addresses)
-            if down:
-                raise ClusterFailure(f"cannot reach {describe_down(down)}")
+            self.check_reachable()
         self.server = tf.distribute.Server.create_local_server()
         own = self.server.target.replace("grpc://", "")
         self.cluster_spec = tf.train.ClusterSpec({CLIENT_JOB: [own], "worker": self.addresses})
         self.devices = [f"/job:worker/task:{i}/device:{device_type}:0"
                         for i in range(len(self.addresses))]
         self.client_device = f"/job:{CLIENT_JOB}/task:0/device:CPU:0"
+
+    def check_reachable(self) -> None:
+        """ClusterFailure naming every worker that does not accept a connection now."""
+        down = probe(self.addresses)
+        if down:
+            raise ClusterFailure(f"cannot reach {describe_down(down)}")
 
     @property
     def target(self) -> str:
