@@ -120,6 +120,30 @@ def test_predict_needs_a_run_file_and_keeps_an_existing_csv(trained, tmp_path, c
     assert saved.read_text() == "keep me\n"
 
 
+def test_predict_refuses_another_test_split_of_the_training_data(trained, tmp_path, capsys):
+    """Trained with --folds 4 --fold 1: --folds 3 --fold 0 of the same data would hold
+    subjects the model trained on; refused in one line. On another dataset (a copy),
+    and with no split flags (every subject), it predicts."""
+    import shutil
+
+    data, model_dir, _, _ = trained
+    out = str(tmp_path / "p.csv")
+    base = ["predict", "--model-dir", str(model_dir), "--out", out, "--force"]
+    for flags in (["--folds", "3", "--fold", "0"], ["--folds", "4", "--fold", "0"],
+                  ["--test-fraction", "0.25"], ["--folds", "4", "--fold", "1", "--fold-seed", "2"]):
+        assert main(base + ["--data", str(data)] + flags) == 2, flags
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "is not the test split" in err[0], err
+        assert "(--folds 4 --fold 1 --fold-seed 0, " in err[0]
+    assert not (tmp_path / "p.csv").exists()
+    assert main(base + ["--data", str(data), "--folds", "4"]) == 2  # the request's own error
+    assert "--folds and --fold go together" in capsys.readouterr().err
+    copy = tmp_path / "copy"
+    shutil.copytree(data, copy)
+    assert main(base + ["--data", str(copy), "--folds", "3", "--fold", "0"]) == 0
+    assert main(base + ["--data", str(data)]) == 0
+
+
 def test_predict_refuses_a_checkpoint_of_another_model_in_one_line(trained, tmp_path, capsys):
     """--checkpoint PATH from another run's directory whose run file names another
     model: one line, not the TF traceback of variables that do not load; a

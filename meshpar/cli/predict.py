@@ -80,6 +80,7 @@ def run(args) -> int:
     batch = args.batch or int(info.get("batch", 1))
     if batch < 1:
         raise ValueError("--batch must be >= 1")
+    _refuse_another_split(args, info)
     checkpoint = _checkpoint(args.model_dir, args.checkpoint, info)
     client = cluster_client(args)
     mesh_kwargs = mesh_arguments(args, spec, client)
@@ -90,6 +91,35 @@ def run(args) -> int:
     print(f"{len(subjects)} subjects -> {args.out} (checkpoint {os.path.basename(checkpoint)}, "
           f"mesh {mesh_kwargs.get('mesh_shape') or 'of the plan'})")
     return 0
+
+
+def _split_flags(split: dict) -> str:
+    """A split request as the flags that ask for it."""
+    names = {"folds": "--folds", "fold": "--fold", "fold_seed": "--fold-seed",
+             "test_fraction": "--test-fraction"}
+    shown = " ".join(f"{flag} {split[key]:g}" if isinstance(split.get(key), float)
+                     else f"{flag} {split[key]}"
+                     for key, flag in names.items() if split.get(key) is not None)
+    return shown if split.get("folds") or split.get("test_fraction") else "no test split"
+
+
+def _refuse_another_split(args, info: dict) -> None:
+    """ValueError when the split flags ask for a test set of the training's own dataset
+    other than the one the run held out: it would hold subjects the model trained on."""
+    from meshpar.training.inputs import check_split_request
+
+    split = split_request(args)
+    check_split_request(**split)  # a bad request is named as such first
+    asked = any(split[k] is not None for k in ("folds", "fold", "test_fraction"))
+    recorded = info.get("split")
+    if not asked or recorded is None or info.get("data") != os.path.abspath(args.data):
+        return
+    if {k: recorded.get(k) for k in split} != split:
+        raise ValueError(
+            f"{_split_flags(split)} is not the test split {args.model_dir} was trained with "
+            f"({_split_flags(recorded)}, {os.path.basename(args.model_dir) or args.model_dir}"
+            f"/meshpar_run.json): on {args.data} it would hold subjects the model trained on; "
+            "give the training's split flags, or none to predict every subject")
 
 
 def _checkpoint(model_dir: str, which: str, info: dict) -> str:

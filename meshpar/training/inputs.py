@@ -25,7 +25,7 @@ import numpy as np
 #: mesh's static batch: the model's evaluation scores only labels >= 0.
 PAD_LABEL = -1
 
-__all__ = ["PAD_LABEL", "test_split", "split_three_ways", "checkpoint_step", "train_input_fn",
+__all__ = ["PAD_LABEL", "test_split", "check_split_request", "split_three_ways", "checkpoint_step", "train_input_fn",
            "eval_input_fn", "pad_last_batch", "predict_input_fn", "predict_probabilities",
            "synthetic_image_fns"]
 
@@ -40,6 +40,18 @@ def test_split(subjects: Sequence, folds: Optional[int] = None, fold: Optional[i
     """
     from meshpar.data import fold_split, split_subjects
 
+    check_split_request(folds, fold, test_fraction)
+    if folds is not None:
+        return fold_split(list(subjects), folds, fold, seed=fold_seed)
+    if test_fraction is not None:
+        return split_subjects(list(subjects), test_fraction, seed=fold_seed)
+    return list(subjects), []
+
+
+def check_split_request(folds: Optional[int] = None, fold: Optional[int] = None,
+                        test_fraction: Optional[float] = None, **_) -> None:
+    """ValueError for an incomplete or contradictory test-split request (see
+    :func:`test_split`)."""
     if (folds is None) != (fold is None):
         raise ValueError("--folds and --fold go together (fold I of K is the test set)")
     if folds is not None and test_fraction is not None:
@@ -49,12 +61,8 @@ def test_split(subjects: Sequence, folds: Optional[int] = None, fold: Optional[i
             raise ValueError(f"--folds must be >= 2, got {folds}")
         if not 0 <= fold < folds:
             raise ValueError(f"--fold must be in [0, {folds}), got {fold}")
-        return fold_split(list(subjects), folds, fold, seed=fold_seed)
-    if test_fraction is not None:
-        if not 0.0 < test_fraction < 1.0:
-            raise ValueError(f"--test-fraction must be in (0, 1), got {test_fraction}")
-        return split_subjects(list(subjects), test_fraction, seed=fold_seed)
-    return list(subjects), []
+    if test_fraction is not None and not 0.0 < test_fraction < 1.0:
+        raise ValueError(f"--test-fraction must be in (0, 1), got {test_fraction}")
 
 
 def split_three_ways(subjects: Sequence, val_fraction: float, seed: int, **test):
