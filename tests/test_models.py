@@ -242,3 +242,14 @@ def test_split_pairs_gradients_on_an_uneven_hybrid_mesh_equal_one_device():
     assert len(one) == len(hybrid) == 12  # 4 convs and 2 dense layers, kernel and bias
     for want, got in zip(one, hybrid):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+
+
+def test_every_model_name_is_in_the_help_and_an_alias_names_the_same_model():
+    from meshpar import models
+
+    shown = models.names_for_help()
+    for name in models.names():
+        assert name in shown
+    for alias, name in models.ALIASES.items():
+        assert f"{alias} = {name}" in shown and shown.count(f"{alias},") == 0
+        assert models.get(alias).config == models.get(name).config

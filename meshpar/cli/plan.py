@@ -16,7 +16,7 @@ import sys
 from meshpar.cli.parsing import (MEMORY_HEADROOM_HELP, memory_terms, non_negative_int,
                                  parse_memory_mib, parse_speeds, refuse_missing_directories,
                                  refuse_overwriting_inputs)
-from meshpar.models import names as model_names
+from meshpar.models import names_for_help
 
 METHODS = ("ga", "exact", "proportional", "even")
 
@@ -40,7 +40,7 @@ def register(subparsers) -> None:
     # The old name of --profile; "cluster file" now always means TF's cluster file.
     parser.add_argument("--cluster", dest="profile_alias", help=argparse.SUPPRESS)
     parser.add_argument("--model", default=None,
-                        help="built-in model: " + ", ".join(model_names())
+                        help="built-in model: " + names_for_help()
                              + " (default: the model a --profile of whole training steps "
                                "was measured on, else resattnet3d-small)")
     parser.add_argument("--batch", type=int, default=8, help="global batch size (default: 8)")

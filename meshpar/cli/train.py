@@ -37,7 +37,7 @@ from meshpar.cli.train_options import (  # noqa: F401  (mesh_from_speeds: re-exp
     read_replans, rebalance_options, recipe_params, split_request)
 from meshpar.cli.train_report import (evaluate, print_table, report_best, report_rebalancing,
                                       report_trace, run_summary)
-from meshpar.models import names as model_names
+from meshpar.models import names_for_help
 
 OPTIMIZER_DEFAULT_LR = {"adam": 1e-3, "momentum": 0.01, "sgd": 0.05}
 #: ``--checkpoint-every`` when --keep-best is on and no cadence is given
@@ -66,7 +66,7 @@ def register(subparsers) -> None:
     source.add_argument("--synthetic", action="store_true",
                         help="train on synthetic phantoms written to a temporary directory")
     parser.add_argument("--model", default=None,
-                        help="built-in model: " + ", ".join(model_names())
+                        help="built-in model: " + names_for_help()
                              + f" (default: a --plan's model, else {DEFAULT_MODEL})")
     add_mesh_options(parser)
     parser.add_argument("--skip-bad", action="store_true",

@@ -29,7 +29,7 @@ from meshpar.models.resattnet3d import ResAttNet3DConfig
 from meshpar.models.vgg_cifar import VggCifarConfig
 
 __all__ = ["resattnet3d", "vgg_cifar", "ResAttNet3DConfig", "VggCifarConfig", "ModelSpec",
-           "get", "names", "input_shape", "describe_model"]
+           "get", "names", "names_for_help", "input_shape", "describe_model"]
 
 
 class ModelSpec(NamedTuple):
@@ -64,7 +64,7 @@ class ModelSpec(NamedTuple):
 _REGISTRY = {
     "resattnet3d-small": (resattnet3d, ResAttNet3DConfig.small, {}),
     "resattnet3d-full": (resattnet3d, ResAttNet3DConfig.full, {}),
-    "resattnet3d": (resattnet3d, ResAttNet3DConfig.full, {}),  # alias of resattnet3d-full
+    "resattnet3d": (resattnet3d, ResAttNet3DConfig.full, {}),  # ALIASES
     # resattnet3d-small's layers on a 48^3 grid (4.2 mm voxels over the phantoms' 200 mm
     # field of view instead of 6.25 mm): the accuracy protocol's default, since sMCI vs
     # pMCI differ in hippocampi a few voxels wide at 32^3 (docs/accuracy.md)
@@ -92,9 +92,19 @@ _REGISTRY = {
 }
 
 
+#: other names of a registered model: the same model and config, one name in results
+ALIASES = {"resattnet3d": "resattnet3d-full"}
+
+
 def names() -> list:
-    """Registered model names."""
+    """Registered model names (aliases included)."""
     return sorted(_REGISTRY)
+
+
+def names_for_help() -> str:
+    """The names for a ``--model`` help text, each alias next to what it names."""
+    return ", ".join(n for n in names() if n not in ALIASES) + "".join(
+        f" ({alias} = {name})" for alias, name in ALIASES.items())
 
 
 def get(name: str, **overrides) -> ModelSpec:
