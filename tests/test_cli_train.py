@@ -170,3 +170,24 @@ def test_a_trace_goes_into_the_model_directory_the_run_creates(tmp_path, capsys)
                  "--batch", "2", "--n-synthetic", "12", "--no-progress",
                  "--model-dir", str(model_dir)]) == 0
     assert "is at step 2, not below --steps 1: nothing to train" in capsys.readouterr().err
+
+
+def test_a_refused_resume_leaves_the_saved_run_file_as_it_was(capsys, tmp_path):
+    """Recipe flags that building the step would refuse (a clip norm of 0, a focal
+    exponent that is not finite, a warm-up longer than a cosine schedule) are refused
+    before the run file is written: the model directory still describes its run."""
+    model_dir = tmp_path / "m"
+    base = ["train", "--synthetic", "--model", "vgg-cifar-small", "--n-synthetic", "16",
+            "--batch", "4", "--no-progress", "--model-dir", str(model_dir)]
+    assert main(base + ["--steps", "2"]) == 0
+    saved = (model_dir / "meshpar_run.json").read_text()
+    for flags, message in [(["--clip-norm", "0"], "clip_norm must be finite and > 0"),
+                           (["--loss", "focal", "--focal-gamma", "nan"],
+                            "focal_gamma must be finite and >= 0, got nan"),
+                           (["--lr-schedule", "cosine", "--lr-warmup-steps", "9"],
+                            "must exceed the warm-up steps")]:
+        capsys.readouterr()
+        assert main(base + ["--steps", "4"] + flags) == 2, flags
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and message in err[0], err
+        assert (model_dir / "meshpar_run.json").read_text() == saved

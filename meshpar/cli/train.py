@@ -276,6 +276,10 @@ def run(args) -> int:
             if args.checkpoint_every_auto:
                 args.checkpoint_every = None
         params = recipe_params(args, data.get("class_counts"))
+        # refused before the run file is written: a bad flag must not change a saved run
+        from meshpar.training.recipe import Recipe
+
+        Recipe.from_params(params).check_learning_rate(lr)
         if client is not None:
             for key in ("train_fn", "eval_fn"):
                 data[key] = _on_device(data[key], client.client_device)

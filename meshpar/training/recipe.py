@@ -97,6 +97,19 @@ class Recipe:
         if self.clip_norm is not None and not (math.isfinite(self.clip_norm)
                                                and self.clip_norm > 0):
             raise ValueError(f"clip_norm must be finite and > 0, got {self.clip_norm}")
+        if not (math.isfinite(self.focal_gamma) and self.focal_gamma >= 0):
+            raise ValueError(f"focal_gamma must be finite and >= 0, got {self.focal_gamma}")
+
+    def check_learning_rate(self, lr: float) -> None:
+        """ValueError for a schedule that ``lr`` and this recipe's settings make
+        impossible (what building the step would find): for a caller that must
+        refuse them before it writes anything."""
+        if callable(self.lr_schedule):
+            return
+        from meshpar.training.schedules import check_schedule
+
+        check_schedule(self.lr_schedule, float(lr), self.warmup_steps, self.total_steps,
+                       self.decay_steps, self.decay_rate, self.min_lr)
 
     @property
     def scheduled(self) -> bool:
