@@ -72,3 +72,20 @@ def test_overwrite_keeps_the_permissions_of_the_replaced_file(tmp_path):
 def test_missing_directory_is_an_os_error(tmp_path):
     with pytest.raises(OSError):
         save_json_atomic(tmp_path / "no" / "plan.json", {})
+
+
+def test_strict_json_writes_null_for_what_json_cannot_hold():
+    import json
+    import math
+
+    import numpy as np
+
+    from meshpar.planning.jsonio import dumps_strict, strict_json
+
+    data = {"auc": math.nan, "p": [1.5, -math.inf, np.float32("nan"), np.float64(2.0)],
+            "n": np.int64(3), "ok": True, "nested": ({"x": math.inf},), "name": "NaN"}
+    assert strict_json(data) == {"auc": None, "p": [1.5, None, None, 2.0], "n": 3, "ok": True,
+                                 "nested": [{"x": None}], "name": "NaN"}
+    text = dumps_strict(data)
+    assert "NaN" not in text.replace('"NaN"', "") and "Infinity" not in text
+    json.loads(text, parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))

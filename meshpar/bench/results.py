@@ -1,8 +1,9 @@
 """Writing a benchmark's result: ``NAME.json`` and, with a plot function, ``NAME.png``."""
 from __future__ import annotations
 
-import json
 import os
+
+from meshpar.planning.jsonio import dumps_strict
 
 
 def save_result(result: dict, out_dir: str, name: str, plot=None) -> list:
@@ -11,7 +12,7 @@ def save_result(result: dict, out_dir: str, name: str, plot=None) -> list:
     os.makedirs(out_dir, exist_ok=True)
     paths = [os.path.join(out_dir, f"{name}.json")]
     with open(paths[0], "w", encoding="utf-8") as f:
-        json.dump(result, f, indent=2)
+        f.write(dumps_strict(result, indent=2))
     if plot is not None:
         paths.append(plot(result, os.path.join(out_dir, f"{name}.png")))
     return paths

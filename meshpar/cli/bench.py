@@ -6,11 +6,11 @@ uneven devices (throttled TF gRPC workers): see :mod:`meshpar.bench.hetero`.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from meshpar.cli.parsing import (MEMORY_HEADROOM_HELP, memory_terms, non_negative_int,
                                  parse_memory_mib, parse_speeds, positive_int)
+from meshpar.planning.jsonio import dumps_strict
 
 EPILOG = """examples:
   meshpar bench hetero --quick                   a short run: two workers at 0.9 and 0.3 of a core
@@ -188,7 +188,7 @@ def _report(args, bench, result: dict, log) -> int:
     if args.out:
         for path in bench.save(result, args.out, plot=not args.no_plot):
             log(f"wrote {path}")
-    print(json.dumps(result, indent=2) if args.json else bench.format_table(result))
+    print(dumps_strict(result, indent=2) if args.json else bench.format_table(result))
     return 0
 
 

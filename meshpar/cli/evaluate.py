@@ -16,7 +16,6 @@ Example::
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import shlex
 import sys
@@ -24,6 +23,7 @@ import time
 from pathlib import Path
 
 from meshpar.cli.parsing import label_names, non_negative_int
+from meshpar.planning.jsonio import dumps_strict
 
 EPILOG = """examples:
   meshpar evaluate --out acc                      both tasks, 5 seeds, fold 0 of 5 each
@@ -233,10 +233,11 @@ def run(args) -> int:
                            "threads": args.threads, "seconds": time.perf_counter() - started},
               "tasks": summary}
     out.mkdir(parents=True, exist_ok=True)
-    (out / "accuracy.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    (out / "accuracy.json").write_text(dumps_strict(result, indent=1) + "\n",
+                                       encoding="utf-8")
     report.plot_summary(summary, out / "accuracy.png")
     print(report.format_table(summary))
     print(f"wrote {out / 'accuracy.json'} and {out / 'accuracy.png'}")
     if args.json:
-        print(json.dumps(result))
+        print(dumps_strict(result))
     return 0

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import sys
 import tempfile
@@ -38,6 +37,7 @@ from meshpar.cli.train_options import (  # noqa: F401  (mesh_from_speeds: re-exp
 from meshpar.cli.train_report import (evaluate, print_table, report_best, report_rebalancing,
                                       report_trace, run_summary)
 from meshpar.models import names_for_help
+from meshpar.planning.jsonio import dumps_strict
 
 OPTIMIZER_DEFAULT_LR = {"adam": 1e-3, "momentum": 0.01, "sgd": 0.05}
 #: ``--checkpoint-every`` when --keep-best is on and no cadence is given
@@ -492,7 +492,7 @@ def _train(args, spec, lr, params, mesh_kwargs, model_dir, data, client=None,
         summary.update(report_trace(hooks[-1]))
     if args.json:
         summary["skipped_subjects"] = len(bad)
-        print(json.dumps(summary), flush=True)
+        print(dumps_strict(summary), flush=True)
     if rebalanced is not None and rebalanced["abandoned_threads"]:
         _exit_now(scratch, code=0)(None)  # a thread is still blocked on a lost worker
     return 0

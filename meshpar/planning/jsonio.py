@@ -8,6 +8,7 @@ function               what
 =====================  ==========================================================
 ``load_json``          parse a file; errors name the file and what is wrong
 ``save_json_atomic``   write to a temporary file beside the target, then rename
+``strict_json``        NaN and infinities as null: JSON every parser reads
 =====================  ==========================================================
 
 A write that fails part-way (full disk, a non-serialisable value, an
@@ -18,10 +19,37 @@ within one directory.
 from __future__ import annotations
 
 import json
+import math
+import numbers
 import os
 import tempfile
 
-__all__ = ["load_json", "save_json_atomic"]
+__all__ = ["load_json", "save_json_atomic", "strict_json", "dumps_strict"]
+
+
+def strict_json(data):
+    """``data`` with every float that is NaN or infinite (numpy's too) as None and
+    numpy numbers as Python ones, in dicts, lists and tuples at any depth:
+    Python's ``json`` writes those floats as ``NaN``/``Infinity``, which is not
+    JSON and which other parsers refuse."""
+    if isinstance(data, dict):
+        return {k: strict_json(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [strict_json(v) for v in data]
+    if isinstance(data, bool):
+        return data
+    if isinstance(data, numbers.Integral):  # numpy integers too
+        return int(data)
+    if isinstance(data, numbers.Real):
+        value = float(data)
+        return value if math.isfinite(value) else None
+    return data
+
+
+def dumps_strict(data, **kwargs) -> str:
+    """``json.dumps`` of :func:`strict_json` ``(data)``; ValueError if anything
+    non-finite were left."""
+    return json.dumps(strict_json(data), allow_nan=False, **kwargs)
 
 
 def load_json(path, what: str = "JSON file"):
