@@ -9,7 +9,8 @@ import argparse
 import sys
 
 from meshpar.cli.parsing import (MEMORY_HEADROOM_HELP, memory_terms, non_negative_int,
-                                 parse_memory_mib, parse_speeds, positive_int)
+                                 parse_memory_mib, parse_speeds, positive_int,
+                                 refuse_file_as_directory)
 from meshpar.planning.jsonio import dumps_strict
 
 EPILOG = """examples:
@@ -128,6 +129,7 @@ def run_hetero(args) -> int:
     """
     from meshpar.bench import hetero as bench_hetero
 
+    refuse_file_as_directory(args.out)
     speeds = parse_speeds(args.speeds)
     if args.steps is not None and args.steps < 1:
         raise ValueError("--steps must be >= 1")
@@ -155,6 +157,7 @@ def _models_speeds_budget(args) -> tuple:
     """``--models``, ``--speeds``, ``--memory-mib`` (bytes, or None) and
     ``--memory-headroom`` (the planner's memory terms) read and checked, ``--batch``
     checked: what ``bench train`` and ``bench memory`` share."""
+    refuse_file_as_directory(args.out)
     speeds = parse_speeds(args.speeds)
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     if not models:

@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from meshpar.cli.parsing import label_names, non_negative_int
+from meshpar.cli.parsing import label_names, non_negative_int, refuse_file_as_directory
 from meshpar.planning.jsonio import dumps_strict
 
 EPILOG = """examples:
@@ -150,6 +150,9 @@ def _check_train_args(train_args) -> None:
 def _check(args) -> None:
     if args.jobs < 1 or args.threads < 1:
         raise ValueError("--jobs and --threads must be >= 1")
+    if args.folds < 2:  # before any phantom is written
+        raise ValueError(f"--folds must be >= 2, got {args.folds}")
+    refuse_file_as_directory(args.out)
     if args.n < 2 * args.folds:
         raise ValueError(f"--n {args.n} is too small for {args.folds} folds of both classes")
     if any(seed < 0 for seed in args.seeds):

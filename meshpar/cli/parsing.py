@@ -192,12 +192,23 @@ def _inside(path: str, directory: str) -> bool:
 
 
 def refuse_missing_directories(*paths) -> None:
-    """FileNotFoundError for an output path whose directory does not exist: said
-    before the work (a profile, a plan, a training run), not after it."""
+    """FileNotFoundError for an output file whose directory does not exist, and
+    IsADirectoryError for one that is a directory: said before the work (a
+    profile, a plan, a training run), not after it."""
     for path in paths:
         directory = os.path.dirname(os.path.abspath(path)) if path else None
         if directory and not os.path.isdir(directory):
             raise FileNotFoundError(f"{path}: its directory {directory} does not exist")
+        if path and os.path.isdir(path):
+            raise IsADirectoryError(f"{path} is a directory; give a file name")
+
+
+def refuse_file_as_directory(path, flag: str = "--out") -> None:
+    """NotADirectoryError for an output directory that is an existing file: said
+    before a benchmark runs, not when it writes its results."""
+    if path and os.path.exists(path) and not os.path.isdir(path):
+        raise NotADirectoryError(f"{flag} {path} is a file; it names a directory for the "
+                                 "results")
 
 
 def _flag(attribute: str) -> str:

@@ -28,7 +28,8 @@ import sys
 import tempfile
 import time
 
-from meshpar.cli.parsing import (label_names, non_negative_int, refuse_missing_directories,
+from meshpar.cli.parsing import (label_names, non_negative_int, positive_int,
+                                 refuse_missing_directories,
                                  refuse_overwriting_inputs, refuse_writing_over_run)
 from meshpar.cli.train_options import (  # noqa: F401  (mesh_from_speeds: re-exported)
     add_mesh_options, add_rebalance_options, add_recipe_options, add_split_options,
@@ -104,7 +105,7 @@ def register(subparsers) -> None:
                              "(rotation, scale, shift; interpolated); flip,affine (the flag "
                              "alone) or none (default: flip; docs/accuracy.md measured affine "
                              "hurting). NIfTI data only")
-    parser.add_argument("--n-synthetic", type=int, default=400,
+    parser.add_argument("--n-synthetic", type=positive_int, default=400,
                         help="subjects written by --synthetic (default: %(default)s)")
     parser.add_argument("--val-fraction", type=float, default=0.25,
                         help="share of the non-test subjects held out for validation "

@@ -27,6 +27,10 @@ def load_cluster(path: Optional[str] = None) -> tuple:
                 data = json.load(f)
         except json.JSONDecodeError as err:
             raise ValueError(f"{path}: not valid JSON ({err})") from None
+        except FileNotFoundError:
+            raise FileNotFoundError(f"cluster file {path} not found") from None
+        except IsADirectoryError:
+            raise IsADirectoryError(f"cluster file {path} is a directory") from None
         source = path
     else:
         if not os.environ.get("TF_CONFIG"):
