@@ -191,3 +191,15 @@ def test_a_refused_resume_leaves_the_saved_run_file_as_it_was(capsys, tmp_path):
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and message in err[0], err
         assert (model_dir / "meshpar_run.json").read_text() == saved
+
+
+def test_resuming_with_more_steps_says_the_schedule_is_laid_out_again(capsys, tmp_path):
+    base = ["train", "--synthetic", "--model", "vgg-cifar-small", "--n-synthetic", "16",
+            "--batch", "4", "--no-progress", "--model-dir", str(tmp_path / "m")]
+    assert main(base + ["--steps", "2"]) == 0
+    assert "schedule now runs" not in capsys.readouterr().err
+    assert main(base + ["--steps", "4"]) == 0
+    err = capsys.readouterr().err
+    assert "schedule now runs over 4 steps" in err and "planned 2" in err
+    assert main(base + ["--steps", "4"]) == 0  # the same steps: nothing to say
+    assert "schedule now runs" not in capsys.readouterr().err

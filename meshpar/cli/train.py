@@ -281,11 +281,31 @@ def run(args) -> int:
         from meshpar.training.recipe import Recipe
 
         Recipe.from_params(params).check_learning_rate(lr)
+        _note_schedule_change(model_dir, params)
         if client is not None:
             for key in ("train_fn", "eval_fn"):
                 data[key] = _on_device(data[key], client.client_device)
         _save_run(args, spec, model_dir, data, params)
         return _train(args, spec, lr, params, mesh_kwargs, model_dir, data, client, scratch)
+
+
+def _note_schedule_change(model_dir: str, params: dict) -> None:
+    """A note when a resumed run's learning-rate schedule spans other steps than the
+    run it resumes (``--steps`` changed): the rate at the checkpoint's step moves."""
+    from meshpar.training.run import RUN_FILE, load_run_info
+
+    if not os.path.isfile(os.path.join(model_dir, RUN_FILE)):
+        return
+    old = (load_run_info(model_dir).get("recipe") or {})
+    keys = ("lr_schedule", "warmup_steps", "total_steps")
+    if params.get("lr_schedule") == "constant" and not params.get("warmup_steps"):
+        return
+    if all(k in old for k in keys) and any(old[k] != params.get(k) for k in keys):
+        print(f"meshpar: note: the learning-rate schedule now runs over {params['total_steps']}"
+              f" steps with {params['warmup_steps']} of warm-up ({params['lr_schedule']}); "
+              f"the run it resumes planned {old['total_steps']} with {old['warmup_steps']} "
+              f"({old['lr_schedule']}), so the rate moves from the checkpoint's step on",
+              file=sys.stderr)
 
 
 def _on_device(input_fn, device):
