@@ -137,3 +137,13 @@ def test_plan_plot_writes_a_png(tmp_path):
     assert main(["plan", "--speeds", "1.0,0.5,0.3,0.2", "--model", "resattnet3d-small",
                  "--batch", "8", "--method", "proportional", "--plot", str(out)]) == 0
     assert out.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_plan_out_over_an_earlier_plan_says_it_replaced_it(tmp_path, capsys):
+    out = tmp_path / "plan.json"
+    argv = ["plan", "--speeds", "0.9,0.3", "--model", "vgg-cifar-small", "--batch", "4",
+            "--method", "proportional", "--out", str(out)]
+    assert main(argv) == 0
+    assert "replaced" not in capsys.readouterr().err
+    assert main(argv) == 0
+    assert f"meshpar: note: replaced the earlier {out}" in capsys.readouterr().err

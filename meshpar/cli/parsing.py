@@ -213,3 +213,11 @@ def refuse_file_as_directory(path, flag: str = "--out") -> None:
 
 def _flag(attribute: str) -> str:
     return "--" + attribute.replace("_", "-")
+
+
+def replaced_note(path) -> str:
+    """The note printed after writing ``path`` over a file that was there (``plan``
+    and ``profile`` replace their outputs, atomically; an earlier one is a
+    regenerable result, not an input): empty when there was none."""
+    return f"meshpar: note: replaced the earlier {path}" if path and os.path.isfile(path) else ""
+

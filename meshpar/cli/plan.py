@@ -15,7 +15,7 @@ import sys
 
 from meshpar.cli.parsing import (MEMORY_HEADROOM_HELP, memory_terms, non_negative_int,
                                  parse_memory_mib, parse_speeds, refuse_missing_directories,
-                                 refuse_overwriting_inputs)
+                                 refuse_overwriting_inputs, replaced_note)
 from meshpar.models import names_for_help
 
 METHODS = ("ga", "exact", "proportional", "even")
@@ -131,7 +131,10 @@ def run(args) -> int:
 
         plot_plan(result, args.plot, model=model, cluster=cluster)
     if args.out:
+        note = replaced_note(args.out)
         result.save(args.out)
+        if note:
+            print(note, file=sys.stderr)
     if args.json:
         print(json.dumps(result.to_dict()))
     else:

@@ -14,7 +14,8 @@ import argparse
 import json
 import sys
 
-from meshpar.cli.parsing import refuse_missing_directories, refuse_overwriting_inputs
+from meshpar.cli.parsing import (refuse_missing_directories, refuse_overwriting_inputs,
+                                 replaced_note)
 
 EPILOG = """examples:
   meshpar profile --cluster cluster.json --model resattnet3d-small --batch 8 --out profile.json
@@ -75,7 +76,10 @@ def run(args) -> int:
     else:
         cluster = profile_local_devices(sizes=sizes, repeats=args.repeats)
     if args.out:
+        note = replaced_note(args.out)
         cluster.save(args.out)
+        if note:
+            print(note, file=sys.stderr)
     if args.json:
         print(json.dumps(cluster.to_dict()))
     else:
