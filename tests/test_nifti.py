@@ -187,6 +187,18 @@ def test_missing_labels_csv_and_duplicate_rows_are_rejected(good):
         read_labels(good)
 
 
+def test_one_file_listed_under_two_spellings_is_a_duplicate(good):
+    """s1.nii.gz again as ./x/../s1.nii.gz, and as its absolute path: one volume with
+    two labels would be two subjects."""
+    (good / "x").mkdir()
+    for other in ("x/../s1.nii.gz", str((good / "s1.nii.gz").resolve())):
+        text = (good / "labels.csv").read_text()
+        (good / "labels.csv").write_text(text.rstrip("\n") + f"\n{other},AD\n")
+        with pytest.raises(BadLabelsError, match="already listed on line .* \\(the same file\\)"):
+            read_labels(good)
+        (good / "labels.csv").write_text(text)
+
+
 def test_all_subjects_bad_is_an_error_not_an_empty_dataset(tmp_path):
     root = tmp_path / "ds"
     root.mkdir()

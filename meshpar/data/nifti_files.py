@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import logging
+import os
 from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 
@@ -115,9 +116,11 @@ def read_labels(
         if not name:
             raise BadLabelsError(csv_path, f"line {line}: empty subject")
         path = _resolve(directory, name)
-        if path in seen:
-            raise BadLabelsError(csv_path, f"line {line}: {name!r} is already listed on line {seen[path]}")
-        seen[path] = line
+        key = os.path.realpath(path)  # one file under two spellings (../, absolute, a link)
+        if key in seen:
+            raise BadLabelsError(csv_path, f"line {line}: {name!r} is already listed on line "
+                                           f"{seen[key]} (the same file)")
+        seen[key] = line
         group = cells[group_idx] if group_idx is not None and cells[group_idx] else None
         subject_id = cells[id_idx] if id_idx is not None and cells[id_idx] else _strip_nifti_suffix(Path(name).name)
         try:
