@@ -119,7 +119,8 @@ def register(subparsers) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--warmup-steps", type=int, default=None,
                         help="steps left out of the throughput (default: 10%% of the steps "
-                             "run, at least 3); not the learning-rate warm-up")
+                             "run, at least 3, fewer in a run too short to leave 2 steady "
+                             "steps); not the learning-rate warm-up")
     parser.add_argument("--trace-step", type=int, default=None,
                         help="trace this step (counted in this run, from 1) and show per worker "
                              "where its time went: compute, communication, idle")
