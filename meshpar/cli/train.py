@@ -34,7 +34,8 @@ from meshpar.cli.parsing import (label_names, non_negative_int, positive_int,
 from meshpar.cli.train_options import (  # noqa: F401  (mesh_from_speeds: re-exported)
     add_mesh_options, add_rebalance_options, add_recipe_options, add_split_options,
     augmentations, check_mesh_args, cluster_client, mesh_arguments, mesh_from_speeds,
-    read_replans, rebalance_options, recipe_params, split_request)
+    read_replans, rebalance_options, recipe_params, refuse_unused_recipe_flags,
+    split_request)
 from meshpar.cli.train_report import (evaluate, print_table, report_best, report_rebalancing,
                                       report_trace, run_summary)
 from meshpar.models import names_for_help
@@ -105,8 +106,8 @@ def register(subparsers) -> None:
                              "(rotation, scale, shift; interpolated); flip,affine (the flag "
                              "alone) or none (default: flip; docs/accuracy.md measured affine "
                              "hurting). NIfTI data only")
-    parser.add_argument("--n-synthetic", type=positive_int, default=400,
-                        help="subjects written by --synthetic (default: %(default)s)")
+    parser.add_argument("--n-synthetic", type=positive_int, default=None,
+                        help="subjects written by --synthetic (default: 400)")
     parser.add_argument("--val-fraction", type=float, default=0.25,
                         help="share of the non-test subjects held out for validation "
                              "(default: 0.25)")
@@ -204,6 +205,11 @@ def _check_args(args) -> None:
     refuse_writing_over_run("--trace-out", args.trace_out, getattr(args, "data", None),
                             args.model_dir)
     _check_model_dir(args)
+    refuse_unused_recipe_flags(args)  # before any data is read or written
+    if args.n_synthetic is not None and not args.synthetic:
+        raise ValueError("--n-synthetic goes with --synthetic; --data reads its subjects")
+    if args.n_synthetic is None:
+        args.n_synthetic = 400
     if args.lr_schedule == "step" and args.lr_decay_steps is None:
         raise ValueError("--lr-schedule step needs --lr-decay-steps N (decay every N steps)")
     if args.warmup_steps is not None and args.warmup_steps < 0:
@@ -280,33 +286,17 @@ def run(args) -> int:
         params = recipe_params(args, data.get("class_counts"))
         # refused before the run file is written: a bad flag must not change a saved run
         from meshpar.training.recipe import Recipe
+        from meshpar.training.run import schedule_change_note
 
         Recipe.from_params(params).check_learning_rate(lr)
-        _note_schedule_change(model_dir, params)
+        note = schedule_change_note(model_dir, params)  # said once the resume is accepted
         if client is not None:
             for key in ("train_fn", "eval_fn"):
                 data[key] = _on_device(data[key], client.client_device)
         _save_run(args, spec, model_dir, data, params)
+        if note:
+            print(note, file=sys.stderr)
         return _train(args, spec, lr, params, mesh_kwargs, model_dir, data, client, scratch)
-
-
-def _note_schedule_change(model_dir: str, params: dict) -> None:
-    """A note when a resumed run's learning-rate schedule spans other steps than the
-    run it resumes (``--steps`` changed): the rate at the checkpoint's step moves."""
-    from meshpar.training.run import RUN_FILE, load_run_info
-
-    if not os.path.isfile(os.path.join(model_dir, RUN_FILE)):
-        return
-    old = (load_run_info(model_dir).get("recipe") or {})
-    keys = ("lr_schedule", "warmup_steps", "total_steps")
-    if params.get("lr_schedule") == "constant" and not params.get("warmup_steps"):
-        return
-    if all(k in old for k in keys) and any(old[k] != params.get(k) for k in keys):
-        print(f"meshpar: note: the learning-rate schedule now runs over {params['total_steps']}"
-              f" steps with {params['warmup_steps']} of warm-up ({params['lr_schedule']}); "
-              f"the run it resumes planned {old['total_steps']} with {old['warmup_steps']} "
-              f"({old['lr_schedule']}), so the rate moves from the checkpoint's step on",
-              file=sys.stderr)
 
 
 def _on_device(input_fn, device):

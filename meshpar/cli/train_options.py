@@ -59,8 +59,8 @@ def add_recipe_options(parser) -> None:
     parser.add_argument("--class-weights", default=None,
                         help="with --loss weighted_cross_entropy: 'balanced' (inverse class "
                              "frequency in the training set) or one weight per class, e.g. 1,2")
-    parser.add_argument("--focal-gamma", type=float, default=2.0,
-                        help="focusing exponent of --loss focal (default: %(default)s)")
+    parser.add_argument("--focal-gamma", type=float, default=None,
+                        help="focusing exponent of --loss focal (default: 2)")
     parser.add_argument("--lr-schedule", choices=sorted(SCHEDULES), default="cosine",
                         help="learning rate over the steps: constant, cosine (to --lr-min at "
                              "--steps) or step (times --lr-decay-rate every --lr-decay-steps); "
@@ -70,9 +70,9 @@ def add_recipe_options(parser) -> None:
                              "10%% of --steps)")
     parser.add_argument("--lr-decay-steps", type=int, default=None,
                         help="step schedule: decay every N steps")
-    parser.add_argument("--lr-decay-rate", type=float, default=0.1,
-                        help="step schedule: factor per decay (default: %(default)s)")
-    parser.add_argument("--lr-min", type=float, default=0.0,
+    parser.add_argument("--lr-decay-rate", type=float, default=None,
+                        help="step schedule: factor per decay (default: 0.1)")
+    parser.add_argument("--lr-min", type=float, default=None,
                         help="cosine schedule: final learning rate (default: 0)")
     parser.add_argument("--weight-decay", type=float, default=1e-3,
                         help="decoupled weight decay (AdamW-style) of kernels, not biases or "
@@ -93,14 +93,16 @@ def recipe_params(args, class_counts=None) -> dict:
     ``--class-weights balanced`` weighs class c by ``n / (classes * n_c)`` over
     the training subjects' ``class_counts``.
     """
+    refuse_unused_recipe_flags(args)
     params = {"loss": args.loss, "lr_schedule": args.lr_schedule,
               "warmup_steps": lr_warmup_steps(args), "total_steps": args.steps,
-              "decay_rate": args.lr_decay_rate, "min_lr": args.lr_min,
+              "decay_rate": 0.1 if args.lr_decay_rate is None else args.lr_decay_rate,
+              "min_lr": 0.0 if args.lr_min is None else args.lr_min,
               "weight_decay": args.weight_decay, "clip_norm": args.clip_norm}
     if args.lr_decay_steps is not None:
         params["decay_steps"] = args.lr_decay_steps
     if args.loss == "focal":
-        params["focal_gamma"] = args.focal_gamma
+        params["focal_gamma"] = 2.0 if args.focal_gamma is None else args.focal_gamma
     weights = args.class_weights
     if weights is not None and args.loss != "weighted_cross_entropy":
         raise ValueError("--class-weights goes with --loss weighted_cross_entropy")
@@ -113,6 +115,19 @@ def recipe_params(args, class_counts=None) -> dict:
         else:
             params["class_weights"] = _class_weights(weights, len(class_counts or [0, 0]))
     return params
+
+
+def refuse_unused_recipe_flags(args) -> None:
+    """ValueError for a recipe flag that the chosen loss or schedule would ignore."""
+    uses = [("--focal-gamma", args.focal_gamma, args.loss == "focal", "--loss focal"),
+            ("--lr-decay-steps", args.lr_decay_steps, args.lr_schedule == "step",
+             "--lr-schedule step"),
+            ("--lr-decay-rate", args.lr_decay_rate, args.lr_schedule == "step",
+             "--lr-schedule step"),
+            ("--lr-min", args.lr_min, args.lr_schedule == "cosine", "--lr-schedule cosine")]
+    for flag, value, used, needs in uses:
+        if value is not None and not used:
+            raise ValueError(f"{flag} goes with {needs}; this run would ignore it")
 
 
 def _class_weights(text: str, classes: int) -> list:

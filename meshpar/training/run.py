@@ -20,7 +20,7 @@ from typing import Optional, Sequence
 
 __all__ = ["RUN_FILE", "BEST_DIR", "save_run_info", "load_run_info", "estimator_files",
            "is_run_file", "best_checkpoint", "best_record", "keep_if_best", "train_keeping_best",
-           "write_predictions"]
+           "write_predictions", "schedule_change_note"]
 
 RUN_FILE = "meshpar_run.json"
 BEST_DIR = "best"
@@ -207,3 +207,21 @@ def write_predictions(path: str, subjects: Sequence, probabilities, label_set: S
             out.writerow([str(s.path), s.subject_id, s.label, s.group or ""]
                          + [f"{float(v):.6f}" for v in p] + [label_set[best]])
     os.replace(tmp, path)
+
+
+def schedule_change_note(model_dir: str, params: dict) -> str:
+    """A note when a resumed run's learning-rate schedule spans other steps than the
+    run it resumes (``--steps`` changed): the rate at the checkpoint's step moves.
+    Empty otherwise."""
+    if not os.path.isfile(os.path.join(model_dir, RUN_FILE)):
+        return ""
+    old = (load_run_info(model_dir).get("recipe") or {})
+    keys = ("lr_schedule", "warmup_steps", "total_steps")
+    if params.get("lr_schedule") == "constant" and not params.get("warmup_steps"):
+        return ""
+    if not (all(k in old for k in keys) and any(old[k] != params.get(k) for k in keys)):
+        return ""
+    return (f"meshpar: note: the learning-rate schedule now runs over {params['total_steps']}"
+            f" steps with {params['warmup_steps']} of warm-up ({params['lr_schedule']}); "
+            f"the run it resumes planned {old['total_steps']} with {old['warmup_steps']} "
+            f"({old['lr_schedule']}), so the rate moves from the checkpoint's step on")
