@@ -96,3 +96,13 @@ def test_augmented_loads_reuse_the_fixed_steps_and_give_the_same_examples(two_ch
         b, _ = fresh.load(0, np.random.default_rng(draw))
         np.testing.assert_array_equal(a, b)
     assert list(cached._fixed_cache) == [0] and not fresh._fixed_cache
+
+
+def test_data_check_reads_four_d_files_as_channels_when_told(two_channel_dir, capsys):
+    from meshpar.cli import main
+
+    argv = ["data", "check", str(two_channel_dir), "--shape", "10,10,10"]
+    assert main(argv) == 2  # as one-channel volumes nothing is usable
+    assert "expected one 3-D volume" in capsys.readouterr().err
+    assert main(argv + ["--channels", "2"]) == 0
+    assert "2 subjects (NC 1, AD 1); 0 bad" in capsys.readouterr().out

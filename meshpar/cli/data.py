@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from meshpar.cli.parsing import label_names, non_negative_int, positive_float
+from meshpar.cli.parsing import label_names, non_negative_int, positive_float, positive_int
 
 
 def _ints(text: str) -> tuple:
@@ -75,6 +75,9 @@ def register(subparsers) -> None:
                        help="label set (default NC,AD)")
     check.add_argument("--shape", type=_ints, default=(32, 32, 32), help="model grid (default 32,32,32)")
     check.add_argument("--content", action="store_true", help="also read every file's voxels (slower)")
+    check.add_argument("--channels", type=positive_int, default=1,
+                       help="channels per subject, as `train --channels` reads them: 1 (a 3-D "
+                            "volume, default) or C (a 4-D file with C volumes)")
     check.set_defaults(func=run)
 
     parser.set_defaults(func=lambda args: parser.print_help() or 2)
@@ -101,7 +104,8 @@ def _synth(args) -> int:
 def _check(args) -> int:
     from meshpar.data.nifti import NiftiDataset
 
-    ds = NiftiDataset(args.directory, args.shape, args.labels, skip_bad=True)
+    ds = NiftiDataset(args.directory, args.shape, args.labels, skip_bad=True,
+                      channels=args.channels)
     if args.content:
         ds.check_content()
     counts = ", ".join(f"{k} {v}" for k, v in ds.class_counts().items())
