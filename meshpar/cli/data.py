@@ -102,12 +102,22 @@ def _synth(args) -> int:
 
 
 def _check(args) -> int:
+    import logging
+
     from meshpar.data.nifti import NiftiDataset
 
-    ds = NiftiDataset(args.directory, args.shape, args.labels, skip_bad=True,
-                      channels=args.channels)
-    if args.content:
-        ds.check_content()
+    # the report below lists every bad subject once; the readers' "skipping" warnings
+    # (for train --skip-bad) would list each a second time
+    quiet = logging.getLogger("meshpar.data")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
+    try:
+        ds = NiftiDataset(args.directory, args.shape, args.labels, skip_bad=True,
+                          channels=args.channels)
+        if args.content:
+            ds.check_content()
+    finally:
+        quiet.setLevel(level)
     counts = ", ".join(f"{k} {v}" for k, v in ds.class_counts().items())
     print(f"{args.directory}: {len(ds)} subjects ({counts}); {ds.n_skipped} bad")
     for item in ds.skipped:
