@@ -6,6 +6,7 @@ from meshpar.bench import train as bench_train
 from meshpar.models import describe_model
 from meshpar.planning.cluster import ClusterSpec
 from meshpar.planning.cost_model import CostModel
+from meshpar.planning.plan import Plan
 from meshpar.planning.planners import plan
 from meshpar.planning.planners.candidates import batch_neighbours, candidate_plans, same_plan
 from meshpar.planning.planners.common import build_plan
@@ -131,3 +132,33 @@ def test_the_verified_row_runs_in_the_rounds_after_its_trials(monkeypatch):
                                         ClusterSpec.from_speeds([0.9, 0.3]), "f", "w", 8, 32, 0,
                                         log=lambda *a: None)
     assert "verified" not in no_verify["strategies"] and "verification" not in no_verify
+
+
+def test_plans_listing_rows_or_columns_in_another_order_are_the_same_plan():
+    """24/8 over tasks 0, 1 and 8/24 over tasks 1, 0 give each task the same work (the
+    bench showed them as two plans, 289.3 and 289.4 samples/s); a different share, or
+    other devices sharing a row, is another plan."""
+    def batch_plan(devices, sizes):
+        return Plan(method="x", model="m", batch=32, mesh_shape=(("batch", 2), ("model", 1)),
+                    layout=(("batch", "batch"),), devices=tuple(devices),
+                    split_weights={"batch": [float(s) for s in sizes]},
+                    split_sizes={"batch": list(sizes)})
+
+    a, b = batch_plan(["w0", "w1"], [24, 8]), batch_plan(["w1", "w0"], [8, 24])
+    assert same_plan(a, b) and same_plan(b, a)
+    assert not same_plan(a, batch_plan(["w0", "w1"], [8, 24]))
+    assert not same_plan(a, batch_plan(["w0", "w1"], [25, 7]))
+
+    def grid(devices, rows, filters):  # batch:2;model:2, conv filters on the model axis
+        return Plan(method="x", model="m", batch=8, mesh_shape=(("batch", 2), ("model", 2)),
+                    layout=(("batch", "batch"), ("f", "model")), devices=tuple(devices),
+                    split_weights={"batch": [float(r) for r in rows],
+                                   "model": [float(f) for f in filters]},
+                    split_sizes={"batch": list(rows), "f": list(filters)})
+
+    base = grid(["a", "b", "c", "d"], [5, 3], [6, 2])
+    rows_swapped = grid(["c", "d", "a", "b"], [3, 5], [6, 2])
+    cols_swapped = grid(["b", "a", "d", "c"], [5, 3], [2, 6])
+    assert same_plan(base, rows_swapped) and same_plan(base, cols_swapped)
+    other_rows = grid(["a", "c", "b", "d"], [5, 3], [6, 2])  # a shares its row with c now
+    assert not same_plan(base, other_rows)

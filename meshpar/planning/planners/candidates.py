@@ -55,9 +55,34 @@ def _distinct(plans: list) -> list:
 
 
 def same_plan(a: Plan, b: Plan) -> bool:
-    """Whether two plans run the same: mesh, devices in order, layout and sizes."""
-    return (a.mesh_shape == b.mesh_shape and a.devices == b.devices
-            and a.layout == b.layout and a.split_sizes == b.split_sizes)
+    """Whether two plans run the same: the same mesh and layout, every device with
+    the same share of every laid-out dimension, and the same devices sharing a
+    batch row and a model column. Plans that list their rows or columns in
+    another order (a split of 24/8 over tasks 0, 1 and one of 8/24 over tasks
+    1, 0) give each device the same work and wait on the same devices: only the
+    samples each row gets differ."""
+    return (a.mesh_shape == b.mesh_shape and sorted(a.layout) == sorted(b.layout)
+            and _placement(a) == _placement(b))
+
+
+def _placement(p: Plan) -> tuple:
+    """``(shares, rows, columns)``: each device's share of every split dimension, and
+    the sets of devices sharing a batch row and a model column, independent of the
+    order rows and columns are listed in."""
+    cols = dict(p.mesh_shape).get(MODEL_AXIS, 1)
+    rows = len(p.devices) // cols
+    by_axis = {dim: axis for dim, axis in p.layout}
+    shares = {}
+    for pnum, device in enumerate(p.devices):
+        position = dict(zip((BATCH_AXIS, MODEL_AXIS), divmod(pnum, cols)))  # row, column
+        shares[device] = tuple(sorted(
+            (dim, sizes[position[by_axis[dim]]] if by_axis.get(dim) in position
+             else tuple(sizes))  # not laid out: whole on every device
+            for dim, sizes in p.split_sizes.items()))
+    grid = [list(p.devices[r * cols:(r + 1) * cols]) for r in range(rows)]
+    row_sets = sorted(sorted(row) for row in grid)
+    col_sets = sorted(sorted(grid[r][m] for r in range(rows)) for m in range(cols))
+    return shares, row_sets, col_sets
 
 
 def batch_neighbours(p: Plan, model: ModelDescription, cluster: ClusterSpec,
