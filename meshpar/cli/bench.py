@@ -175,8 +175,12 @@ def _period_us(args):
     if args.cluster:
         raise ValueError("--cpu-period-ms sets the throttle of a LocalCluster; "
                          "--cluster runs on existing workers")
-    if not 1.0 <= args.cpu_period_ms <= 1000.0:
-        raise ValueError(f"--cpu-period-ms must be 1 to 1000, got {args.cpu_period_ms:g}")
+    from meshpar.runtime.local_cluster import MAX_PERIOD_US, MIN_PERIOD_US
+
+    low, high = MIN_PERIOD_US / 1000, MAX_PERIOD_US / 1000  # LocalCluster's bounds, in ms
+    if not low <= args.cpu_period_ms <= high:
+        raise ValueError(f"--cpu-period-ms must be {low:g} to {high:g}, "
+                         f"got {args.cpu_period_ms:g}")
     return int(round(args.cpu_period_ms * 1000))
 
 

@@ -93,7 +93,6 @@ def recipe_params(args, class_counts=None) -> dict:
     ``--class-weights balanced`` weighs class c by ``n / (classes * n_c)`` over
     the training subjects' ``class_counts``.
     """
-    refuse_unused_recipe_flags(args)
     params = {"loss": args.loss, "lr_schedule": args.lr_schedule,
               "warmup_steps": lr_warmup_steps(args), "total_steps": args.steps,
               "decay_rate": 0.1 if args.lr_decay_rate is None else args.lr_decay_rate,

@@ -275,10 +275,9 @@ class LocalCluster:
 
     def _periods_ms(self) -> str:
         """The cgroup period, with the longer one a slow worker gets (quota >= 1 ms)."""
-        base = self.period_us / 1000
-        longer = {s: quota_period_us(s, self.period_us)[1] / 1000 for s in self.speeds
-                  if quota_period_us(s, self.period_us)[1] != self.period_us}
-        return f"{base:g} ms" + "".join(f" ({p:.2f} ms at {s:g})" for s, p in longer.items())
+        periods = {s: quota_period_us(s, self.period_us)[1] for s in self.speeds}
+        return f"{self.period_us / 1000:g} ms" + "".join(
+            f" ({p / 1000:.2f} ms at {s:g})" for s, p in periods.items() if p != self.period_us)
 
     # -------------------------------------------------------------- lifecycle
     def __enter__(self) -> "LocalCluster":

@@ -25,9 +25,9 @@ import numpy as np
 #: mesh's static batch: the model's evaluation scores only labels >= 0.
 PAD_LABEL = -1
 
-__all__ = ["PAD_LABEL", "test_split", "check_split_request", "split_three_ways", "checkpoint_step", "train_input_fn",
-           "eval_input_fn", "pad_last_batch", "predict_input_fn", "predict_probabilities",
-           "synthetic_image_fns"]
+__all__ = ["PAD_LABEL", "test_split", "check_split_request", "split_three_ways",
+           "checkpoint_step", "train_input_fn", "eval_input_fn", "pad_last_batch",
+           "predict_input_fn", "predict_probabilities", "synthetic_image_fns"]
 
 
 def test_split(subjects: Sequence, folds: Optional[int] = None, fold: Optional[int] = None,
