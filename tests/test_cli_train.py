@@ -156,7 +156,8 @@ def test_a_run_file_from_before_the_split_was_recorded_still_resumes(tmp_path):
 def test_a_trace_goes_into_the_model_directory_the_run_creates(tmp_path, capsys):
     """--trace-out inside a --model-dir that does not exist yet is accepted (train
     makes the directory before the traced step) and holds a Chrome trace; a rerun
-    with fewer --steps than the directory holds says it trains nothing."""
+    with fewer --steps than the directory holds says it trains nothing and leaves the
+    saved run's record (its schedule's total steps) as it was."""
     model_dir = tmp_path / "runs" / "new"
     trace = model_dir / "trace.json"
     (tmp_path / "runs").mkdir()
@@ -165,11 +166,14 @@ def test_a_trace_goes_into_the_model_directory_the_run_creates(tmp_path, capsys)
                  "--trace-out", str(trace), "--model-dir", str(model_dir)]) == 0
     assert json.loads(trace.read_text())["traceEvents"]
     capsys.readouterr()
+    recorded = (model_dir / "meshpar_run.json").read_text()
+    assert json.loads(recorded)["recipe"]["total_steps"] == 2
     # the directory is past a smaller --steps: nothing trains, and the run says so
     assert main(["train", "--synthetic", "--model", "resattnet3d-tiny", "--steps", "1",
                  "--batch", "2", "--n-synthetic", "12", "--no-progress",
                  "--model-dir", str(model_dir)]) == 0
     assert "is at step 2, not below --steps 1: nothing to train" in capsys.readouterr().err
+    assert (model_dir / "meshpar_run.json").read_text() == recorded
 
 
 def test_a_refused_resume_leaves_the_saved_run_file_as_it_was(capsys, tmp_path):

@@ -78,6 +78,36 @@ def _train_on(cluster_file, devices, tmp_path, capsys) -> tuple:
     return rc, capsys.readouterr().err
 
 
+def _dead_address() -> str:
+    """A 127.0.0.1 address nobody listens on (a port just freed)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{s.getsockname()[1]}"
+
+
+def test_a_worker_the_plan_leaves_out_may_be_down(cluster, tmp_path, capsys):
+    """A plan on worker 0 alone trains while worker 1 of the cluster file is down
+    (its sessions involve the plan's workers only); a plan that uses worker 1 is
+    refused naming it."""
+    local, _ = cluster
+    cluster_file = tmp_path / "half-down.json"
+    cluster_file.write_text(json.dumps({"worker": [local.addresses[0], _dead_address()]}))
+    _plan(["/job:worker/task:0/device:CPU:0"], weights=(1.0,)).save(tmp_path / "alone.json")
+    rc = main(["train", "--synthetic", "--model", "vgg-cifar-small", "--cluster",
+               str(cluster_file), "--plan", str(tmp_path / "alone.json"), "--steps", "2",
+               "--batch", "4", "--n-synthetic", "16", "--no-progress", "--json",
+               "--model-dir", str(tmp_path / "run")])
+    captured = capsys.readouterr()
+    assert rc == 0, captured.err
+    assert json.loads(captured.out.strip().splitlines()[-1])["devices"] == [
+        "/job:worker/task:0/device:CPU:0"]
+    rc, err = _train_on(cluster_file, ["/job:worker/task:0/device:CPU:0",
+                                       "/job:worker/task:1/device:CPU:0"], tmp_path, capsys)
+    assert rc != 0 and "cannot reach worker 1 at" in err
+
+
 def test_a_plan_for_another_cluster_is_refused_in_one_line(cluster, tmp_path, capsys):
     rc, err = _train_on(cluster[1], ["/job:worker/task:0/device:CPU:0",
                                      "/job:worker/task:5/device:CPU:0"], tmp_path, capsys)

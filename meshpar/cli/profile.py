@@ -26,6 +26,10 @@ EPILOG = """examples:
 """
 
 
+#: The largest batch ``--model`` times when ``--batch`` is not given.
+DEFAULT_BATCH = 8
+
+
 def register(subparsers) -> None:
     """Add ``meshpar profile`` to ``subparsers``."""
     parser = subparsers.add_parser(
@@ -34,13 +38,13 @@ def register(subparsers) -> None:
     parser.add_argument("--cluster", help="TF cluster file of running `meshpar worker`s "
                                           "('TF_CONFIG' reads the environment); default: "
                                           "this machine's devices")
-    parser.add_argument("--device-type", default="CPU", choices=["CPU", "GPU"],
+    parser.add_argument("--device-type", choices=["CPU", "GPU"],
                         help="with --cluster: the worker device to profile (default: CPU)")
     parser.add_argument("--model", help="with --cluster: time this model's whole training "
                                         "steps (batch 1, 2, 4, .., --batch) instead of the "
                                         "conv3d kernel; plan that model from the result")
-    parser.add_argument("--batch", type=int, default=8,
-                        help="with --model: the largest batch timed (default %(default)s)")
+    parser.add_argument("--batch", type=int,
+                        help=f"with --model: the largest batch timed (default {DEFAULT_BATCH})")
     parser.add_argument("--out", help="write the device profile JSON here")
     parser.add_argument("--json", action="store_true", help="print the profile as JSON")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs per size (median)")
@@ -58,8 +62,14 @@ def run(args) -> int:
     sizes = DEFAULT_PROFILE_SIZES[:2] if args.quick else DEFAULT_PROFILE_SIZES
     if args.model is not None and not args.cluster:
         raise ValueError("--model goes with --cluster (model steps are timed on the workers)")
-    if args.batch < 1:
-        raise ValueError(f"--batch must be >= 1, got {args.batch}")
+    if args.device_type is not None and not args.cluster:
+        raise ValueError("--device-type goes with --cluster (without it every device of this"
+                         " machine is profiled)")
+    if args.batch is not None and args.model is None:
+        raise ValueError("--batch goes with --model (the conv3d profile has no batch)")
+    batch = DEFAULT_BATCH if args.batch is None else args.batch
+    if batch < 1:
+        raise ValueError(f"--batch must be >= 1, got {batch}")
     refuse_overwriting_inputs(args, ["out"], ["cluster"])
     refuse_missing_directories(args.out)  # before the workers are timed
     if args.cluster:
@@ -70,9 +80,10 @@ def run(args) -> int:
             from meshpar.models import get
 
             get(args.model)  # an unknown name fails before any worker is asked
-        cluster = profile_cluster_workers(worker_addresses(args.cluster), args.device_type,
-                                          sizes=sizes, repeats=args.repeats, model=args.model,
-                                          batch=args.batch, log=log)
+        cluster = profile_cluster_workers(worker_addresses(args.cluster),
+                                          args.device_type or "CPU", sizes=sizes,
+                                          repeats=args.repeats, model=args.model, batch=batch,
+                                          log=log)
     else:
         cluster = profile_local_devices(sizes=sizes, repeats=args.repeats)
     if args.out:

@@ -285,15 +285,20 @@ def run(args) -> int:
                 args.checkpoint_every = None
         params = recipe_params(args, data.get("class_counts"))
         # refused before the run file is written: a bad flag must not change a saved run
+        from meshpar.training.inputs import checkpoint_step
         from meshpar.training.recipe import Recipe
-        from meshpar.training.run import schedule_change_note
+        from meshpar.training.run import RUN_FILE, schedule_change_note
 
         Recipe.from_params(params).check_learning_rate(lr)
         note = schedule_change_note(model_dir, params)  # said once the resume is accepted
         if client is not None:
             for key in ("train_fn", "eval_fn"):
                 data[key] = _on_device(data[key], client.client_device)
-        _save_run(args, spec, model_dir, data, params)
+        saved = os.path.isfile(os.path.join(model_dir, RUN_FILE))
+        if saved and checkpoint_step(model_dir) >= args.steps:
+            note = ""  # nothing to train (_train says so): the saved run keeps its record
+        else:
+            _save_run(args, spec, model_dir, data, params)
         if note:
             print(note, file=sys.stderr)
         return _train(args, spec, lr, params, mesh_kwargs, model_dir, data, client, scratch)

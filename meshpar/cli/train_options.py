@@ -222,6 +222,7 @@ def mesh_arguments(args, spec, client=None) -> dict:
                 plan.devices, keep_device_type=args.device_type is None,
                 plan_addresses=plan.extra.get("worker_addresses"),
                 log=lambda line: print(f"meshpar: note: {args.plan}: {line}", file=sys.stderr))
+            _use_only_the_mesh_workers(args, client, devices)
             client.check_reachable()
             client.check_devices(devices)
         elif devices is None:
@@ -233,6 +234,7 @@ def mesh_arguments(args, spec, client=None) -> dict:
         raise ValueError(f"--speeds gives {len(speeds)} devices' speeds but {where} "
                          f"{len(devices)}: one speed per device")
     if client is not None:
+        _use_only_the_mesh_workers(args, client, devices)
         client.check_reachable()
     if client is not None and args.device_type and not args.devices:
         client.check_devices(client.devices)
@@ -241,6 +243,17 @@ def mesh_arguments(args, spec, client=None) -> dict:
         return dict(mesh_shape=mesh_shape, split_weights=weights, devices=devices,
                     upstream=upstream)
     return dict(mesh_shape="all:1", devices=devices, upstream=upstream)
+
+
+def _use_only_the_mesh_workers(args, client, devices) -> None:
+    """Sessions of a run whose mesh leaves workers out (a plan's subset, ``--devices``)
+    involve only the workers it uses, so the others may be down. Re-balancing may
+    move work to any worker of the cluster, so it keeps them all."""
+    from meshpar.runtime.client import parse_worker_device
+
+    tasks = {parse_worker_device(d)[0] for d in devices}
+    if getattr(args, "rebalance_options", None) is None and None not in tasks:
+        client.use_only(sorted(tasks))
 
 
 def split_request(args) -> dict:

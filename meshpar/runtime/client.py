@@ -94,14 +94,8 @@ def canonical_address(address: str) -> str:
     return f"{host}:{port}"
 
 
-def probe(addresses: Sequence[str], timeout: float = 2.0) -> list:
-    """``[(task, address)]`` of the addresses that refuse a TCP connection."""
-    return [(i, address) for i, address in enumerate(addresses)
-            if unreachable_reason(address, timeout) is not None]
-
-
 def describe_down(down) -> str:
-    """``[(task, address)]`` from :func:`probe` as text, e.g. ``"worker 1 at h1:2222"``."""
+    """``[(task, address)]`` of down workers as text, e.g. ``"worker 1 at h1:2222"``."""
     return ", ".join(f"worker {i} at {address}" for i, address in down)
 
 
@@ -132,6 +126,7 @@ class ClusterClient:
         self.addresses = list(addresses)
         if not self.addresses:
             raise ValueError("the cluster has no workers")
+        self.tasks = list(range(len(self.addresses)))  # the workers used: see use_only
         if check:
             self.check_reachable()
         self.server = tf.distribute.Server.create_local_server()
@@ -141,9 +136,27 @@ class ClusterClient:
                         for i in range(len(self.addresses))]
         self.client_device = f"/job:{CLIENT_JOB}/task:0/device:CPU:0"
 
+    def use_only(self, tasks: Sequence[int]) -> None:
+        """From now on this client's sessions, probes and checks involve worker
+        ``tasks`` only: a plan that leaves workers out runs while those are down
+        (a session otherwise waits for every worker of the cluster file)."""
+        self.tasks = self._checked_tasks(tasks)
+
+    def _checked_tasks(self, tasks: Sequence[int]) -> list:
+        bad = [t for t in tasks if not 0 <= int(t) < len(self.addresses)]
+        if bad or not tasks:
+            raise ValueError(f"worker tasks {list(tasks)} are not a non-empty subset of "
+                             f"0..{len(self.addresses) - 1}")
+        return sorted({int(t) for t in tasks})
+
+    def _down(self, timeout: float = 2.0) -> list:
+        """``[(task, address)]`` of the used workers that refuse a TCP connection."""
+        return [(t, self.addresses[t]) for t in self.tasks
+                if unreachable_reason(self.addresses[t], timeout) is not None]
+
     def check_reachable(self) -> None:
-        """ClusterFailure naming every worker that does not accept a connection now."""
-        down = probe(self.addresses)
+        """ClusterFailure naming every used worker that does not accept a connection now."""
+        down = self._down()
         if down:
             raise ClusterFailure(f"cannot reach {describe_down(down)}")
 
@@ -177,24 +190,22 @@ class ClusterClient:
         if determinism_requested() if deterministic is None else deterministic:
             config.graph_options.rewrite_options.arithmetic_optimization = (
                 rewriter_config_pb2.RewriterConfig.OFF)
+        if len(self.tasks) < len(self.addresses):
+            self.restrict(config, self.tasks)
         return config
 
     def restrict(self, config, tasks: Sequence[int]):
         """Make the sessions of ``config`` (a ConfigProto, changed in place and
         returned) use only worker ``tasks`` and this process: the others may be
         down (a session otherwise waits for every worker of the cluster)."""
-        bad = [t for t in tasks if not 0 <= int(t) < len(self.addresses)]
-        if bad or not tasks:
-            raise ValueError(f"worker tasks {list(tasks)} are not a non-empty subset of "
-                             f"0..{len(self.addresses) - 1}")
         del config.device_filters[:]
-        config.device_filters.extend([f"/job:{CLIENT_JOB}"]
-                                     + [f"/job:worker/task:{int(t)}" for t in sorted(tasks)])
+        config.device_filters.extend([f"/job:{CLIENT_JOB}"] + [
+            f"/job:worker/task:{t}" for t in self._checked_tasks(tasks)])
         return config
 
     def down_workers(self, timeout: float = 2.0) -> list:
-        """``[(task, address)]`` of the workers that do not accept a TCP connection now."""
-        return probe(self.addresses, timeout)
+        """``[(task, address)]`` of the used workers that do not accept a TCP connection now."""
+        return self._down(timeout)
 
     @contextlib.contextmanager
     def watch(self, interval: float = 2.0, on_stuck=None, grace: float = 10.0):
