@@ -265,6 +265,9 @@ CASES = [
     Case("worker-task-index-not-a-number", "api",
          lambda d: _serve({"worker": ["127.0.0.1:1"]}, "worker", "zero"),
          "the task index must be a whole number, got 'zero'"),
+    Case("worker-task-index-negative", "api",
+         lambda d: _serve({"worker": ["127.0.0.1:1", "127.0.0.1:2"]}, "worker", -1),
+         "--task must be in 0..1 for job 'worker'"),
     Case("worker-no-task", "api", lambda d: _serve({"worker": ["127.0.0.1:1"]}, "worker", None),
          "which task to serve: give --task"),
     Case("worker-cluster-no-tasks", "cli", ["worker", "--cluster", "{d}/no-workers.json",
@@ -349,6 +352,10 @@ CASES = [
          SYNTH + ["--model", "resattnet3d-tiny", "--cluster", "{d}/tf-dead.json", "--speeds", "1,1",
                   "--rebalance", "--rebalance-profile", "{d}/plan.json"],
          "--rebalance-profile {d}/plan.json is not a device profile"),
+    Case("train-rebalance-profile-missing", "cli",
+         SYNTH + ["--model", "resattnet3d-tiny", "--cluster", "{d}/tf-dead.json", "--speeds", "1,1",
+                  "--rebalance", "--rebalance-profile", "{d}/nope.json"],
+         "device profile {d}/nope.json does not exist"),
     Case("train-plan-for-other-workers", "cli",  # refused before the dead worker is reached
          SYNTH + ["--model", "vgg-cifar-small", "--plan", "{d}/plan-other-workers.json",
                   "--cluster", "{d}/tf-dead.json"],
@@ -608,3 +615,25 @@ def test_bad_input(case: Case, files, addresses, capfd):
         assert any(line.strip().startswith("bad: ") and expect in line
                    for line in out.splitlines()), out
     assert elapsed < 60, f"took {elapsed:.1f} s"
+
+
+def test_a_refused_replay_writes_nothing_into_the_model_directory(files, capfd):
+    """An unreadable --replay-replans is refused before the run file is written: the
+    model directory it names is not created (a refused run leaves no half-run behind)."""
+    model_dir = files / "replay-refused"
+    rc = main(SYNTH + ["--model", "resattnet3d-tiny", "--cluster", str(files / "live-worker.json"),
+                       "--replay-replans", str(files / "nope.json"),
+                       "--model-dir", str(model_dir)])
+    err = capfd.readouterr().err
+    assert rc == 2 and "--replay-replans" in err and "cannot be read" in err, err
+    assert not model_dir.exists()
+
+
+def test_only_addresses_of_this_machine_count_as_local():
+    """`meshpar worker` notes a cluster file that puts its task on another machine's
+    address (it would serve, but nobody would reach it there)."""
+    from meshpar.runtime.worker import is_local_host
+
+    assert is_local_host("127.0.0.1") and is_local_host("localhost")
+    assert not is_local_host("192.0.2.1")  # TEST-NET-1 (RFC 5737): never a host's own
+    assert not is_local_host("no-such-host.invalid")

@@ -88,6 +88,9 @@ def test_a_slowed_worker_is_measured_replanned_around_and_a_replay_gives_the_sam
     assert len(lines) == len(summary["replans"])
     assert f"re-plan at step {first['step']} (drift)" in lines[0]
     assert [r["step"] for r in replay["replans"]] == [r["step"] for r in summary["replans"]]
+    # the top-level mesh is the one the run started on; final_mesh the one it ended on
+    assert summary["split_weights"]["batch"] == [1.0, 1.0]
+    assert summary["final_mesh"] == summary["replans"][-1]["new"]
     a, b = _weights(tmp_path / "a"), _weights(tmp_path / "b")
     assert int(a["global_step"]) == int(b["global_step"]) == steps
     for name in a:

@@ -93,7 +93,7 @@ def run(args) -> int:
                          "two files")
     refuse_missing_directories(args.out, args.plot)  # before planning, which may take minutes
     cluster = (ClusterSpec.from_speeds(parse_speeds(args.speeds)) if args.speeds is not None
-               else _load_profile(args.profile))
+               else ClusterSpec.load(args.profile))
     if args.model is None:
         args.model = (cluster.extra or {}).get("model") or "resattnet3d-small"
     if args.memory_mib is not None:
@@ -140,21 +140,6 @@ def run(args) -> int:
     else:
         print(format_plan(result, cluster))
     return 0
-
-
-def _load_profile(path):
-    """The device profile at ``path``; a TF cluster file given by mistake is named as one."""
-    from meshpar.planning.cluster import ClusterSpec
-    from meshpar.planning.jsonio import load_json
-
-    data = load_json(path, "device profile")
-    if isinstance(data, dict) and "devices" not in data and (
-            "cluster" in data or all(isinstance(v, list) and all(isinstance(a, str) for a in v)
-                                     for v in data.values())):
-        raise ValueError(f"{path} is a TF cluster file (worker addresses), not a device "
-                         f"profile: run `meshpar profile --cluster {path} --out profile.json`, "
-                         "then `meshpar plan --profile profile.json`")
-    return ClusterSpec.from_dict(data, source=f"device profile {path}")
 
 
 def _size(nbytes: float) -> str:

@@ -33,9 +33,10 @@ from meshpar.cli.parsing import (label_names, non_negative_int, positive_int,
                                  refuse_overwriting_inputs, refuse_writing_over_run)
 from meshpar.cli.train_options import (  # noqa: F401  (mesh_from_speeds: re-exported)
     add_mesh_options, add_rebalance_options, add_recipe_options, add_split_options,
-    augmentations, check_mesh_args, cluster_client, mesh_arguments, mesh_from_speeds,
+    check_mesh_args, cluster_client, mesh_arguments, mesh_from_speeds,
     read_replans, rebalance_options, recipe_params, refuse_unused_recipe_flags,
     split_request)
+from meshpar.cli.train_data import on_device, prepare_data
 from meshpar.cli.train_report import (evaluate, print_table, report_best, report_rebalancing,
                                       report_trace, run_summary)
 from meshpar.models import names_for_help
@@ -264,6 +265,7 @@ def run(args) -> int:
     os.environ.setdefault("TF_DETERMINISTIC_OPS", "1")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     spec = _model_spec(args)
+    args.replay_schedule = _replay_schedule(args, spec)  # before anything is written
     lr = args.lr if args.lr is not None else OPTIMIZER_DEFAULT_LR[args.optimizer]
     client = cluster_client(args)
     mesh_kwargs = mesh_arguments(args, spec, client)
@@ -275,7 +277,7 @@ def run(args) -> int:
                 f"meshpar: note: {args.rebalance_profile}: {line}", file=sys.stderr)))
     with tempfile.TemporaryDirectory(prefix="meshpar-train-") as scratch:
         model_dir = args.model_dir or os.path.join(scratch, "model")
-        data = _prepare_data(args, spec, scratch, model_dir)
+        data = prepare_data(args, spec, scratch, model_dir)
         if args.keep_best and data["eval_fn"] is None:
             if not args.keep_best_auto:
                 print("keep-best: no validation subjects; keeping the last checkpoint",
@@ -293,7 +295,7 @@ def run(args) -> int:
         note = schedule_change_note(model_dir, params)  # said once the resume is accepted
         if client is not None:
             for key in ("train_fn", "eval_fn"):
-                data[key] = _on_device(data[key], client.client_device)
+                data[key] = on_device(data[key], client.client_device)
         saved = os.path.isfile(os.path.join(model_dir, RUN_FILE))
         if saved and checkpoint_step(model_dir) >= args.steps:
             note = ""  # nothing to train (_train says so): the saved run keeps its record
@@ -304,112 +306,13 @@ def run(args) -> int:
         return _train(args, spec, lr, params, mesh_kwargs, model_dir, data, client, scratch)
 
 
-def _on_device(input_fn, device):
-    """The input pipeline runs in this process (job ``client``), next to its
-    Python readers; the mesh's slices run on the workers."""
-    if input_fn is None:
-        return None
+def _replay_schedule(args, spec) -> list:
+    """``[(step, MeshSpec)]`` of ``--replay-replans`` (empty without it)."""
+    if not args.replay_replans:
+        return []
+    from meshpar.training.rebalance import schedule_from_replans
 
-    def placed():
-        import tensorflow.compat.v1 as tf
-
-        with tf.device(device):
-            return input_fn()
-
-    return placed
-
-
-def _prepare_data(args, spec, scratch, model_dir) -> dict:
-    """Input functions, the test set and what the run file records about the data."""
-    from meshpar import models
-    from meshpar.training import inputs
-
-    shape = models.input_shape(spec.config)
-    if spec.module is models.vgg_cifar:
-        if args.data:
-            raise ValueError(f"{spec.name} trains on --synthetic images only")
-        if (args.folds is not None or args.test_fraction is not None
-                or args.augment is not None and augmentations(args.augment)):
-            raise ValueError(f"{spec.name}'s synthetic images have no people to fold or "
-                             "volumes to augment: --folds/--test-fraction/--augment need NIfTI")
-        held_out = inputs.synthetic_validation_count(args.n_synthetic, args.val_fraction)
-        if args.n_synthetic - held_out < args.batch:
-            raise ValueError(f"--batch {args.batch} is larger than the "
-                             f"{args.n_synthetic - held_out} training images (--n-synthetic "
-                             f"{args.n_synthetic}, --val-fraction {args.val_fraction})")
-        train_fn, eval_fn = inputs.synthetic_image_fns(
-            args.n_synthetic, shape, args.val_fraction, args.batch, args.seed, model_dir)
-        return dict(train_fn=train_fn, eval_fn=eval_fn, test=None, labels=["0", "1"],
-                    note=f"{args.n_synthetic} synthetic images",
-                    validation_samples=held_out)
-    return _nifti_data(args, spec, scratch, model_dir)
-
-
-def _nifti_data(args, spec, scratch, model_dir) -> dict:
-    from meshpar.data import default_transform, nifti, write_dataset
-    from meshpar.training import inputs
-
-    shape = spec.config.input_shape
-    label_set = tuple(args.labels)
-    if len(label_set) != spec.config.num_classes:
-        raise ValueError(f"--labels names {len(label_set)} classes but {spec.name} has "
-                         f"{spec.config.num_classes}")
-    directory = args.data
-    if args.synthetic:
-        if spec.config.in_channels != 1:
-            raise ValueError("--synthetic phantoms have one channel; --channels > 1 needs --data")
-        directory = os.path.join(scratch, "phantoms")
-        write_dataset(directory, args.n_synthetic, shape=shape, seed=args.seed,
-                      label_set=label_set)
-    skipped = []  # with --skip-bad: subjects dropped before training starts
-    subjects = nifti.read_labels(directory, label_set, skip_bad=args.skip_bad, skipped=skipped)
-    if len(subjects) < 2:
-        raise ValueError(f"{directory}: need at least 2 subjects, found {len(subjects)}")
-    parts = inputs.split_three_ways(subjects, args.val_fraction, args.seed, **split_request(args))
-    if len(parts[0]) < args.batch:
-        raise ValueError(f"--batch {args.batch} is larger than the {len(parts[0])} "
-                         "training subjects")
-    augment = augmentations(args.augment)
-    transform = default_transform(shape, augment=augment or False)
-    sources = [nifti.NiftiDataset(directory, shape, label_set, skip_bad=args.skip_bad,
-                                  subjects=part, channels=spec.config.in_channels,
-                                  transform=transform)
-               if part else None for i, part in enumerate(parts)]
-    args.skipped_report = lambda: skipped + [item for src in sources if src for item in src.skipped]
-    held = {name: sum(s.label == name for s in sources[0].subjects) for name in label_set}
-    if not all(held.values()):  # counted after --skip-bad dropped the unreadable ones
-        raise ValueError(f"{directory}: the training subjects hold no "
-                         f"{' or '.join(n for n, c in held.items() if not c)} subject ("
-                         + ", ".join(f"{n} {c}" for n, c in held.items())
-                         + "): a classifier learns nothing from one class; check labels.csv "
-                         "and --labels")
-    train_fn = inputs.train_input_fn(sources[0], args.batch, args.seed, model_dir,
-                                     augment=bool(augment))
-    eval_fn = inputs.eval_input_fn(sources[1], args.batch) if parts[1] else None
-    counts = list(held.values())
-    test_note = f" / {len(parts[2])} test" if parts[2] else ""
-    note = (f"{len(parts[0])} training / {len(parts[1])} validation{test_note} subjects "
-            f"from {'synthetic phantoms' if args.synthetic else directory}")
-    return dict(train_fn=train_fn, eval_fn=eval_fn, test=sources[2], labels=list(label_set),
-                note=note, validation_samples=len(sources[1].subjects) if sources[1] else 0,
-                class_counts=counts,
-                directory=directory, augment=list(augment),
-                subjects=subjects_record(parts, directory))
-
-
-def subjects_record(parts, directory) -> dict:
-    """What the run file records of the subjects each part holds: counts and a digest of
-    their files (relative to the dataset, so a moved dataset still matches) and labels;
-    resuming on other subjects is refused (training/run.py)."""
-    import hashlib
-
-    digest = hashlib.sha256()
-    for name, part in zip(("train", "validation", "test"), parts):
-        for s in sorted(part, key=lambda s: str(s.path)):
-            digest.update(f"{name}\t{os.path.relpath(s.path, directory)}\t{s.label}\n"
-                          .encode())
-    return {"train": len(parts[0]), "validation": len(parts[1]), "test": len(parts[2]),
-            "digest": digest.hexdigest()[:16]}
+    return schedule_from_replans(read_replans(args.replay_replans, args.batch, spec.name))
 
 
 def _save_run(args, spec, model_dir, data, params) -> None:
@@ -537,15 +440,11 @@ def _train_rebalancing(args, spec, lr, params, model_fn, model_dir, data, client
         return built[0]
 
     built = [None]
-    schedule = []
-    if args.replay_replans:
-        schedule = R.schedule_from_replans(read_replans(args.replay_replans, args.batch,
-                                                        spec.name))
     layout_of = lambda mesh: mesh.layout_for(spec)  # noqa: E731
     try:
         result = R.train_rebalancing(
             build, data["train_fn"], args.steps, model_fn.mesh, client, spec.describe(),
-            args.batch, model_dir, args.rebalance_options, hooks, layout_of, schedule,
+            args.batch, model_dir, args.rebalance_options, hooks, layout_of, args.replay_schedule,
             log=lambda line: print(line, flush=True))
     except ClusterFailure as failure:
         _exit_now(scratch)(failure)

@@ -90,6 +90,11 @@ def report_rebalancing(result, rows, summary) -> None:
     summary.update(replans=result["replans"], rebalance_samples=result["samples"],
                    rebalance_monitor=monitor, step_times=result["step_times"])
     rows.append(("re-plans", str(len(result["replans"]))))
+    if result["replans"]:  # the top-level mesh fields are the mesh the run started on
+        final = result["replans"][-1]["new"]
+        summary["final_mesh"] = final
+        rows.append(("final mesh", f"{final['mesh_shape']} on {', '.join(final['devices'])}, "
+                                   f"split weights {final['split_weights']}"))
     if monitor["overhead_fraction"] is not None:
         rows.append(("measuring overhead", f"{monitor['overhead_fraction']:.2%} of step time "
                                            f"({monitor['traced_steps']} steps measured)"))

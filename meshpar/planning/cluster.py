@@ -282,11 +282,17 @@ class ClusterSpec:
 
     @classmethod
     def load(cls, path) -> "ClusterSpec":
-        """Read a cluster JSON file (as written by :meth:`save` or ``meshpar profile``).
+        """Read a device profile (as written by :meth:`save` or ``meshpar profile``).
 
         FileNotFoundError if it is missing; ValueError naming the file for bad JSON
-        or a bad field.
+        or a bad field, and for a TF cluster file (worker addresses) given instead.
         """
         path = os.fspath(path)
-        data = load_json(path, "cluster file")
-        return cls.from_dict(data, source=f"cluster file {path}")
+        data = load_json(path, "device profile")
+        if isinstance(data, dict) and "devices" not in data and (
+                "cluster" in data or all(isinstance(v, list) and all(isinstance(a, str) for a in v)
+                                         for v in data.values())):
+            raise ValueError(f"{path} is a TF cluster file (worker addresses), not a device "
+                             f"profile: `meshpar profile --cluster {path} --out profile.json` "
+                             "writes the profile of its workers")
+        return cls.from_dict(data, source=f"device profile {path}")

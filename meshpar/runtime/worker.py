@@ -16,7 +16,7 @@ def serve(cluster: dict, job: str, index: int, threads: int = 0,
     if index is None:
         raise ValueError("which task to serve: give --task, or a TF_CONFIG with "
                          "\"task\": {\"type\": ..., \"index\": ...}")
-    if isinstance(index, bool) or not str(index).strip().isdigit():
+    if isinstance(index, bool) or not str(index).strip().lstrip("-").isdigit():
         raise ValueError(f"the task index must be a whole number, got {index!r}")
     if not 0 <= int(index) < len(cluster[job]):
         raise ValueError(f"--task must be in 0..{len(cluster[job]) - 1} for job {job!r}")
@@ -32,8 +32,31 @@ def serve(cluster: dict, job: str, index: int, threads: int = 0,
     server = tf.distribute.Server(tf.train.ClusterSpec(cluster), job_name=job,
                                   task_index=int(index), config=config, start=True)
     if announce is not None:
-        announce(f"meshpar worker {job}:{index} serving at {cluster[job][int(index)]}", flush=True)
+        announce(f"meshpar worker {job}:{index} serving at {address}", flush=True)
+        if not is_local_host(address.rsplit(":", 1)[0]):
+            announce(f"meshpar worker: note: {address.rsplit(':', 1)[0]} is not an address of "
+                     f"this machine: the others look for {job}:{index} there (a wrong --task"
+                     " or cluster file?)", flush=True)
     server.join()
+
+
+def is_local_host(host: str) -> bool:
+    """Whether ``host`` (a name or an IPv4 address) names this machine: some address it
+    resolves to can be bound here. A name that does not resolve is not local."""
+    import socket
+
+    try:
+        ips = {info[4][0] for info in socket.getaddrinfo(host, None, socket.AF_INET)}
+    except (OSError, UnicodeError):
+        return False
+    for ip in ips:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            try:
+                probe.bind((ip, 0))
+                return True
+            except OSError:
+                continue
+    return False
 
 
 def refuse_port_in_use(address: str) -> None:

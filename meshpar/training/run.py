@@ -32,7 +32,7 @@ _IDENTITY = ("model", "model_overrides", "labels", "input_shape", "channels")
 # (the test split, and the validation set that --seed and --val-fraction draw)
 # and the optimizer, whose slot variables are in the checkpoint. Resuming under
 # another split trains on subjects the new split holds out. "subjects" (the
-# files each part holds, cli/train.py subjects_record) catches the same through
+# files each part holds, cli/train_data.py subjects_record) catches the same through
 # the data: a dataset with subjects added or removed reshuffles the folds.
 _COMPARED_WHEN_RECORDED = ("split", "val_fraction", "seed", "optimizer", "subjects")
 

@@ -1,0 +1,117 @@
+"""What ``meshpar train`` trains on: the input functions, the held-out test set
+and what the run file records about the data (synthetic images, synthetic
+phantoms or a NIfTI directory, split by person)."""
+from __future__ import annotations
+
+import os
+
+from meshpar.cli.train_options import augmentations, split_request
+
+
+def on_device(input_fn, device):
+    """The input pipeline runs in this process (job ``client``), next to its
+    Python readers; the mesh's slices run on the workers."""
+    if input_fn is None:
+        return None
+
+    def placed():
+        import tensorflow.compat.v1 as tf
+
+        with tf.device(device):
+            return input_fn()
+
+    return placed
+
+
+def prepare_data(args, spec, scratch, model_dir) -> dict:
+    """Input functions, the test set and what the run file records about the data."""
+    from meshpar import models
+    from meshpar.training import inputs
+
+    shape = models.input_shape(spec.config)
+    if spec.module is models.vgg_cifar:
+        if args.data:
+            raise ValueError(f"{spec.name} trains on --synthetic images only")
+        if (args.folds is not None or args.test_fraction is not None
+                or args.augment is not None and augmentations(args.augment)):
+            raise ValueError(f"{spec.name}'s synthetic images have no people to fold or "
+                             "volumes to augment: --folds/--test-fraction/--augment need NIfTI")
+        held_out = inputs.synthetic_validation_count(args.n_synthetic, args.val_fraction)
+        if args.n_synthetic - held_out < args.batch:
+            raise ValueError(f"--batch {args.batch} is larger than the "
+                             f"{args.n_synthetic - held_out} training images (--n-synthetic "
+                             f"{args.n_synthetic}, --val-fraction {args.val_fraction})")
+        train_fn, eval_fn = inputs.synthetic_image_fns(
+            args.n_synthetic, shape, args.val_fraction, args.batch, args.seed, model_dir)
+        return dict(train_fn=train_fn, eval_fn=eval_fn, test=None, labels=["0", "1"],
+                    note=f"{args.n_synthetic} synthetic images",
+                    validation_samples=held_out)
+    return _nifti_data(args, spec, scratch, model_dir)
+
+
+def _nifti_data(args, spec, scratch, model_dir) -> dict:
+    """Input functions and records of a NIfTI run (``--data`` or ``--synthetic`` phantoms)."""
+    from meshpar.data import default_transform, nifti, write_dataset
+    from meshpar.training import inputs
+
+    shape = spec.config.input_shape
+    label_set = tuple(args.labels)
+    if len(label_set) != spec.config.num_classes:
+        raise ValueError(f"--labels names {len(label_set)} classes but {spec.name} has "
+                         f"{spec.config.num_classes}")
+    directory = args.data
+    if args.synthetic:
+        if spec.config.in_channels != 1:
+            raise ValueError("--synthetic phantoms have one channel; --channels > 1 needs --data")
+        directory = os.path.join(scratch, "phantoms")
+        write_dataset(directory, args.n_synthetic, shape=shape, seed=args.seed,
+                      label_set=label_set)
+    skipped = []  # with --skip-bad: subjects dropped before training starts
+    subjects = nifti.read_labels(directory, label_set, skip_bad=args.skip_bad, skipped=skipped)
+    if len(subjects) < 2:
+        raise ValueError(f"{directory}: need at least 2 subjects, found {len(subjects)}")
+    parts = inputs.split_three_ways(subjects, args.val_fraction, args.seed, **split_request(args))
+    if len(parts[0]) < args.batch:
+        raise ValueError(f"--batch {args.batch} is larger than the {len(parts[0])} "
+                         "training subjects")
+    augment = augmentations(args.augment)
+    transform = default_transform(shape, augment=augment or False)
+    sources = [nifti.NiftiDataset(directory, shape, label_set, skip_bad=args.skip_bad,
+                                  subjects=part, channels=spec.config.in_channels,
+                                  transform=transform)
+               if part else None for i, part in enumerate(parts)]
+    args.skipped_report = lambda: skipped + [item for src in sources if src for item in src.skipped]
+    held = {name: sum(s.label == name for s in sources[0].subjects) for name in label_set}
+    if not all(held.values()):  # counted after --skip-bad dropped the unreadable ones
+        raise ValueError(f"{directory}: the training subjects hold no "
+                         f"{' or '.join(n for n, c in held.items() if not c)} subject ("
+                         + ", ".join(f"{n} {c}" for n, c in held.items())
+                         + "): a classifier learns nothing from one class; check labels.csv "
+                         "and --labels")
+    train_fn = inputs.train_input_fn(sources[0], args.batch, args.seed, model_dir,
+                                     augment=bool(augment))
+    eval_fn = inputs.eval_input_fn(sources[1], args.batch) if parts[1] else None
+    counts = list(held.values())
+    test_note = f" / {len(parts[2])} test" if parts[2] else ""
+    note = (f"{len(parts[0])} training / {len(parts[1])} validation{test_note} subjects "
+            f"from {'synthetic phantoms' if args.synthetic else directory}")
+    return dict(train_fn=train_fn, eval_fn=eval_fn, test=sources[2], labels=list(label_set),
+                note=note, validation_samples=len(sources[1].subjects) if sources[1] else 0,
+                class_counts=counts,
+                directory=directory, augment=list(augment),
+                subjects=subjects_record(parts, directory))
+
+
+def subjects_record(parts, directory) -> dict:
+    """What the run file records of the subjects each part holds: counts and a digest of
+    their files (relative to the dataset, so a moved dataset still matches) and labels;
+    resuming on other subjects is refused (training/run.py)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for name, part in zip(("train", "validation", "test"), parts):
+        for s in sorted(part, key=lambda s: str(s.path)):
+            digest.update(f"{name}\t{os.path.relpath(s.path, directory)}\t{s.label}\n"
+                          .encode())
+    return {"train": len(parts[0]), "validation": len(parts[1]), "test": len(parts[2]),
+            "digest": digest.hexdigest()[:16]}
