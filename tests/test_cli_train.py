@@ -174,6 +174,12 @@ def test_a_trace_goes_into_the_model_directory_the_run_creates(tmp_path, capsys)
                  "--model-dir", str(model_dir)]) == 0
     assert "is at step 2, not below --steps 1: nothing to train" in capsys.readouterr().err
     assert (model_dir / "meshpar_run.json").read_text() == recorded
+    # a run that would train nothing is still refused a directory of another model
+    assert main(["train", "--synthetic", "--model", "vgg-cifar-small", "--steps", "1",
+                 "--batch", "2", "--n-synthetic", "12", "--no-progress",
+                 "--model-dir", str(model_dir)]) == 2
+    assert "holds a run with another model" in capsys.readouterr().err
+    assert (model_dir / "meshpar_run.json").read_text() == recorded
 
 
 def test_a_refused_resume_leaves_the_saved_run_file_as_it_was(capsys, tmp_path):

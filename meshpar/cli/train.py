@@ -296,11 +296,11 @@ def run(args) -> int:
         if client is not None:
             for key in ("train_fn", "eval_fn"):
                 data[key] = on_device(data[key], client.client_device)
-        saved = os.path.isfile(os.path.join(model_dir, RUN_FILE))
-        if saved and checkpoint_step(model_dir) >= args.steps:
-            note = ""  # nothing to train (_train says so): the saved run keeps its record
-        else:
-            _save_run(args, spec, model_dir, data, params)
+        # nothing to train (_train says so): the saved run keeps its record, checked only
+        keep = (os.path.isfile(os.path.join(model_dir, RUN_FILE))
+                and checkpoint_step(model_dir) >= args.steps)
+        _save_run(args, spec, model_dir, data, params, write=not keep)
+        note = "" if keep else note
         if note:
             print(note, file=sys.stderr)
         return _train(args, spec, lr, params, mesh_kwargs, model_dir, data, client, scratch)
@@ -315,11 +315,13 @@ def _replay_schedule(args, spec) -> list:
     return schedule_from_replans(read_replans(args.replay_replans, args.batch, spec.name))
 
 
-def _save_run(args, spec, model_dir, data, params) -> None:
+def _save_run(args, spec, model_dir, data, params, write: bool = True) -> None:
+    """Write the run file (or, ``write=False``, only check that this run may use the
+    directory: the same model, split of the subjects and optimizer)."""
     from meshpar import models
-    from meshpar.training.run import save_run_info
+    from meshpar.training.run import check_run_info, save_run_info
 
-    save_run_info(model_dir, {
+    (save_run_info if write else check_run_info)(model_dir, {
         "model": spec.name,
         "model_overrides": {} if args.channels is None else {"in_channels": args.channels},
         "labels": data["labels"], "input_shape": list(models.input_shape(spec.config)),

@@ -18,8 +18,8 @@ import os
 import shutil
 from typing import Optional, Sequence
 
-__all__ = ["RUN_FILE", "BEST_DIR", "save_run_info", "load_run_info", "estimator_files",
-           "is_run_file", "best_checkpoint", "best_record", "keep_if_best", "train_keeping_best",
+__all__ = ["RUN_FILE", "BEST_DIR", "save_run_info", "check_run_info", "load_run_info",
+           "estimator_files", "is_run_file", "best_checkpoint", "best_record", "keep_if_best", "train_keeping_best",
            "write_predictions", "schedule_change_note"]
 
 RUN_FILE = "meshpar_run.json"
@@ -38,19 +38,31 @@ _COMPARED_WHEN_RECORDED = ("split", "val_fraction", "seed", "optimizer", "subjec
 
 
 def save_run_info(model_dir: str, info: dict) -> str:
-    """Write ``info`` to ``model_dir/meshpar_run.json``; returns the path.
-
-    A directory that already holds a run of another model (name, overrides,
-    labels, input shape or channels differ), of another split of the subjects
-    (test split, validation fraction, seed) or of another optimizer is refused
-    with a ValueError, so resuming never mixes two models' checkpoints nor
-    trains on subjects the earlier run held out. A directory with a TF estimator's
-    files (checkpoints, graph, events) but no run file is refused too: training
-    there would overwrite them.
-    """
+    """Write ``info`` to ``model_dir/meshpar_run.json`` once :func:`check_run_info`
+    accepts it; returns the path."""
     os.makedirs(model_dir, exist_ok=True)
     path = os.path.join(model_dir, RUN_FILE)
     info = {"format": _FORMAT, **info}
+    check_run_info(model_dir, info)
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(info, f, indent=1, sort_keys=True)
+    os.replace(tmp, path)
+    return path
+
+
+def check_run_info(model_dir: str, info: dict) -> None:
+    """ValueError unless a run described by ``info`` may use ``model_dir``.
+
+    A directory that already holds a run of another model (name, overrides,
+    labels, input shape or channels differ), of another split of the subjects
+    (test split, validation fraction, seed) or of another optimizer is refused,
+    so resuming never mixes two models' checkpoints nor trains on subjects the
+    earlier run held out. A directory with a TF estimator's files (checkpoints,
+    graph, events) but no run file is refused too: training there would
+    overwrite them.
+    """
+    path = os.path.join(model_dir, RUN_FILE)
     foreign = [] if os.path.exists(path) else estimator_files(model_dir)
     if foreign:
         raise ValueError(f"{model_dir} holds {', '.join(foreign[:3])}"
@@ -65,11 +77,6 @@ def save_run_info(model_dir: str, info: dict) -> str:
             raise ValueError(f"{model_dir} holds a run with another {', '.join(differ)} "
                              f"({', '.join(_recorded(k, old.get(k)) for k in differ)}); use a "
                              "new --model-dir")
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(info, f, indent=1, sort_keys=True)
-    os.replace(tmp, path)
-    return path
 
 
 def _recorded(key: str, value) -> str:
