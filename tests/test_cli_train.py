@@ -213,3 +213,12 @@ def test_resuming_with_more_steps_says_the_schedule_is_laid_out_again(capsys, tm
     assert "schedule now runs over 4 steps" in err and "planned 2" in err
     assert main(base + ["--steps", "4"]) == 0  # the same steps: nothing to say
     assert "schedule now runs" not in capsys.readouterr().err
+
+
+def test_split_weights_print_rounded_for_a_person():
+    """The run's printed mesh line rounds the weights (the JSON keeps them whole)."""
+    from meshpar.cli.train_report import format_weights
+
+    assert format_weights({"batch": [27.0, 4.999999999999999], "model": [1.0425097781685597]}) \
+        == "{batch: [27, 5], model: [1.043]}"
+    assert format_weights({}) == "even" and format_weights(None) == "even"

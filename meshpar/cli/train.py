@@ -37,8 +37,8 @@ from meshpar.cli.train_options import (  # noqa: F401  (mesh_from_speeds: re-exp
     read_replans, rebalance_options, recipe_params, refuse_unused_recipe_flags,
     split_request)
 from meshpar.cli.train_data import on_device, prepare_data
-from meshpar.cli.train_report import (evaluate, print_table, report_best, report_rebalancing,
-                                      report_trace, run_summary)
+from meshpar.cli.train_report import (evaluate, format_weights, print_table, report_best,
+                                      report_rebalancing, report_trace, run_summary)
 from meshpar.models import names_for_help
 from meshpar.planning.jsonio import dumps_strict
 
@@ -356,7 +356,7 @@ def _train(args, spec, lr, params, mesh_kwargs, model_dir, data, client=None,
     mesh = model_fn.mesh
     print(f"model {spec.name}: {spec.describe().params:,} parameters; {data['note']}")
     print(f"mesh {mesh.mesh_shape} ({mesh.size} device(s)), "
-          f"split weights {mesh.split_weights or 'even'}")
+          f"split weights {format_weights(mesh.split_weights)}")
     print(f"optimizer {args.optimizer} lr {lr:g}, batch {args.batch}, checkpoints in {model_dir}")
     history, bar = _progress(args)
     hooks = [history]

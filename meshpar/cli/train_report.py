@@ -94,10 +94,19 @@ def report_rebalancing(result, rows, summary) -> None:
         final = result["replans"][-1]["new"]
         summary["final_mesh"] = final
         rows.append(("final mesh", f"{final['mesh_shape']} on {', '.join(final['devices'])}, "
-                                   f"split weights {final['split_weights']}"))
+                                   f"split weights {format_weights(final['split_weights'])}"))
     if monitor["overhead_fraction"] is not None:
         rows.append(("measuring overhead", f"{monitor['overhead_fraction']:.2%} of step time "
                                            f"({monitor['traced_steps']} steps measured)"))
+
+def format_weights(weights: dict) -> str:
+    """Split weights for a person to read, 4 significant digits (``3`` rather than
+    ``2.9999999999999996``); the JSON summary keeps them whole. ``even`` for none."""
+    if not weights:
+        return "even"
+    return "{" + ", ".join(f"{axis}: [{', '.join(f'{w:.4g}' for w in ws)}]"
+                           for axis, ws in weights.items()) + "}"
+
 
 def report_trace(hook) -> dict:
     """Print the traced step's breakdown; return it for the JSON summary."""
