@@ -33,10 +33,11 @@ def serve(cluster: dict, job: str, index: int, threads: int = 0,
                                   task_index=int(index), config=config, start=True)
     if announce is not None:
         announce(f"meshpar worker {job}:{index} serving at {address}", flush=True)
-        if not is_local_host(address.rsplit(":", 1)[0]):
-            announce(f"meshpar worker: note: {address.rsplit(':', 1)[0]} is not an address of "
-                     f"this machine: the others look for {job}:{index} there (a wrong --task"
-                     " or cluster file?)", flush=True)
+        host = address.rsplit(":", 1)[0]
+        if not is_local_host(host):
+            announce(f"meshpar worker: note: {host} is not an address of this machine: the "
+                     f"others look for {job}:{index} there (a wrong --task or cluster file?)",
+                     flush=True)
     server.join()
 
 

@@ -19,8 +19,8 @@ import shutil
 from typing import Optional, Sequence
 
 __all__ = ["RUN_FILE", "BEST_DIR", "save_run_info", "check_run_info", "load_run_info",
-           "estimator_files", "is_run_file", "best_checkpoint", "best_record", "keep_if_best", "train_keeping_best",
-           "write_predictions", "schedule_change_note"]
+           "estimator_files", "is_run_file", "best_checkpoint", "best_record", "keep_if_best",
+           "train_keeping_best", "write_predictions", "schedule_change_note"]
 
 RUN_FILE = "meshpar_run.json"
 BEST_DIR = "best"
