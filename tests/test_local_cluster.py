@@ -221,3 +221,32 @@ def _renew_the_workers(cluster):
     assert np.isfinite(_allocate_on_worker(cluster, 16 * 2**20))
     assert cluster.memory_peak(0) < 96 * 2**20
 
+
+
+def test_a_worker_is_ready_once_it_says_it_serves_not_when_its_port_opens(tmp_path):
+    """The port opens before the server's threads start; a memory budget set at
+    "ready" must not charge that start-up, so ready waits for the worker's line (of
+    this life: a respawned worker appends to its predecessor's log)."""
+    import socket
+    import types
+
+    from meshpar.runtime.worker import SERVING
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    cluster = LocalCluster([1.0])
+    cluster.addresses = [f"127.0.0.1:{listener.getsockname()[1]}"]
+    log = open(tmp_path / "worker0.log", "a+b")
+    log.write(f"meshpar worker worker:0 {SERVING} (an earlier life)\n".encode())
+    log.flush()
+    cluster.processes = [types.SimpleNamespace(meshpar_log=log, meshpar_log_start=log.tell())]
+    try:
+        assert not cluster._serving(0)  # port open, nothing said in this life
+        log.write(f"meshpar worker worker:0 {SERVING} {cluster.addresses[0]}\n".encode())
+        assert cluster._serving(0)
+        listener.close()
+        assert not cluster._serving(0)  # said, but the port is closed
+    finally:
+        log.close()
+        listener.close()

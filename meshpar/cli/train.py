@@ -297,13 +297,14 @@ def run(args) -> int:
             for key in ("train_fn", "eval_fn"):
                 data[key] = on_device(data[key], client.client_device)
         # nothing to train (_train says so): the saved run keeps its record, checked only
-        keep = (os.path.isfile(os.path.join(model_dir, RUN_FILE))
-                and checkpoint_step(model_dir) >= args.steps)
+        first_step = checkpoint_step(model_dir)
+        keep = os.path.isfile(os.path.join(model_dir, RUN_FILE)) and first_step >= args.steps
         _save_run(args, spec, model_dir, data, params, write=not keep)
         note = "" if keep else note
         if note:
             print(note, file=sys.stderr)
-        return _train(args, spec, lr, params, mesh_kwargs, model_dir, data, client, scratch)
+        return _train(args, spec, lr, params, mesh_kwargs, model_dir, data, client, scratch,
+                      first_step)
 
 
 def _replay_schedule(args, spec) -> list:
@@ -337,7 +338,9 @@ def _save_run(args, spec, model_dir, data, params, write: bool = True) -> None:
 
 
 def _train(args, spec, lr, params, mesh_kwargs, model_dir, data, client=None,
-           scratch=None) -> int:
+           scratch=None, first_step: int = 0) -> int:
+    """Build the estimator and train from ``first_step`` (the checkpoint's, read once by
+    ``run``) to ``--steps``; evaluate and print the summary."""
     import tensorflow.compat.v1 as tf
 
     from meshpar.training import estimator as E
@@ -369,7 +372,6 @@ def _train(args, spec, lr, params, mesh_kwargs, model_dir, data, client=None,
     guard = lambda run: _guard(client, run, _exit_now(scratch))  # noqa: E731
     scores = []  # (step, validation loss) of each checkpoint with --keep-best
     rebalanced = None  # with --rebalance/--elastic: replans, samples, monitor overhead
-    first_step = checkpoint_step(model_dir)
     if first_step >= args.steps:
         print(f"meshpar train: note: {model_dir} is at step {first_step}, not below --steps "
               f"{args.steps}: nothing to train; its last checkpoint is evaluated",

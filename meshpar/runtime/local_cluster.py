@@ -43,6 +43,7 @@ from typing import Optional, Sequence
 from meshpar.runtime.cgroups import remove_group, writable
 from meshpar.runtime.client import ClusterFailure, unreachable_reason
 from meshpar.runtime.memory_limit import MemoryLimit, detect_memory_cgroup
+from meshpar.runtime.worker import SERVING
 from meshpar.core.splits import validate_weights
 
 CGROUP_V1_CPU = "/sys/fs/cgroup/cpu"
@@ -323,12 +324,14 @@ class LocalCluster:
         """Start worker process ``i`` (pinned when the cluster pins)."""
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
         log = open(os.path.join(self._tmp.name, f"worker{i}.log"), "a+b")
+        log.seek(0, os.SEEK_END)
+        log_start = log.tell()  # a respawned worker appends to its predecessor's log
         proc = subprocess.Popen(
             [sys.executable, "-m", "meshpar", "worker", "--cluster", self._spec_path,
              "--task", str(i), "--threads", "1"],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
             start_new_session=True)
-        proc.meshpar_log = log
+        proc.meshpar_log, proc.meshpar_log_start = log, log_start
         if self.pin:
             os.sched_setaffinity(proc.pid, {i % (os.cpu_count() or 1)})
         return proc
@@ -340,6 +343,18 @@ class LocalCluster:
         text = log.read().decode("utf-8", "replace").strip().splitlines()
         return " | ".join(text[-lines:])
 
+    def _serving(self, i: int) -> bool:
+        """Whether worker ``i`` is ready: it accepts connections and has said it serves.
+        The port opens before the server's threads start; those threads' first pages
+        must not count against a memory budget set at ready."""
+        if unreachable_reason(self.addresses[i], 0.5) is not None:
+            return False
+        proc = self.processes[i]
+        proc.meshpar_log.flush()
+        with open(proc.meshpar_log.name, "rb") as log:
+            log.seek(proc.meshpar_log_start)
+            return SERVING.encode() in log.read()
+
     def _wait_ready(self):
         deadline = time.monotonic() + self.start_timeout
         pending = set(range(len(self.speeds)))
@@ -349,12 +364,8 @@ class LocalCluster:
                     raise WorkerError(
                         f"worker {i} at {self.addresses[i]} exited with code"
                         f" {self.processes[i].returncode}: {self._log_tail(i)}")
-                host, port = self.addresses[i].rsplit(":", 1)
-                try:
-                    with socket.create_connection((host, int(port)), timeout=0.5):
-                        pending.discard(i)
-                except OSError:
-                    pass
+                if self._serving(i):
+                    pending.discard(i)
             if pending and time.monotonic() > deadline:
                 names = ", ".join(f"worker {i} at {self.addresses[i]}" for i in sorted(pending))
                 raise WorkerError(f"timed out after {self.start_timeout:.0f} s waiting for {names}")
@@ -487,9 +498,9 @@ class LocalCluster:
                 self._throttle(i, self.speeds[i])
 
     def _await_back(self, i: int, deadline: float):
-        """Return once respawned worker ``i`` accepts connections (WorkerError if it
-        exits or ``deadline``, a ``time.monotonic()``, passes first)."""
-        while unreachable_reason(self.addresses[i], 0.5) is not None:
+        """Return once respawned worker ``i`` is ready (WorkerError if it exits or
+        ``deadline``, a ``time.monotonic()``, passes first)."""
+        while not self._serving(i):
             if self.processes[i].poll() is not None or time.monotonic() > deadline:
                 raise WorkerError(f"worker {i} at {self.addresses[i]} did not come back: "
                                   f"{self._log_tail(i)}")

@@ -4,6 +4,9 @@ from __future__ import annotations
 import os
 from typing import Optional
 
+#: what a worker prints once it serves (LocalCluster waits for it)
+SERVING = "serving at"
+
 
 def serve(cluster: dict, job: str, index: int, threads: int = 0,
           announce: Optional[callable] = print) -> None:
@@ -32,12 +35,12 @@ def serve(cluster: dict, job: str, index: int, threads: int = 0,
     server = tf.distribute.Server(tf.train.ClusterSpec(cluster), job_name=job,
                                   task_index=int(index), config=config, start=True)
     if announce is not None:
-        announce(f"meshpar worker {job}:{index} serving at {address}", flush=True)
         host = address.rsplit(":", 1)[0]
         if not is_local_host(host):
             announce(f"meshpar worker: note: {host} is not an address of this machine: the "
                      f"others look for {job}:{index} there (a wrong --task or cluster file?)",
                      flush=True)
+        announce(f"meshpar worker {job}:{index} {SERVING} {address}", flush=True)  # last
     server.join()
 
 
