@@ -175,3 +175,86 @@ def test_statistics_without_a_shift_on_an_uneven_split():
         got_mean, got_var = sess.run(outs)
     np.testing.assert_allclose(got_mean, xv.mean(axis=(0, 1, 2, 3)), atol=1e-5)
     np.testing.assert_allclose(got_var, xv.var(axis=(0, 1, 2, 3)), atol=1e-5)
+
+
+def _build_pair(together: bool):
+    """Two batch norms (their own variables) of two activations with the same
+    dimensions, as a residual block's branches; a loss reading both outputs. Returns
+    (graph, mesh, tensors): outputs, loss, gradients, the moving averages' new values."""
+    graph, mesh, dims, x, w, _, _, _ = _layer_inputs()
+    channel = dims[-1]
+    x2 = mtf.relu(x * w) - 0.4  # another activation of the same shape
+    names = ["bn_a", "bn_b"]
+    made = [L.batch_norm_variables(x, channel, name) for name in names]
+    if together:
+        ys, updates = L.batch_norms_together([x, x2], channel, True, 0.9, EPS, names,
+                                             variables=made)
+    else:
+        ys, updates = [], []
+        for t, name, v in zip([x, x2], names, made):
+            y, ops = L.batch_norms_together([t], channel, True, 0.9, EPS, [name],
+                                            variables=[v])
+            ys += y
+            updates += ops
+    loss = (mtf.reduce_sum(ys[0] * w, name="loss_sum")
+            + mtf.reduce_sum(ys[1] * ys[1], name="loss_sum_b"))
+    grads = mtf.gradients([loss], [x] + [t for v in made for t in v[:2]])
+    moving = [u.inputs[-1] for u in updates]  # the moving averages' new values
+    return graph, mesh, ys + [loss] + grads + moving
+
+
+def _run_pair(together, impl):
+    config = tf.ConfigProto(device_count={"CPU": 2}, intra_op_parallelism_threads=1,
+                            inter_op_parallelism_threads=1)
+    with tf.Graph().as_default():
+        tf.set_random_seed(1)
+        graph, mesh, tensors = _build_pair(together)
+        lowering = mtf.Lowering(graph, {mesh: impl})
+        outs = [lowering.export_to_tf_tensor(t) for t in tensors]
+        with tf.Session(config=config) as sess:
+            sess.run(tf.global_variables_initializer())
+            sess.run(lowering.copy_masters_to_slices())
+            return sess.run(outs)
+
+
+@pytest.mark.parametrize("mesh", ["all:1", "batch:2"])
+def test_batch_norms_together_equal_one_per_tensor(mesh):
+    """The same outputs, gradients (input, scales, offsets) and moving averages as a
+    batch norm per tensor, on one device and on an uneven batch split."""
+    def impl():
+        if mesh == "all:1":
+            return HeterogeneousMeshImpl("all:1", "", [""])
+        return HeterogeneousMeshImpl("batch:2", "batch:batch", ["/cpu:0", "/cpu:1"],
+                                     split_weights={"batch": [3, 2]})
+    apart, together = _run_pair(False, impl()), _run_pair(True, impl())
+    assert len(together) == len(apart) == 2 + 1 + 5 + 4
+    for i, (a, b) in enumerate(zip(apart, together)):
+        np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-5, err_msg=f"output {i}")
+
+
+def test_batch_norms_together_synchronise_once_each_way(monkeypatch):
+    """Two batch norms apart all-reduce twice forward and twice backward on a batch
+    split; together once each way."""
+    def count(together):
+        calls = record_allreduces(monkeypatch)
+        with tf.Graph().as_default():
+            tf.set_random_seed(1)
+            graph, mesh, _ = _build_pair(together)
+            impl = HeterogeneousMeshImpl("batch:2", "batch:batch", ["/cpu:0", "/cpu:1"],
+                                         split_weights={"batch": [3, 2]})
+            mtf.Lowering(graph, {mesh: impl})
+        return [c for c in calls if not c.startswith("loss_sum")]
+
+    apart, together = count(False), count(True)
+    assert len(apart) == 4 and len([c for c in apart if "gradients" in c]) == 2, apart
+    assert len(together) == 2 and len([c for c in together if "gradients" in c]) == 1, \
+        together
+
+
+def test_batch_norms_together_refuse_tensors_of_other_shapes():
+    graph, mesh, dims, x, w, _, _, _ = _layer_inputs()
+    other = mtf.reduce_sum(x, reduced_dim=dims[1])
+    with pytest.raises(ValueError, match="one shape"):
+        L.batch_norms_together([x, other], dims[-1], True, names=["a", "b"])
+    with pytest.raises(ValueError, match="2 tensors for 1 names"):
+        L.batch_norms_together([x, w], dims[-1], True, names=["a"])

@@ -24,6 +24,8 @@ share is a smaller normalisation group), the same on any other mesh.
 """
 from __future__ import annotations
 
+import contextlib
+
 import meshpar  # noqa: F401  (installs the mesh_tensorflow import shim)
 import mesh_tensorflow as mtf
 import tensorflow.compat.v1 as tf
@@ -178,18 +180,35 @@ def batch_statistics(x, channel_dim, shift=None):
     when the mean is large against the spread; clamped at 0. Every mesh
     computes this same formula.
     """
-    count = x.shape.size // channel_dim.size
-    shifts = [] if shift is None else [mtf.stop_gradient(shift)]
+    return _statistics_together([x], channel_dim, [shift])[0]
 
-    def centred_and_squared(bc, x, *shifts):
-        centred = x - bc(shifts[0]) if shifts else x
-        return [centred, tf.square(centred)]
 
-    sums, stat = _channel_sums(centred_and_squared, 2, 3 + len(shifts), [x] + shifts,
+def _statistics_together(xs, channel_dim, shifts):
+    """``[(mean, variance)]`` of :func:`batch_statistics` for each of the same-shaped
+    ``xs`` (``shifts[i]``: the shift of ``xs[i]``, all None or none), with ONE
+    collective for all of them: the sums of every tensor are stacked before the
+    reduction over the batch."""
+    count = xs[0].shape.size // channel_dim.size
+    n = len(xs)
+    shifted = shifts[0] is not None
+    shift_in = [mtf.stop_gradient(t) for t in shifts] if shifted else []
+
+    def centred_and_squared(bc, *slices):
+        parts = []
+        for i, x in enumerate(slices[:n]):
+            centred = x - bc(slices[n + i]) if shifted else x
+            parts += [centred, tf.square(centred)]
+        return parts
+
+    sums, stat = _channel_sums(centred_and_squared, 2 * n, n * (3 + shifted), list(xs) + shift_in,
                                channel_dim, "bnstat")
-    offset, mean_sq = mtf.unstack(sums * (1.0 / count), stat)
-    mean = offset if shift is None else offset + mtf.stop_gradient(shift)
-    return mean, mtf.relu(mean_sq - mtf.square(offset))
+    sums = mtf.unstack(sums * (1.0 / count), stat)
+    out = []
+    for i in range(n):
+        offset, mean_sq = sums[2 * i], sums[2 * i + 1]
+        mean = offset + shift_in[i] if shifted else offset
+        out.append((mean, mtf.relu(mean_sq - mtf.square(offset))))
+    return out
 
 
 # Element-wise work on an activation and per-channel vectors runs as ONE slicewise
@@ -306,8 +325,69 @@ def batch_norm(x, channel_dim, is_training, momentum=0.9, epsilon=1e-5, name="bn
     (mtf.Tensor, list of mtf.Operation)
         The normalised tensor and, in training, the moving-average updates.
     """
+    ys, updates = batch_norms_together([x], channel_dim, is_training, momentum, epsilon,
+                                       [name], statistics)
+    return ys[0], updates
+
+
+def batch_norms_together(xs, channel_dim, is_training, momentum=0.9, epsilon=1e-5,
+                         names=("bn",), statistics="global", variables=None):
+    """:func:`batch_norm` of each of the same-shaped ``xs`` (its own variables, under
+    ``names[i]``, and its own statistics) in training sharing their synchronisations:
+    ONE all-reduce forward and one backward for all of them with global statistics,
+    where each alone is one of each. Every device waits for the slowest at each, so
+    two layers that can be normalised at the same point (a residual block's two
+    branches) should be. The same formula as one :func:`batch_norm` per tensor (equal
+    up to float32 rounding: the graph around it differs).
+    ``variables[i]``: those of ``names[i]`` made earlier by :func:`batch_norm_variables`
+    (None: made here), so that a model keeps the order its variables were made in,
+    and with it their seeded initial values.
+
+    Returns
+    -------
+    (list of mtf.Tensor, list of mtf.Operation)
+    """
+    if len(xs) != len(names) or not xs:
+        raise ValueError(f"batch_norms_together: {len(xs)} tensors for {len(names)} names")
+    if any(x.shape != xs[0].shape for x in xs):
+        raise ValueError(f"batch_norms_together needs tensors of one shape, got "
+                         f"{[str(x.shape) for x in xs]}")
+    normalisers = {"global": _normalise_together, "local": _normalise_local}
+    if statistics not in normalisers:
+        raise ValueError(f"batch_norm statistics must be one of {sorted(normalisers)}, "
+                         f"got {statistics!r}")
+    # one tensor: everything under its name, as a single batch norm always was
+    single = len(xs) == 1
+    with tf.variable_scope(names[0]) if single else contextlib.nullcontext():
+        made = variables or [None] * len(xs)
+        variables = [v or batch_norm_variables(x, channel_dim, None if single else name)
+                     for x, name, v in zip(xs, names, made)]
+        if not is_training:
+            ys = []
+            for x, (scale, offset, moving_mean, moving_var) in zip(xs, variables):
+                a = scale * mtf.rsqrt(moving_var + epsilon)
+                ys.append(scale_and_shift(x, a, offset - moving_mean * a, channel_dim))
+            return ys, []
+        if statistics == "local":  # no collective forward to share
+            results = [_normalise_local(x, *v[:3], channel_dim, epsilon)
+                       for x, v in zip(xs, variables)]
+        else:
+            results = _normalise_together(xs, *(list(v) for v in list(zip(*variables))[:3]),
+                                          channel_dim, epsilon)
+        updates = []
+        for (_, mean, variance), (_, _, moving_mean, moving_var) in zip(results, variables):
+            updates += [
+                mtf.assign(moving_mean, moving_mean * momentum + mean * (1.0 - momentum)),
+                mtf.assign(moving_var, moving_var * momentum + variance * (1.0 - momentum)),
+            ]
+    return [y for y, _, _ in results], updates
+
+
+def batch_norm_variables(x, channel_dim, name=None):
+    """``(scale, offset, moving_mean, moving_variance)`` of a batch norm, under the
+    variable scope ``name`` (None: the current one)."""
     dtype = variable_dtype(x)
-    with tf.variable_scope(name):
+    with tf.variable_scope(name) if name else contextlib.nullcontext():
         scale = mtf.get_variable(x.mesh, "scale", [channel_dim], dtype=dtype,
                                  initializer=tf.ones_initializer())
         offset = mtf.get_variable(x.mesh, "offset", [channel_dim], dtype=dtype,
@@ -316,25 +396,19 @@ def batch_norm(x, channel_dim, is_training, momentum=0.9, epsilon=1e-5, name="bn
                                        initializer=tf.zeros_initializer(), trainable=False)
         moving_var = mtf.get_variable(x.mesh, "moving_variance", [channel_dim], dtype=dtype,
                                       initializer=tf.ones_initializer(), trainable=False)
-        if not is_training:
-            a = scale * mtf.rsqrt(moving_var + epsilon)
-            return scale_and_shift(x, a, offset - moving_mean * a, channel_dim), []
-        normalisers = {"global": _normalise_training, "local": _normalise_local}
-        if statistics not in normalisers:
-            raise ValueError(f"batch_norm statistics must be one of {sorted(normalisers)}, "
-                             f"got {statistics!r}")
-        y, mean, variance = normalisers[statistics](x, scale, offset, moving_mean,
-                                                    channel_dim, epsilon)
-        updates = [
-            mtf.assign(moving_mean, moving_mean * momentum + mean * (1.0 - momentum)),
-            mtf.assign(moving_var, moving_var * momentum + variance * (1.0 - momentum)),
-        ]
-        return y, updates
+    return scale, offset, moving_mean, moving_var
 
 
 def _normalise_training(x, scale, offset, shift, channel_dim, epsilon):
-    """``(y, mean, variance)`` of batch normalisation in training, with a hand-written
-    gradient that needs ONE collective when the batch is split.
+    """``(y, mean, variance)`` of batch normalisation in training with global
+    statistics (:func:`_normalise_together` of one tensor)."""
+    return _normalise_together([x], [scale], [offset], [shift], channel_dim, epsilon)[0]
+
+
+def _normalise_together(xs, scales, offsets, shifts, channel_dim, epsilon):
+    """``[(y, mean, variance)]`` of batch normalisation in training of each of ``xs``
+    (``shifts``: their moving means), with a hand-written gradient; ONE collective
+    forward and one backward for all of them when the batch is split.
 
     Differentiated op by op, ``y = (x - mean) * rsqrt(var + eps) * scale + offset``
     all-reduces four per-channel tensors in the backward pass (the gradients of
@@ -342,57 +416,81 @@ def _normalise_training(x, scale, offset, shift, channel_dim, epsilon):
     ``dx``: each is a point where every device waits for the slowest. The
     closed form needs two per-channel sums, ``sum(dy)`` and ``sum(dy * xhat)``,
     which are the gradients of ``offset`` and ``scale`` as well, reduced together
-    by :func:`_channel_sums` (as :func:`batch_statistics` does forward). The
-    forward pass is two passes over ``x`` (``x * a + b`` with per-channel ``a``,
-    ``b``) instead of four.
+    by :func:`_channel_sums` (as :func:`batch_statistics` does forward), those of
+    every tensor in one stack. The forward pass is two passes over ``x`` (``x * a
+    + b`` with per-channel ``a``, ``b``) instead of four.
     Every mesh, one device included, computes this same formula.
     """
-    count = x.shape.size // channel_dim.size
+    n = len(xs)
+    count = xs[0].shape.size // channel_dim.size
 
-    def forward(x, scale, offset):
-        mean, variance = batch_statistics(x, channel_dim, shift=shift)
-        a = scale * mtf.rsqrt(variance + epsilon)
-        return scale_and_shift(x, a, offset - mean * a, channel_dim), mean, variance
+    def forward(*inputs):
+        ys, stats = [], []
+        for (mean, variance), x, scale, offset in zip(
+                _statistics_together(inputs[:n], channel_dim, shifts), inputs[:n],
+                inputs[n:2 * n], inputs[2 * n:]):
+            a = scale * mtf.rsqrt(variance + epsilon)
+            ys.append(scale_and_shift(x, a, offset - mean * a, channel_dim))
+            stats += [mean, variance]
+        return tuple(ys + stats)
 
     def backward(explicit_inputs, all_inputs, forward_operations, outputs, output_grads):
         del forward_operations
-        x, scale, _ = explicit_inputs
-        _, mean, variance = outputs
-        dy, dmean, dvariance = output_grads
-        rstd = mtf.rsqrt(variance + epsilon)
+        xs, scales = explicit_inputs[:n], explicit_inputs[n:2 * n]
+        means, variances = outputs[n::2], outputs[n + 1::2]
+        dys = [mtf.zeros_like(x) if dy is None else dy
+               for x, dy in zip(xs, output_grads[:n])]
+        rstds = [mtf.rsqrt(v + epsilon) for v in variances]
 
-        def dy_and_dy_xhat(bc, dy, x, mean, rstd):
-            return [dy, dy * ((x - bc(mean)) * bc(rstd))]
+        def dy_and_dy_xhat(bc, *slices):  # dy_i, x_i pairs, then mean_i, rstd_i pairs
+            parts = []
+            for i in range(n):
+                dy, x = slices[2 * i], slices[2 * i + 1]
+                mean, rstd = slices[2 * n + 2 * i], slices[2 * n + 2 * i + 1]
+                parts += [dy, dy * ((x - bc(mean)) * bc(rstd))]
+            return parts
 
-        sums, stat = _channel_sums(dy_and_dy_xhat, 2, 5, [dy, x, mean, rstd], channel_dim,
+        pairs = [t for dy, x in zip(dys, xs) for t in (dy, x)]
+        stats = [t for mean, rstd in zip(means, rstds) for t in (mean, rstd)]
+        sums, stat = _channel_sums(dy_and_dy_xhat, 2 * n, 5 * n, pairs + stats, channel_dim,
                                    "bngrad")
-        d_offset, d_scale = mtf.unstack(sums, stat)
-        # dx = (dy - (d_offset + xhat * d_scale) / count) * a, written per channel as
-        # a * dy + k1 * (x - mean) + k0; the mean and variance are outputs too (the
-        # moving averages read them): a gradient reaching them through another path
-        # adds dmean / count to k0 and 2 dvariance / count to k1, exactly.
-        a = scale * rstd
-        k1 = a * rstd * d_scale * (-1.0 / count)
-        k0 = a * d_offset * (-1.0 / count)
-        if dmean is not None:
-            k0 += dmean * (1.0 / count)
-        if dvariance is not None:
-            k1 += dvariance * (2.0 / count)
+        sums = mtf.unstack(sums, stat)
+        dxs = [_input_gradient(dys[i], xs[i], scales[i], means[i], rstds[i], sums[2 * i],
+                               sums[2 * i + 1], output_grads[n + 2 * i],
+                               output_grads[n + 2 * i + 1], count, channel_dim)
+               for i in range(n)]
+        # The shifts (the moving means, under stop_gradient) are the only other
+        # inputs: zeros rather than None, which mtf reports as a warning.
+        return (dxs + sums[1::2] + sums[0::2]
+                + [mtf.zeros_like(t) for t in all_inputs[3 * n:]])
 
-        def input_gradient(bc, dy, x, a, k1, mean, k0):
-            return dy * bc(a) + (x - bc(mean)) * bc(k1) + bc(k0)
-
-        dx = _channel_wise(input_gradient, 5, [dy, x], [a, k1, mean, k0], channel_dim,
-                           "bn_input_gradient")
-        # The shift (the moving mean, under stop_gradient) is the only other
-        # input: zeros rather than None, which mtf reports as a warning.
-        return [dx, d_scale, d_offset] + [mtf.zeros_like(t) for t in all_inputs[3:]]
-
-    y, mean, variance = mtf.custom_gradient(forward, backward, [x, scale, offset])
+    outputs = mtf.custom_gradient(forward, backward, list(xs) + list(scales) + list(offsets))
     # for the graph-derived cost tables: the backward all-reduces over the batch
     # nothing but the gradients of scale and offset, priced as parameters
-    setattr(y.operation, BACKWARD_BATCH_SUMS, [])
-    return y, mean, variance
+    setattr(outputs[0].operation, BACKWARD_BATCH_SUMS, [])
+    return [(outputs[i], outputs[n + 2 * i], outputs[n + 2 * i + 1]) for i in range(n)]
+
+
+def _input_gradient(dy, x, scale, mean, rstd, d_offset, d_scale, dmean, dvariance, count,
+                    channel_dim):
+    """``dx`` of batch normalisation from the two all-reduced sums."""
+    # dx = (dy - (d_offset + xhat * d_scale) / count) * a, written per channel as
+    # a * dy + k1 * (x - mean) + k0; the mean and variance are outputs too (the
+    # moving averages read them): a gradient reaching them through another path
+    # adds dmean / count to k0 and 2 dvariance / count to k1, exactly.
+    a = scale * rstd
+    k1 = a * rstd * d_scale * (-1.0 / count)
+    k0 = a * d_offset * (-1.0 / count)
+    if dmean is not None:
+        k0 += dmean * (1.0 / count)
+    if dvariance is not None:
+        k1 += dvariance * (2.0 / count)
+
+    def input_gradient(bc, dy, x, a, k1, mean, k0):
+        return dy * bc(a) + (x - bc(mean)) * bc(k1) + bc(k0)
+
+    return _channel_wise(input_gradient, 5, [dy, x], [a, k1, mean, k0], channel_dim,
+                         "bn_input_gradient")
 
 
 def _normalise_local(x, scale, offset, shift, channel_dim, epsilon):

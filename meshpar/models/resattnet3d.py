@@ -395,11 +395,17 @@ def build(inputs, config: Optional[ResAttNet3DConfig] = None, mesh=None,
     spatial_names = [d.name for d in x.shape.dims[-4:-1]]
     updates = []
 
-    def norm(t, dim, name, relu=True):
-        y, ops = L.batch_norm(t, dim, is_training, config.bn_momentum, config.bn_epsilon,
-                              name=name, statistics=config.bn_statistics)
+    def norm(ts, dim, names, relu=True, variables=None):
+        """Batch norm of ``ts`` (one tensor, or same-shaped ones sharing their
+        synchronisations: :func:`_layers.batch_norms_together`)."""
+        single = not isinstance(ts, (list, tuple))
+        ys, ops = L.batch_norms_together([ts] if single else ts, dim, is_training,
+                                         config.bn_momentum, config.bn_epsilon,
+                                         [names] if single else names,
+                                         config.bn_statistics, variables)
         updates.extend(ops)
-        return L.relu(y) if relu else y
+        ys = [L.relu(y) for y in ys] if relu else ys
+        return ys[0] if single else ys
 
     with tf.variable_scope(config.name.replace("-", "_")):
         stem_dim = mtf.Dimension("stem_filters", config.stem_filters)
@@ -449,11 +455,15 @@ def _residual_block(x, prefix, filters, stride, norm, L, mtf):
     h = norm(h, conv1_dim, "bn1")
     h = L.gather(h, conv1_dim.name, f"{prefix}_conv1_channels")
     h = L.conv3d(h, conv2_dim, 3, 1, name="conv2")
-    h = norm(h, conv2_dim, "bn2", relu=False)
     if _needs_projection(in_dim.size, filters, stride):
+        # both branches normalised at one point: one synchronisation each way, not two;
+        # bn2's variables made before proj's kernel, as always (its seeded initial values)
+        bn2 = L.batch_norm_variables(h, conv2_dim, "bn2")
         shortcut = L.conv3d(x, conv2_dim, 1, stride, name="proj")
-        shortcut = norm(shortcut, conv2_dim, "proj_bn", relu=False)
+        h, shortcut = norm([h, shortcut], conv2_dim, ["bn2", "proj_bn"], relu=False,
+                           variables=[bn2, None])
     else:
+        h = norm(h, conv2_dim, "bn2", relu=False)
         # replicated -> split on the model axis: a local slice (all-split), no traffic
         shortcut = mtf.rename_dimension(x, in_dim.name, conv2_dim.name)
     y = L.relu(h + shortcut)
