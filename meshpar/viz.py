@@ -36,7 +36,8 @@ def plot_benchmark(result: dict, path: str) -> str:
     ax1.set_title("throughput (label: fraction of ideal)")
     ax1.legend()
     ax1.tick_params(axis="x", rotation=30)
-    busy = {n: strategies[n].get("busy_seconds_per_worker") for n in ("even", "ga")}
+    # either may be missing: a split the workload cannot take is skipped (3 workers)
+    busy = {n: strategies.get(n, {}).get("busy_seconds_per_worker") for n in ("even", "ga")}
     busy = {n: b for n, b in busy.items() if b}
     if busy:
         workers = sorted({int(w) for b in busy.values() for w in b})

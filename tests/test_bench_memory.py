@@ -130,3 +130,6 @@ def test_an_enforced_budget_kills_the_worker_that_outgrows_it_and_says_which():
                                        strategies=("proportional-filter",), log=lambda *a: None)
     tasks = roomy["models"][0]["strategies"]["proportional-filter"]["tasks"]
     assert all(0 < t["charged_peak_bytes"] <= 60 * 2**20 for t in tasks)
+    table = bench_memory.format_table(roomy)  # the table shows what the budget counted
+    assert "[charged against the enforced budget]" in table
+    assert f"[{tasks[0]['charged_peak_bytes'] / 2**20:.1f}]" in table

@@ -147,3 +147,19 @@ def test_plan_out_over_an_earlier_plan_says_it_replaced_it(tmp_path, capsys):
     assert "replaced" not in capsys.readouterr().err
     assert main(argv) == 0
     assert f"meshpar: note: replaced the earlier {out}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["plan", "profile"])
+def test_out_over_a_file_of_another_kind_is_refused_and_kept(tmp_path, capsys, command):
+    """An earlier plan (profile) is replaced; a file that is not one is something the
+    user saved: exit 2, one line, the file as it was."""
+    out = tmp_path / "mine.json"
+    out.write_text('{"mine": 1}')
+    argv = (["plan", "--speeds", "0.9,0.3", "--model", "vgg-cifar-small", "--batch", "4",
+             "--method", "proportional"] if command == "plan"
+            else ["profile", "--quick", "--repeats", "1"])
+    assert main(argv + ["--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    kind = "plan" if command == "plan" else "device profile"
+    assert len(err) == 1 and f"{out} exists and is not a {kind}; it is kept" in err[0]
+    assert out.read_text() == '{"mine": 1}'

@@ -125,3 +125,27 @@ def test_benchmark_plot_writes_a_png(tmp_path):
     with open(path, "rb") as f:
         data = f.read()
     assert data[:8] == PNG and len(data) > 1000
+
+
+def test_benchmark_plot_and_table_without_the_even_split(tmp_path):
+    """On 3 workers a workload may not split evenly: the even rows are skipped, and
+    the plot and the table say so instead of failing (KeyError) or printing nan."""
+    from meshpar.bench import hetero as bench_hetero
+
+    skipped = {"skipped": "not expressible for this workload"}
+    result = {
+        "ideal_samples_per_second": 10.0, "standalone_samples_per_second": [5.0, 3.0, 2.0],
+        "cluster": {"speeds": [0.9, 0.5, 0.3]},
+        "strategies": {
+            "even": skipped, "dp-even": skipped,
+            "ga": {"samples_per_second": 9.0, "median_step_seconds": 0.9, "efficiency": 0.9,
+                   "mesh_shape": "model:3", "busy_seconds_per_worker": {"0": 0.8, "1": 0.8}},
+        },
+    }
+    path = viz.plot_benchmark(result, str(tmp_path / "bench.png"))
+    with open(path, "rb") as f:
+        assert f.read(8) == PNG
+    table = bench_hetero.format_table(result)
+    assert "nan" not in table and "not expressible" in table
+    ga_row = next(line for line in table.splitlines() if line.startswith("ga "))
+    assert ga_row.split()[4] == "-"  # vs even

@@ -412,9 +412,10 @@ def format_table(result: dict) -> str:
             lines.append(f"{name:16s} {r.get('skipped', '')}")
             continue
         pred = r.get("predicted_step_seconds")
+        vs_even = r.get("speedup_vs_even")  # none where the even split was skipped
         lines.append(
             f"{name:16s} {r['mesh_shape']:18s} {r['samples_per_second']:10.2f}"
-            f" {r['efficiency']:9.2f} {r.get('speedup_vs_even', float('nan')):7.2f}x"
+            f" {r['efficiency']:9.2f} {'-' if vs_even is None else f'{vs_even:7.2f}x':>8s}"
             f" {'' if pred is None else f'{pred * 1000:8.0f}ms':>10s}"
             f" {r['median_step_seconds'] * 1000:7.0f}ms"
             f" {'' if pred is None else format(r['predicted_over_measured'], '.2f'):>9s}")

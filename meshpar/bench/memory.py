@@ -209,8 +209,13 @@ def format_table(result: dict) -> str:
                      + ", ".join(f"{b / 2**20:.1f}" for b in budget) + " MiB"
                      + budget_headroom(result))
     for m in result["models"]:
+        # an enforced budget counts the pages a worker charged since it was ready, not
+        # its resident growth (pages it had before and touched again are not charged)
+        charged = any("charged_peak_bytes" in t for r in m["strategies"].values()
+                      for t in r.get("tasks", []))
         lines.append(f"{m['model']} (batch {m['batch']}, {m['steps']} steps): per worker, "
-                     "predicted / measured MiB (peak resident growth)")
+                     "predicted / measured MiB (peak resident growth)"
+                     + (" [charged against the enforced budget]" if charged else ""))
         for name, r in m["strategies"].items():
             if "tasks" not in r:
                 lines.append(f"  {name:<20} {r['skipped']}")
@@ -219,7 +224,9 @@ def format_table(result: dict) -> str:
             for t in r["tasks"]:
                 pred, meas = t["predicted_bytes"] / 2**20, t["measured_bytes"] / 2**20
                 ratio = f" ({pred / meas:.2f})" if pred and meas > 0 else ""
-                cells.append(f"{pred:7.1f} / {meas:7.1f}{ratio}")
+                held = t.get("charged_peak_bytes")
+                cells.append(f"{pred:7.1f} / {meas:7.1f}{ratio}"
+                             + ("" if held is None else f" [{held / 2**20:.1f}]"))
             lines.append(f"  {name:<20} {r['mesh']:<16} " + "   ".join(cells))
     return "\n".join(lines)
 

@@ -15,7 +15,8 @@ import sys
 
 from meshpar.cli.parsing import (MEMORY_HEADROOM_HELP, memory_terms, non_negative_int,
                                  parse_memory_mib, parse_speeds, refuse_missing_directories,
-                                 refuse_overwriting_inputs, replaced_note)
+                                 refuse_overwriting_inputs, refuse_replacing_another_kind,
+                                 replaced_note)
 from meshpar.models import names_for_help
 
 METHODS = ("ga", "exact", "proportional", "even")
@@ -92,6 +93,9 @@ def run(args) -> int:
         raise ValueError(f"--out and --plot both name {args.out}: the plan and its PNG need "
                          "two files")
     refuse_missing_directories(args.out, args.plot)  # before planning, which may take minutes
+    from meshpar.planning.plan import Plan
+
+    refuse_replacing_another_kind(args.out, Plan.load, "plan")
     cluster = (ClusterSpec.from_speeds(parse_speeds(args.speeds)) if args.speeds is not None
                else ClusterSpec.load(args.profile))
     if args.model is None:

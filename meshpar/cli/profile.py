@@ -15,7 +15,7 @@ import json
 import sys
 
 from meshpar.cli.parsing import (refuse_missing_directories, refuse_overwriting_inputs,
-                                 replaced_note)
+                                 refuse_replacing_another_kind, replaced_note)
 
 EPILOG = """examples:
   meshpar profile --cluster cluster.json --model resattnet3d-small --batch 8 --out profile.json
@@ -72,6 +72,9 @@ def run(args) -> int:
         raise ValueError(f"--batch must be >= 1, got {batch}")
     refuse_overwriting_inputs(args, ["out"], ["cluster"])
     refuse_missing_directories(args.out)  # before the workers are timed
+    from meshpar.planning.cluster import ClusterSpec
+
+    refuse_replacing_another_kind(args.out, ClusterSpec.load, "device profile")
     if args.cluster:
         from meshpar.runtime.cluster_files import worker_addresses
 
