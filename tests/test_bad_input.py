@@ -160,6 +160,8 @@ CASES = [
          "speeds must be finite and > 0"),
     Case("bench-speeds-zero", "cli", ["bench", "hetero", "--speeds", "0,1", "--quick"],
          "speeds must be finite and > 0"),
+    Case("bench-models-empty-entry", "cli", ["bench", "memory", "--models", "vgg-cifar,,x"],
+         "--models must be comma-separated model names, got 'vgg-cifar,,x'"),
     # --- mesh vs devices, layouts, dimensions too small
     Case("impl-mesh-vs-devices", "api", _impl("batch:2;model:3", n=5),
          "has 6 processors but 5 devices were given"),

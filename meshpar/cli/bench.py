@@ -159,9 +159,11 @@ def _models_speeds_budget(args) -> tuple:
     checked: what ``bench train`` and ``bench memory`` share."""
     refuse_file_as_directory(args.out)
     speeds = parse_speeds(args.speeds)
-    models = [m.strip() for m in args.models.split(",") if m.strip()]
-    if not models:
+    models = [m.strip() for m in args.models.split(",")]
+    if not any(models):
         raise ValueError("--models names no model")
+    if not all(models):  # as --speeds: an empty entry is a typo, not "no model"
+        raise ValueError(f"--models must be comma-separated model names, got {args.models!r}")
     if args.batch < 1:
         raise ValueError(f"--batch must be >= 1, got {args.batch}")
     budget = None if args.memory_mib is None else parse_memory_mib(args.memory_mib)

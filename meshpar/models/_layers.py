@@ -347,8 +347,10 @@ def batch_norms_together(xs, channel_dim, is_training, momentum=0.9, epsilon=1e-
     -------
     (list of mtf.Tensor, list of mtf.Operation)
     """
-    if len(xs) != len(names) or not xs:
-        raise ValueError(f"batch_norms_together: {len(xs)} tensors for {len(names)} names")
+    if len(xs) != len(names) or not xs or (variables is not None
+                                           and len(variables) != len(xs)):
+        raise ValueError(f"batch_norms_together: {len(xs)} tensors for {len(names)} names"
+                         + ("" if variables is None else f" and {len(variables)} variable sets"))
     if any(x.shape != xs[0].shape for x in xs):
         raise ValueError(f"batch_norms_together needs tensors of one shape, got "
                          f"{[str(x.shape) for x in xs]}")

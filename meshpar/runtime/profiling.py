@@ -444,7 +444,11 @@ def _median_seconds(session, ops, repeats: int) -> list:
     """Each op's median seconds over ``repeats`` runs, all ops started together."""
     import threading
 
-    session.run(ops)  # warm up
+    # Warm up each op as it is timed, alone: a distributed session registers a graph
+    # with the workers for each new set of fetches (seconds for a model's step), so a
+    # warm-up of all ops in one run left the first timed run of each op paying that
+    for op in ops:
+        session.run(op)
     times = [[] for _ in ops]
     for _ in range(repeats):
         barrier = threading.Barrier(len(ops))
