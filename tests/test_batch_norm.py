@@ -62,12 +62,13 @@ def _build(closed_form: bool):
     return graph, mesh, [y, mean, var, loss] + grads
 
 
-def _run(closed_form, impl):
+def _run(closed_form, impl, build=None):
+    """Lower ``(build or _build)(closed_form)`` on ``impl``; the tensors' values."""
     config = tf.ConfigProto(device_count={"CPU": 2}, intra_op_parallelism_threads=1,
                             inter_op_parallelism_threads=1)
     with tf.Graph().as_default():
         tf.set_random_seed(1)
-        graph, mesh, tensors = _build(closed_form)
+        graph, mesh, tensors = (build or _build)(closed_form)
         lowering = mtf.Lowering(graph, {mesh: impl})
         outs = [lowering.export_to_tf_tensor(t) for t in tensors]
         with tf.Session(config=config) as sess:
@@ -94,11 +95,11 @@ def test_uneven_batch_split_equals_one_device():
         np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-5, err_msg=name)
 
 
-def _count_allreduces(monkeypatch, closed_form):
+def _count_allreduces(monkeypatch, closed_form, build=None):
     calls = record_allreduces(monkeypatch)
     with tf.Graph().as_default():
         tf.set_random_seed(1)
-        graph, mesh, _ = _build(closed_form)
+        graph, mesh, _ = (build or _build)(closed_form)
         impl = HeterogeneousMeshImpl("batch:2", "batch:batch", ["/cpu:0", "/cpu:1"],
                                      split_weights={"batch": [3, 2]})
         mtf.Lowering(graph, {mesh: impl})
@@ -203,20 +204,6 @@ def _build_pair(together: bool):
     return graph, mesh, ys + [loss] + grads + moving
 
 
-def _run_pair(together, impl):
-    config = tf.ConfigProto(device_count={"CPU": 2}, intra_op_parallelism_threads=1,
-                            inter_op_parallelism_threads=1)
-    with tf.Graph().as_default():
-        tf.set_random_seed(1)
-        graph, mesh, tensors = _build_pair(together)
-        lowering = mtf.Lowering(graph, {mesh: impl})
-        outs = [lowering.export_to_tf_tensor(t) for t in tensors]
-        with tf.Session(config=config) as sess:
-            sess.run(tf.global_variables_initializer())
-            sess.run(lowering.copy_masters_to_slices())
-            return sess.run(outs)
-
-
 @pytest.mark.parametrize("mesh", ["all:1", "batch:2"])
 def test_batch_norms_together_equal_one_per_tensor(mesh):
     """The same outputs, gradients (input, scales, offsets) and moving averages as a
@@ -226,7 +213,7 @@ def test_batch_norms_together_equal_one_per_tensor(mesh):
             return HeterogeneousMeshImpl("all:1", "", [""])
         return HeterogeneousMeshImpl("batch:2", "batch:batch", ["/cpu:0", "/cpu:1"],
                                      split_weights={"batch": [3, 2]})
-    apart, together = _run_pair(False, impl()), _run_pair(True, impl())
+    apart, together = _run(False, impl(), _build_pair), _run(True, impl(), _build_pair)
     assert len(together) == len(apart) == 2 + 1 + 5 + 4
     for i, (a, b) in enumerate(zip(apart, together)):
         np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-5, err_msg=f"output {i}")
@@ -235,17 +222,8 @@ def test_batch_norms_together_equal_one_per_tensor(mesh):
 def test_batch_norms_together_synchronise_once_each_way(monkeypatch):
     """Two batch norms apart all-reduce twice forward and twice backward on a batch
     split; together once each way."""
-    def count(together):
-        calls = record_allreduces(monkeypatch)
-        with tf.Graph().as_default():
-            tf.set_random_seed(1)
-            graph, mesh, _ = _build_pair(together)
-            impl = HeterogeneousMeshImpl("batch:2", "batch:batch", ["/cpu:0", "/cpu:1"],
-                                         split_weights={"batch": [3, 2]})
-            mtf.Lowering(graph, {mesh: impl})
-        return [c for c in calls if not c.startswith("loss_sum")]
-
-    apart, together = count(False), count(True)
+    apart = _count_allreduces(monkeypatch, False, _build_pair)
+    together = _count_allreduces(monkeypatch, True, _build_pair)
     assert len(apart) == 4 and len([c for c in apart if "gradients" in c]) == 2, apart
     assert len(together) == 2 and len([c for c in together if "gradients" in c]) == 1, \
         together

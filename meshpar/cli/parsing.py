@@ -222,7 +222,6 @@ def replaced_note(path) -> str:
     return f"meshpar: note: replaced the earlier {path}" if path and os.path.isfile(path) else ""
 
 
-
 def refuse_replacing_another_kind(path, load, what: str) -> None:
     """``plan`` and ``profile`` replace an earlier output of theirs (:func:`replaced_note`),
     but a file at ``path`` that ``load`` cannot read as a ``what`` is something else
