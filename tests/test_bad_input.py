@@ -162,6 +162,11 @@ CASES = [
          "speeds must be finite and > 0"),
     Case("bench-models-empty-entry", "cli", ["bench", "memory", "--models", "vgg-cifar,,x"],
          "--models must be comma-separated model names, got 'vgg-cifar,,x'"),
+    # argparse takes "-1,0.3" for an option ("expected one argument"): the flag's own check
+    Case("plan-speeds-negative-first", "cli", ["plan", "--speeds", "-1,0.3"],
+         "--speeds: speed 0 is -1; speeds must be finite and > 0"),
+    Case("bench-memory-mib-negative-first", "cli", ["bench", "memory", "--memory-mib", "-5,3"],
+         "--memory-mib: memory 0 is -5; memory budgets must be finite and > 0"),
     # --- mesh vs devices, layouts, dimensions too small
     Case("impl-mesh-vs-devices", "api", _impl("batch:2;model:3", n=5),
          "has 6 processors but 5 devices were given"),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
 
 from meshpar.runtime.client import ClusterFailure
@@ -68,6 +69,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: a comma-separated list of numbers whose first is negative ("-1,0.3"): argparse takes
+#: it for an option and says "expected one argument"
+_NEGATIVE_LIST = re.compile(r"^-(\d|\.\d)[\d.eE+-]*(,[^,]*)+$")
+
+
+def _negative_lists_attached(argv) -> list:
+    """``["--speeds", "-1,0.3"]`` -> ``["--speeds=-1,0.3"]``, so that the flag's own check
+    names the bad value (argparse parses a lone negative number itself)."""
+    out = []
+    for token in argv:
+        if out and out[-1].startswith("--") and "=" not in out[-1] and _NEGATIVE_LIST.match(token):
+            out[-1] = f"{out[-1]}={token}"
+        else:
+            out.append(token)
+    return out
+
 
 def main(argv=None) -> int:
     """Run the ``meshpar`` command line.
@@ -84,7 +101,7 @@ def main(argv=None) -> int:
         subcommand, 1 for a failed cluster, 130 when interrupted.
     """
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_negative_lists_attached(sys.argv[1:] if argv is None else argv))
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
