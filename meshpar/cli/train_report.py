@@ -99,6 +99,7 @@ def report_rebalancing(result, rows, summary) -> None:
         rows.append(("measuring overhead", f"{monitor['overhead_fraction']:.2%} of step time "
                                            f"({monitor['traced_steps']} steps measured)"))
 
+
 def format_weights(weights: dict) -> str:
     """Split weights for a person to read, 4 significant digits (``3`` rather than
     ``2.9999999999999996``); the JSON summary keeps them whole. ``even`` for none."""

@@ -66,7 +66,7 @@ def add_collectives(walk, rows: list, row_ops: list) -> list:
     place = _Placement(walk, rows, row_ops)
     # mtf differentiates a custom-gradient operation with its own function, not
     # the operations inside it: those get no gradient rule; the operation
-    # declares the batch all-reduces of its backward (_layers._normalise_training).
+    # declares the batch all-reduces of its backward (_layers._normalise_together).
     # Forward, the operations inside run as usual and the operation itself
     # only passes their outputs on.
     custom = {op for op in walk.ops if isinstance(op, mtf.CustomGradientOperation)}
