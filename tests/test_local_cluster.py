@@ -188,6 +188,8 @@ def test_a_worker_that_outgrows_its_emulated_memory_is_killed_and_says_so():
 
     with LocalCluster([1.0, 1.0], throttle="none", pin=False,
                       memory_bytes=[96 * 2**20, 96 * 2**20]) as cluster:
+        # the workers' libraries were read into the page cache before their budgets
+        assert any("libtensorflow" in os.path.basename(f) for f in cluster._warmed)
         assert np.isfinite(_allocate_on_worker(cluster, 16 * 2**20))
         assert not cluster.out_of_memory(0)
         with pytest.raises(tf.errors.OpError):
@@ -250,3 +252,25 @@ def test_a_worker_is_ready_once_it_says_it_serves_not_when_its_port_opens(tmp_pa
     finally:
         log.close()
         listener.close()
+
+
+def test_a_processes_mapped_files_are_read_into_the_page_cache_once(tmp_path):
+    """What a worker maps (its libraries) is read through before its memory budget
+    starts, once per file; a process that is gone maps nothing."""
+    from meshpar.runtime.memory_limit import mapped_files, warm_page_cache
+
+    mine = mapped_files(os.getpid())
+    assert mine and all(os.path.isabs(p) and os.path.isfile(p) for p in mine)
+    assert len(mine) == len(set(mine))
+    assert any(".so" in os.path.basename(p) for p in mine)  # numpy's, the interpreter's
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    assert mapped_files(proc.pid) == []
+    a, b = tmp_path / "a.bin", tmp_path / "b.bin"
+    a.write_bytes(b"x" * 3000)
+    b.write_bytes(b"y" * 10)
+    done = set()
+    assert warm_page_cache([str(a), str(tmp_path / "gone"), str(b)], done, chunk=1024) == [
+        str(a), str(b)]
+    assert done == {str(a), str(b)}
+    assert warm_page_cache([str(a), str(b)], done) == []  # read once

@@ -42,7 +42,8 @@ from typing import Optional, Sequence
 
 from meshpar.runtime.cgroups import remove_group, writable
 from meshpar.runtime.client import ClusterFailure, unreachable_reason
-from meshpar.runtime.memory_limit import MemoryLimit, detect_memory_cgroup
+from meshpar.runtime.memory_limit import (MemoryLimit, detect_memory_cgroup, mapped_files,
+                                          warm_page_cache)
 from meshpar.runtime.worker import SERVING
 from meshpar.core.splits import validate_weights
 
@@ -207,6 +208,7 @@ class LocalCluster:
         self.speeds = validate_weights(speeds, "LocalCluster speeds")
         self.memory_bytes = self._checked_memory(memory_bytes)
         self._memory_limits: dict = {}  # worker -> its MemoryLimit
+        self._warmed: set = set()  # files read into the page cache before a budget
         self._renewals = 0  # in the groups' names: a renewed worker never meets an old one
         if any(s > 1.0 for s in self.speeds):
             raise ValueError(f"LocalCluster speeds are CPU shares in (0, 1], got {self.speeds}")
@@ -381,7 +383,10 @@ class LocalCluster:
             group = MemoryLimit(f"meshpar-{self._tag}-mem{i}-{self._renewals}",
                                 self.memory_bytes[i])
             self._memory_limits[i] = group
-        group.add(self.processes[i].pid)
+        pid = self.processes[i].pid
+        # its libraries' pages into the cache first, charged here, not to its budget
+        warm_page_cache(mapped_files(pid), self._warmed)
+        group.add(pid)
 
     def out_of_memory(self, i: int) -> bool:
         """True if worker ``i`` went over its emulated memory and was killed for it."""
