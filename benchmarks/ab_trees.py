@@ -28,7 +28,7 @@ import sys
 import tempfile
 import time
 
-from meshpar.bench.train import train_argv
+from meshpar.bench.train_runs import train_argv
 from meshpar.models import describe_model
 from meshpar.planning.cluster import ClusterSpec
 from meshpar.planning.cost_model import CostModel

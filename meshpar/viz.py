@@ -229,6 +229,9 @@ def plot_train_benchmark(result: dict, path: str) -> str:
                   "#8c8c8c" if n.startswith("alone") else "#4c72b0" for n in names]
         ax.bar(names, rates, color=colors)
         ax.axhline(ideal, color="black", linestyle="--", label=f"ideal {ideal:.1f}")
+        busy = (m.get("together") or {}).get("samples_per_second")
+        if busy:  # every worker alone at once: the ideal of a host whose cores all compute
+            ax.axhline(busy, color="gray", linestyle=":", label=f"all alone at once {busy:.1f}")
         for i, r in enumerate(rates):
             ax.text(i, r, f"{r / ideal:.2f}", ha="center", va="bottom", fontsize=8)
         ax.set_title(f"{m['model']}, batch {m['batch']} (label: of ideal)")

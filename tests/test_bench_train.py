@@ -71,6 +71,18 @@ def test_whole_network_benchmark_runs_every_strategy_and_writes_json_and_png(tmp
         used = rows[f"alone-{task}"]["worker_share_used"]
         assert used[task] > used[1 - task], used
     assert rows["mtf-even-filter"]["vs_mtf_even_filter"] == pytest.approx(1.0)
+    # every worker alone, all at once: its own block, not a row; its sum is the busy
+    # host's ideal, and each row is also given against it
+    busy = model["together"]
+    assert "alone-together" not in rows and len(busy["per_worker"]) == 2
+    assert busy["samples_per_second"] == pytest.approx(sum(busy["per_worker"]))
+    assert busy["of_ideal"] == pytest.approx(busy["samples_per_second"]
+                                             / model["ideal_samples_per_second"])
+    assert all(0.0 <= o <= 1.0 for o in busy["overlap"]) and len(busy["steps"]) == 2
+    assert len(busy["worker_share_used"]) == 2
+    for name, r in rows.items():
+        assert r["of_ideal_together"] == pytest.approx(r["samples_per_second"]
+                                                       / busy["samples_per_second"]), name
     assert rows["alone-1"]["plan_devices"] == ["/job:worker/task:1/device:CPU:0"]
     # A row that is the same plan as an earlier row says so, and only then. (The
     # proportional batch split follows the alone rates measured in this run, so
@@ -84,7 +96,7 @@ def test_whole_network_benchmark_runs_every_strategy_and_writes_json_and_png(tmp
     assert json.loads(open(paths[0]).read())["models"][0]["model"] == "vgg-cifar-small"
     assert open(paths[1], "rb").read(4) == b"\x89PNG"
     table = bench_train.format_table(result)
-    assert "ideal" in table and "used w0 " in table
+    assert "ideal" in table and "used w0 " in table and "all at once" in table
 
 
 def _check_model_step_profile(profile, model, batch):

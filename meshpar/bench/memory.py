@@ -106,7 +106,7 @@ def measure(model: str, plan, upstream: bool, batch: int, steps: int, workers: i
     worker task: the plan's predicted bytes there and its measured growth.
     ``limits``: bytes each worker may grow by (emulated memory); a worker killed
     for going over raises :class:`OutOfMemory`."""
-    from meshpar.bench.train import run_train_command, train_argv
+    from meshpar.bench.train_runs import run_train_command, train_argv
     from meshpar.runtime.local_cluster import LocalCluster
 
     predicted = dict(zip(plan.devices, plan.memory_per_device))

@@ -21,50 +21,30 @@ this model) and ``planner``: the plan ``meshpar plan --profile`` picks, with
 no trial runs. With ``--verify K``, a separate row ``verified``: of the
 planner's K best candidates, the fastest by median over ``--verify-rounds``
 trial runs each (in turns), then timed in the rounds like the others. Rows
-that are the same plan are marked ``same_as``.
+that are the same plan are marked ``same_as``. In each round, unless left out,
+every worker also trains alone with the others at the same time
+(:mod:`meshpar.bench.together`): the ideal of a busy host, ``together``, and
+each row's ``of_ideal_together``.
 """
 from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import tempfile
 import time
 from typing import Optional, Sequence
 
 import numpy as np
 
+from meshpar.bench import together
 from meshpar.bench.budget import budget_headroom, check_enforceable, out_of_memory_message
+from meshpar.bench.train_runs import median_run as _median_run
+from meshpar.bench.train_runs import run_train_command, train_argv
 from meshpar.planning.memory import MEASURED
 from meshpar.planning.planners.candidates import same_plan
 
 DEFAULT_MODELS = ("resattnet3d-small", "vgg-cifar")
 DEFAULT_SPEEDS = (0.9, 0.3)
-
-
-def train_argv(model: str, cluster_file: str, plan_file: str, steps: int, batch: int,
-               trace_step: Optional[int], model_dir: str, upstream: bool, seed: int) -> list:
-    """The ``meshpar train --cluster --plan`` command a benchmark runs (synthetic data,
-    ``upstream``: Mesh-TF's own ``PlacementMeshImpl``)."""
-    return [sys.executable, "-m", "meshpar", "train", "--synthetic", "--model", model,
-            "--cluster", cluster_file, "--plan", plan_file, "--steps", str(steps),
-            "--batch", str(batch), "--n-synthetic", str(max(4 * batch, 32)),
-            "--val-fraction", "0", "--no-progress", "--json",
-            "--model-dir", model_dir, "--seed", str(seed)] + (
-                ["--mesh-impl", "mtf"] if upstream else []) + (
-                [] if trace_step is None else ["--trace-step", str(trace_step)])
-
-
-def run_train_command(argv: list, what: str) -> str:
-    """Run a :func:`train_argv` command; its stdout, or RuntimeError naming ``what``
-    with the last line it wrote to stderr."""
-    proc = subprocess.run(argv, capture_output=True, text=True,
-                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
-    if proc.returncode != 0:
-        tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
-        raise RuntimeError(f"meshpar train failed for {what}: {tail}")
-    return proc.stdout
 
 
 def run_strategy(model: str, plan, cluster_file: str, work: str, name: str, steps: int,
@@ -248,18 +228,6 @@ def verified_plan(model: str, profile, batch: int, count: int, seed: int, memory
     return (candidates[best], False), {"candidates": tried, "picked": best, "rounds": rounds}
 
 
-def _median_run(runs: list) -> dict:
-    """The run of median samples/s (the lower middle one of an even count), with
-    every run's rate and their spread: its trace and step statistics stay those of
-    one real run."""
-    ordered = sorted(runs, key=lambda r: r["samples_per_second"])
-    row = dict(ordered[(len(ordered) - 1) // 2])
-    rates = [r["samples_per_second"] for r in runs]
-    row.update(samples_per_second_runs=rates, runs=len(runs),
-               samples_per_second_min_max=[min(rates), max(rates)])
-    return row
-
-
 class EnforcedMemory:
     """An emulated memory budget that the strategies' runs are held to: before
     every run the LocalCluster's workers are replaced by fresh processes (so
@@ -286,13 +254,16 @@ class EnforcedMemory:
 
 def _run_rounds(model: str, plans: dict, names: Sequence[str], runs: dict, rounds: int,
                 cluster_file: str, work: str, steps: int, batch: int, seed: int, log,
-                enforced: Optional[EnforcedMemory] = None, local_cluster=None) -> None:
+                enforced: Optional[EnforcedMemory] = None, local_cluster=None,
+                others: Optional[dict] = None) -> None:
     """Run each of ``names`` once per round, round after round (strategies
     interleaved, so a slow spell of the shared machine hits them all alike);
     ``runs[name]`` collects the summaries, or the row of a plan that cannot run,
     ``{"skipped": why}``. A run in which ``enforced`` saw workers killed adds
     ``{"skipped": why, "out_of_memory": [tasks]}`` to the summaries and ends the
-    strategy's runs: a plan that ran out of memory once does not fit."""
+    strategy's runs: a plan that ran out of memory once does not fit.
+    ``others``: names that are not one plan (the workers alone all at once), each
+    run by its function of the round's number."""
     for r in range(rounds):
         if rounds > 1:
             log(f"  round {r + 1} of {rounds}")
@@ -300,10 +271,13 @@ def _run_rounds(model: str, plans: dict, names: Sequence[str], runs: dict, round
             got = runs.get(name, [])
             if isinstance(got, dict) or len(got) > r or any("out_of_memory" in g for g in got):
                 continue
-            plan, upstream = plans[name]
             if enforced is not None:
                 enforced.before(name)
             try:
+                if others and name in others:
+                    runs.setdefault(name, []).append(others[name](r))
+                    continue
+                plan, upstream = plans[name]
                 runs.setdefault(name, []).append(run_strategy(
                     model, plan, cluster_file, work, name, steps, batch, upstream=upstream,
                     seed=seed, log=log, run=r, cluster=local_cluster))
@@ -337,7 +311,8 @@ def _row(got) -> dict:
 def bench_model(model: str, profile, cluster_file: str, work: str, steps: int, batch: int,
                 seed: int, log, rounds: int = 1, memory_terms=MEASURED,
                 enforced: Optional[EnforcedMemory] = None, local_cluster=None,
-                verify: int = 0, verify_rounds: int = VERIFY_ROUNDS) -> dict:
+                verify: int = 0, verify_rounds: int = VERIFY_ROUNDS,
+                run_together: bool = True) -> dict:
     """All strategies for one model; the result dict of that model. With
     ``rounds`` > 1 every strategy runs that many times, interleaved, and each row
     is its median run; the proportional plans use the first round's alone rates.
@@ -346,7 +321,9 @@ def bench_model(model: str, profile, cluster_file: str, work: str, steps: int, b
     ``local_cluster``: the LocalCluster the runs train on, whose workers' CPU time
     each row reports (:func:`run_strategy`); ``verify`` > 0: also the row
     ``verified`` (:func:`verified_plan`, ``verify_rounds`` trial runs per
-    candidate), the trial runs in ``verification``."""
+    candidate), the trial runs in ``verification``. ``run_together`` (and more than
+    one worker): also every worker alone, all at once, in each round
+    (:mod:`meshpar.bench.together`), the block ``together``."""
     from meshpar.planning.planners import plan as make_plan
     from meshpar.models import describe_model
 
@@ -383,11 +360,21 @@ def bench_model(model: str, profile, cluster_file: str, work: str, steps: int, b
                                                memory_terms, trial, log, rounds=verify_rounds)
         if verified is not None:
             plans["verified"] = verified
-    _run_rounds(model, plans, list(plans), runs, rounds, cluster_file, work, steps, batch, seed,
-                log, enforced, local_cluster)
+    names, others = list(plans), {}
+    if run_together and n > 1:
+        alone = [plans[f"alone-{t}"][0] for t in range(n)]
+        each = together.together_steps(
+            steps, [runs[f"alone-{t}"][0]["samples_per_second"] for t in range(n)])
+        others[together.TOGETHER] = lambda r: together.run_together(
+            model, alone, cluster_file, work, each, batch, seed=seed, log=log, run=r,
+            cluster=local_cluster)
+        names.insert(n, together.TOGETHER)  # after the alone rows
+    _run_rounds(model, plans, names, runs, rounds, cluster_file, work, steps, batch, seed,
+                log, enforced, local_cluster, others)
     rows = {name: _row(runs[name]) for name in plans if name in runs}  # strategies' order
     standalone = [rows[f"alone-{t}"]["samples_per_second"] for t in range(n)]
     ideal = sum(standalone)
+    busy = together.together_block(runs[together.TOGETHER], ideal) if others else None
     baseline = rows.get("mtf-even-filter", {}).get("samples_per_second")
     for name, row in rows.items():
         plan = plans[name][0]
@@ -405,6 +392,8 @@ def bench_model(model: str, profile, cluster_file: str, work: str, steps: int, b
         if rate:
             row["of_ideal"] = rate / ideal
             row["vs_fastest_alone"] = rate / max(standalone)
+            if busy and "samples_per_second" in busy:
+                row["of_ideal_together"] = rate / busy["samples_per_second"]
             if baseline:
                 row["vs_mtf_even_filter"] = rate / baseline
             row["predicted_over_measured"] = plan.predicted_step_seconds / row[
@@ -413,7 +402,8 @@ def bench_model(model: str, profile, cluster_file: str, work: str, steps: int, b
             "ideal_samples_per_second": ideal,
             "batch_split_bound": batch_split_bound(profile, model, batch),
             "standalone_samples_per_second": standalone, "planning_seconds": planning_seconds,
-            "strategies": rows, **({"verification": verification} if verification else {})}
+            "strategies": rows, **({"verification": verification} if verification else {}),
+            **({"together": busy} if busy else {})}
 
 
 def run_benchmark(models: Sequence[str] = DEFAULT_MODELS,
@@ -422,7 +412,8 @@ def run_benchmark(models: Sequence[str] = DEFAULT_MODELS,
                   profile_repeats: int = 3, rounds: int = 1, log=print,
                   memory_bytes: Optional[Sequence[float]] = None, memory_terms=MEASURED,
                   enforce: bool = False, verify: int = 0,
-                  verify_rounds: int = VERIFY_ROUNDS, period_us: Optional[int] = None) -> dict:
+                  verify_rounds: int = VERIFY_ROUNDS, period_us: Optional[int] = None,
+                  together_row: bool = True) -> dict:
     """Run every model's strategies on one cluster; the JSON-ready result.
 
     ``memory_bytes``: an emulated memory budget per worker (one value for all or
@@ -434,7 +425,8 @@ def run_benchmark(models: Sequence[str] = DEFAULT_MODELS,
     run whose worker outgrows it is reported out of memory. ``verify`` > 0: also
     the row ``verified`` (:func:`verified_plan`, ``verify_rounds`` trial runs of
     each candidate). ``period_us``: the LocalCluster throttle's period (None: its
-    default)."""
+    default). ``together_row``: also every worker alone, all at once, in each
+    round (:mod:`meshpar.bench.together`)."""
     from meshpar.models import get
     from meshpar.planning.cluster import per_device
     from meshpar.runtime.cluster_files import ExistingCluster
@@ -479,7 +471,8 @@ def run_benchmark(models: Sequence[str] = DEFAULT_MODELS,
                                        rounds=rounds, memory_terms=memory_terms,
                                        enforced=enforced,
                                        local_cluster=None if cluster_file else cluster,
-                                       verify=verify, verify_rounds=verify_rounds))
+                                       verify=verify, verify_rounds=verify_rounds,
+                                       run_together=together_row))
             if enforced is not None:  # the next model's profile runs without the budget
                 cluster.renew_workers(None)
     return {"benchmark": "train", "cluster": {
@@ -507,6 +500,8 @@ def format_table(result: dict) -> str:
         lines.append(f"{m['model']} (batch {m['batch']}): ideal {m['ideal_samples_per_second']:.2f}"
                      " samples/s = " + " + ".join(f"{r:.2f}" for r in
                                                   m["standalone_samples_per_second"]))
+        if m.get("together"):
+            lines.append(together.format_line(m["together"]))
         bound = m.get("batch_split_bound")
         if bound:
             lines.append(f"  best batch split if synchronising were free (standalone steps per "

@@ -75,6 +75,10 @@ def register(subparsers) -> None:
                        default=2,  # meshpar.bench.train.VERIFY_ROUNDS, not imported at parse
                        help="trial runs of each --verify candidate; the fastest median is "
                             "picked (default %(default)s)")
+    train.add_argument("--no-together", action="store_true",
+                       help="leave out the run of every worker alone, all at once, in each "
+                            "round (the ideal of a host whose workers all compute: they "
+                            "share its memory bandwidth and cache)")
     train.set_defaults(func=run_train)
     memory = sub.add_parser(
         "memory", help="the cost model's memory per worker against fresh workers' measured peak",
@@ -215,6 +219,7 @@ def run_train(args) -> int:
                                        enforce=args.enforce,
                                        profile_repeats=args.profile_repeats,
                                        verify=args.verify, verify_rounds=args.verify_rounds,
-                                       period_us=_period_us(args))
+                                       period_us=_period_us(args),
+                                       together_row=not args.no_together)
     return _report(args, bench_train, result, log)
 
