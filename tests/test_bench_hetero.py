@@ -27,4 +27,4 @@ def test_bad_speeds_exit_2_with_one_line(capsys):
     assert main(["bench", "hetero", "--speeds", "0.9,x"]) == 2
     assert main(["bench", "hetero", "--speeds", "0.9,1.5"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 2 and all(line.startswith("meshpar bench: error:") for line in err)
+    assert len(err) == 2 and all(line.startswith("meshpar bench hetero: error:") for line in err)

@@ -244,7 +244,7 @@ def test_a_memory_budget_marks_the_rows_over_it_and_the_planner_fits_it(monkeypa
     monkeypatch.setattr(bench_train, "run_strategy", fake_run)
     profile = ClusterSpec.from_speeds([0.9, 0.3]).with_memory([160 * 2**20])
     rows = bench_train.bench_model("vgg-cifar", profile, "f", "w", 8, 8, 0,
-                                   log=lambda *a: None)["strategies"]
+                                   log=lambda *a: None, run_together=False)["strategies"]
     assert not rows["alone-0"]["fits_memory"] and not rows["proportional-batch"]["fits_memory"]
     assert rows["mtf-even-filter"]["fits_memory"]  # 108 MiB each
     assert rows["planner"]["fits_memory"]
@@ -260,7 +260,7 @@ def test_a_memory_budget_marks_the_rows_over_it_and_the_planner_fits_it(monkeypa
     ran.clear()
     tight = ClusterSpec.from_speeds([0.9, 0.3]).with_memory([20 * 2**20])
     rows = bench_train.bench_model("vgg-cifar", tight, "f", "w", 8, 8, 0,
-                                   log=lambda *a: None)["strategies"]
+                                   log=lambda *a: None, run_together=False)["strategies"]
     assert rows["planner"]["skipped"] == "no plan fits the memory budget"
     assert "planner" not in ran and "alone-0" in ran
 
@@ -278,12 +278,12 @@ def test_a_lower_memory_headroom_lets_every_row_count_on_more_of_the_budget(monk
         "samples_per_second_p25_p75": [9.0, 11.0], "trace_step_seconds": 0.8})
     profile = ClusterSpec.from_speeds([0.9, 0.3]).with_memory([140 * 2**20])
     rows = bench_train.bench_model("vgg-cifar", profile, "f", "w", 8, 8, 0,
-                                   log=lambda *a: None)["strategies"]
+                                   log=lambda *a: None, run_together=False)["strategies"]
     assert not rows["mtf-even-filter"]["fits_memory"]
     assert rows["planner"]["skipped"] == "no plan fits the memory budget"
     full = dataclasses.replace(MEASURED, headroom=0.0)
     rows = bench_train.bench_model("vgg-cifar", profile, "f", "w", 8, 8, 0, log=lambda *a: None,
-                                   memory_terms=full)["strategies"]
+                                   memory_terms=full, run_together=False)["strategies"]
     assert rows["mtf-even-filter"]["fits_memory"] and rows["planner"]["fits_memory"]
     assert 105 * 2**20 < max(rows["planner"]["predicted_memory_bytes"]) <= 140 * 2**20
 
@@ -321,7 +321,7 @@ def test_enforced_runs_start_on_fresh_workers_and_name_the_worker_out_of_memory(
     profile = ClusterSpec.from_speeds([0.9, 0.3]).with_memory(budget)
     rows = bench_train.bench_model("vgg-cifar-pairs", profile, "f", "w", 8, 8, 0,
                                    log=lambda *a: None, enforced=enforced,
-                                   rounds=3)["strategies"]
+                                   rounds=3, run_together=False)["strategies"]
     assert runs_of == {"alone-0": 3, "alone-1": 3, "mtf-even-filter": 3, "mtf-even-batch": 1,
                        "proportional-batch": 1, "proportional-filter": 2, "planner": 3}
     assert renewals.count(None) == 6 and renewals.count(budget) == 10  # one per run
@@ -357,7 +357,7 @@ def test_bench_train_refuses_enforce_without_a_budget_or_local_workers(capsys, a
 def test_bench_train_refuses_a_memory_headroom_out_of_range_in_one_line(capsys):
     assert main(["bench", "train", "--memory-headroom", "-0.5"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["meshpar bench: error: --memory-headroom must be in [0, 1), got -0.5"]
+    assert err == ["meshpar bench train: error: --memory-headroom must be in [0, 1), got -0.5"]
 
 
 def test_bench_train_refuses_a_memory_budget_per_worker_of_the_wrong_count(capsys):

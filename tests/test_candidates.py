@@ -117,7 +117,7 @@ def test_the_verified_row_runs_in_the_rounds_after_its_trials(monkeypatch):
     monkeypatch.setattr(bench_train, "run_strategy", fake_run)
     result = bench_train.bench_model("resattnet3d-small", ClusterSpec.from_speeds([0.9, 0.3]),
                                      "f", "w", 8, 32, 0, log=lambda *a: None, rounds=2,
-                                     verify=2, verify_rounds=2)
+                                     verify=2, verify_rounds=2, run_together=False)
     names = [n for n, _ in ran]
     trials = [(n, r) for n, r in ran if n.startswith("trial-")]
     assert trials == [("trial-0", 0), ("trial-1", 0), ("trial-0", 1), ("trial-1", 1)]
@@ -130,7 +130,7 @@ def test_the_verified_row_runs_in_the_rounds_after_its_trials(monkeypatch):
     assert len(info["candidates"]) == 2 and info["picked"] in (0, 1)
     no_verify = bench_train.bench_model("resattnet3d-small",
                                         ClusterSpec.from_speeds([0.9, 0.3]), "f", "w", 8, 32, 0,
-                                        log=lambda *a: None)
+                                        log=lambda *a: None, run_together=False)
     assert "verified" not in no_verify["strategies"] and "verification" not in no_verify
 
 

@@ -105,10 +105,13 @@ def main(argv=None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    # the command as argparse names it in its own errors: "meshpar bench memory"
+    name = " ".join(["meshpar", args.command] + [
+        getattr(args, a) for a in ("bench", "data_command") if getattr(args, a, None)])
     try:
         return int(args.func(args) or 0)
     except ClusterFailure as err:  # a worker lost at run time, not bad input
-        print(f"meshpar {args.command}: failed: {err}", file=sys.stderr)
+        print(f"{name}: failed: {err}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("meshpar: interrupted", file=sys.stderr)
@@ -116,7 +119,7 @@ def main(argv=None) -> int:
     except (ValueError, FileNotFoundError, FileExistsError, NotADirectoryError,
             IsADirectoryError, PermissionError) as err:
         message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        print(f"meshpar {args.command}: error: {message}", file=sys.stderr)
+        print(f"{name}: error: {message}", file=sys.stderr)
         return 2
 
 
