@@ -87,6 +87,13 @@ def _plan(d):
     return Plan.load(Path(d) / "plan.json")
 
 
+def _estimator_of_plan(d):
+    """``make_estimator`` on plan.json's worker tasks, in a process that has none."""
+    from meshpar.training.estimator import make_estimator
+
+    return make_estimator("vgg-cifar-small", str(Path(d) / "est"), plan=_plan(d))
+
+
 def _impl_from_plan(d, devices):
     from meshpar.core.mesh_impl import HeterogeneousMeshImpl
 
@@ -173,6 +180,10 @@ CASES = [
     Case("train-plan-vs-devices", "cli", SYNTH + ["--model", "vgg-cifar-small", "--plan", "{d}/plan.json",
                                                   "--devices", "a,b,c"],
          "has 2 processors but 3 devices were given"),
+    Case("make-estimator-plan-of-workers-here", "api",
+         lambda d: _estimator_of_plan(d),
+         "plan= places the mesh on worker tasks (/job:worker/task:0/device:CPU:0, ...), which "
+         "this process does not have: pass devices="),
     Case("plan-to-mesh-impl-devices", "api", lambda d: _impl_from_plan(d, ["only-one"]),
          "plan needs 2 devices, got 1"),
     Case("layout-one-dim-two-axes", "api", _impl("a:2;b:2", "f:a;f:b"), "on two mesh axes"),
@@ -210,6 +221,13 @@ CASES = [
     Case("evaluate-unknown-train-arg", "cli", ["evaluate", "--out", "{d}/ev",
                                                "--train-args=--bogus"],
          "one-device configuration: meshpar train: unrecognized arguments: --bogus"),
+    Case("evaluate-image-model", "cli", ["evaluate", "--out", "{d}/ev", "--model",
+                                         "vgg-cifar-small"],
+         "--model vgg-cifar-small takes 2-D images (8x8x3); evaluate trains on 3-D MRI"),
+    # one option as the value, without '=': the value, not an argparse error
+    Case("evaluate-train-args-one-option-unattached", "cli", ["evaluate", "--out", "{d}/ev",
+                                                              "--train-args", "--speeds"],
+         "--train-args may not set --speeds: evaluate sets it for every run"),
     Case("evaluate-train-steps-zero", "cli", ["evaluate", "--out", "{d}/ev",
                                               "--train-args=--steps 0"],
          "--steps and --batch must be >= 1"),
@@ -251,6 +269,11 @@ CASES = [
          "not valid JSON"),
     Case("plan-cluster-missing-file", "cli", ["plan", "--profile", "{d}/nope.json", "--model", "vgg-cifar"],
          "does not exist"),
+    Case("plan-profile-is-a-plan", "cli", ["plan", "--profile", "{d}/plan.json", "--model", "vgg-cifar"],
+         "{d}/plan.json is a plan (`meshpar plan --out`), not a device profile"),
+    Case("train-plan-is-a-profile", "cli",
+         SYNTH + ["--plan", "{d}/profile.json", "--model", "vgg-cifar-small"],
+         "{d}/profile.json is a device profile (`meshpar profile --out`), not a plan"),
     Case("plan-cluster-tf-format", "cli", ["plan", "--profile", "{d}/tf-dead.json", "--model", "vgg-cifar"],
          "is a TF cluster file (worker addresses), not a device profile"),
     Case("cluster-load-missing-file", "api", _cluster_load("nope.json"), "does not exist",
@@ -562,6 +585,7 @@ def files(tmp_path_factory, addresses):
         (d / f"plan-{name}.json").write_text(json.dumps(dict(planned, **change)))
     good = ClusterSpec.from_speeds([1.0, 0.5]).to_dict()
     (d / "no-latency.json").write_text(json.dumps({k: v for k, v in good.items() if k != "latency"}))
+    (d / "profile.json").write_text(json.dumps(good))
     broken = dict(good, devices=[{k: v for k, v in dev.items() if k != "profile"}
                                  for dev in good["devices"]])
     (d / "device-no-profile.json").write_text(json.dumps(broken))

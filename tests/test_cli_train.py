@@ -133,7 +133,7 @@ def test_a_model_dir_resumes_only_under_the_same_split_and_optimizer(capsys, tmp
     write_dataset(grown, 24, shape=(12, 12, 12), seed=1)
     assert main(argv(2, data=grown)) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "another subjects (subjects: " in err[0], err
+    assert len(err) == 1 and "with other subjects (subjects: " in err[0], err
     moved = tmp_path / "moved"  # the same files elsewhere resume
     shutil.copytree(data, moved)
     assert main(argv(2, data=moved)) == 0
@@ -207,10 +207,15 @@ def test_resuming_with_more_steps_says_the_schedule_is_laid_out_again(capsys, tm
     base = ["train", "--synthetic", "--model", "vgg-cifar-small", "--n-synthetic", "16",
             "--batch", "4", "--no-progress", "--model-dir", str(tmp_path / "m")]
     assert main(base + ["--steps", "2"]) == 0
-    assert "schedule now runs" not in capsys.readouterr().err
+    first = capsys.readouterr()
+    assert "schedule now runs" not in first.err and "resuming from" not in first.out
     assert main(base + ["--steps", "4"]) == 0
-    err = capsys.readouterr().err
+    second = capsys.readouterr()
+    err = second.err
     assert "schedule now runs over 4 steps" in err and "planned 2" in err
+    # the second run on the directory says it goes on, from where
+    assert f"resuming from the checkpoint at step 2 in {tmp_path / 'm'}: 2 more step(s)" \
+        in second.out
     assert main(base + ["--steps", "4"]) == 0  # the same steps: nothing to say
     assert "schedule now runs" not in capsys.readouterr().err
 

@@ -148,11 +148,22 @@ def test_protocol_runs_a_tiny_configuration_and_never_mixes_a_person(tmp_path, c
         rest, held = fold_split(subjects, 3, 0, seed=seed)
         assert sorted(r["subject_id"] for r in preds) == sorted(s.subject_id for s in held)
         assert not {s.subject_id for s in rest} & {r["subject_id"] for r in preds}
-    # a second call resumes: nothing is trained again, same numbers
+    # a second call resumes: nothing is trained again, same numbers, and it says so
     capsys.readouterr()
     assert main(args) == 0
     assert json.loads((out / "accuracy.json").read_text())["tasks"]["smci-pmci"]["configs"] == \
         task["configs"]
+    assert "one-device: kept (trained and predicted by an earlier call" in \
+        capsys.readouterr().out
+    # ... also from a moved --out: predictions.csv names the data by the old path
+    import shutil
+
+    moved = tmp_path / "moved"
+    shutil.move(str(out), str(moved))
+    assert main(["evaluate", "--out", str(moved)] + args[3:]) == 0
+    assert json.loads((moved / "accuracy.json").read_text())["tasks"]["smci-pmci"][
+        "configs"] == task["configs"]
+    shutil.move(str(moved), str(out))
     # ... but not under another protocol's name: other training arguments are refused
     capsys.readouterr()
     other = args[:-1] + ["--steps 3 --batch 4 --val-fraction 0.2"]

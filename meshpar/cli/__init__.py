@@ -74,13 +74,21 @@ def build_parser() -> argparse.ArgumentParser:
 _NEGATIVE_LIST = re.compile(r"^-(\d|\.\d)[\d.eE+-]*(,[^,]*)+$")
 
 
+#: Flags whose value is itself a string of options (argparse would take a value
+#: such as ``--no-keep-best`` for a flag of its own).
+_OPTION_STRINGS = ("--train-args",)
+
+
 def _negative_lists_attached(argv) -> list:
     """``["--speeds", "-1,0.3"]`` -> ``["--speeds=-1,0.3"]``, so that the flag's own check
-    names the bad value (argparse parses a lone negative number itself)."""
+    names the bad value (argparse parses a lone negative number itself); likewise
+    ``["--train-args", "--no-keep-best"]`` -> ``["--train-args=--no-keep-best"]``."""
     out = []
     for token in argv:
-        if out and out[-1].startswith("--") and "=" not in out[-1] and _NEGATIVE_LIST.match(token):
-            out[-1] = f"{out[-1]}={token}"
+        flag = out[-1] if out else ""
+        if flag.startswith("--") and "=" not in flag and (
+                _NEGATIVE_LIST.match(token) or flag in _OPTION_STRINGS):
+            out[-1] = f"{flag}={token}"
         else:
             out.append(token)
     return out

@@ -193,7 +193,12 @@ def run(args) -> int:
         configs = [c for c in configs if c.name == args.only]
     train_args = shlex.split(args.train_args)
     _check_train_args(train_args)
-    shape = models.input_shape(models.get(args.model).config)[:3]
+    full = models.input_shape(models.get(args.model).config)
+    if len(full) != 4:  # (H, W, channels): an image model, not one of MRI volumes
+        raise ValueError(f"--model {args.model} takes 2-D images "
+                         f"({'x'.join(map(str, full))}); evaluate trains on 3-D MRI volumes: "
+                         "use a resattnet3d model")
+    shape = full[:3]
     out = Path(args.out)
     _check_runs(args, tasks, fold_ids, configs, train_args, out)
     cohorts = [(task, labels, seed) for task, labels in tasks.items() for seed in args.seeds]
@@ -210,8 +215,10 @@ def run(args) -> int:
     started = time.perf_counter()
 
     def finished(one, summary):
-        print(f"  {one.key} {one.config.name}: trained and predicted "
-              f"({summary.get('seconds', math.nan):.0f} s)", flush=True)
+        seconds = summary.get("seconds", math.nan)
+        done = (f"kept (trained and predicted by an earlier call, {seconds:.0f} s)"
+                if summary.get("kept") else f"trained and predicted ({seconds:.0f} s)")
+        print(f"  {one.key} {one.config.name}: {done}", flush=True)
 
     try:
         results = protocol.execute_all(runs, args.model, train_args, jobs=args.jobs,

@@ -376,6 +376,9 @@ def _train(args, spec, lr, params, mesh_kwargs, model_dir, data, client=None,
         print(f"meshpar train: note: {model_dir} is at step {first_step}, not below --steps "
               f"{args.steps}: nothing to train; its last checkpoint is evaluated",
               file=sys.stderr)
+    elif first_step > 0:  # a second run on one --model-dir goes on; say so
+        print(f"resuming from the checkpoint at step {first_step} in {model_dir}: "
+              f"{args.steps - first_step} more step(s) to --steps {args.steps}")
     started = time.perf_counter()
     try:
         if args.keep_best:

@@ -253,10 +253,11 @@ def execute(run: Run, model: str, train_args: Sequence[str] = (), threads: int =
     """Train and predict ``run`` unless its predictions exist; returns its train summary.
 
     The summary is the ``--json`` line of ``meshpar train`` (losses, timing,
-    validation and test metrics) plus ``seconds``, the wall time of both steps.
+    validation and test metrics) plus ``seconds``, the wall time of both steps;
+    for a run kept from an earlier call, also ``kept``: True (not stored).
     """
     if run.predictions.is_file() and run.summary.is_file():
-        return json.loads(run.summary.read_text(encoding="utf-8"))
+        return dict(json.loads(run.summary.read_text(encoding="utf-8")), kept=True)
     run.run_dir.mkdir(parents=True, exist_ok=True)
     log = run.run_dir / "train.log"
     if run.model_dir.exists():

@@ -26,14 +26,23 @@ __all__ = ["read_predictions", "check_fold", "score_run", "summarize", "format_t
            "plot_summary"]
 
 
-def _key(path, data_dir) -> str:
-    """A subject's file relative to its dataset directory (as ``labels.csv`` names it)."""
-    return os.path.normpath(os.path.relpath(os.path.realpath(path), os.path.realpath(data_dir)))
+def _key(path, data_dir, known=None) -> str:
+    """A subject's file relative to its dataset directory (as ``labels.csv`` names it).
+    With ``known`` (the dataset's keys), a path that does not lead into ``data_dir``
+    from here (written by ``meshpar predict`` relative to where it ran, before the
+    output folder moved) is the known key it ends with, the longest."""
+    key = os.path.normpath(os.path.relpath(os.path.realpath(path), os.path.realpath(data_dir)))
+    if known is None or key in known:
+        return key
+    parts = os.path.normpath(path).split(os.sep)
+    tails = (os.path.join(*parts[i:]) for i in range(len(parts)) if parts[i:] != [""])
+    return next((t for t in tails if t in known), key)
 
 
-def read_predictions(path, data_dir, positive_label: str) -> Dict[str, dict]:
+def read_predictions(path, data_dir, positive_label: str, known=None) -> Dict[str, dict]:
     """``predictions.csv`` of ``meshpar predict`` -> subject key -> ``{"y", "p", "person"}``
-    (``y``: 1 for ``positive_label``; ``p``: its probability)."""
+    (``y``: 1 for ``positive_label``; ``p``: its probability). ``known``: the dataset's
+    subject keys, to find a moved prediction's subject by (:func:`_key`)."""
     out = {}
     with open(path, newline="", encoding="utf-8") as f:
         reader = csv.DictReader(f)
@@ -41,9 +50,9 @@ def read_predictions(path, data_dir, positive_label: str) -> Dict[str, dict]:
         if column not in (reader.fieldnames or []):
             raise ValueError(f"{path}: no column {column} (columns: {reader.fieldnames})")
         for row in reader:
-            out[_key(row["path"], data_dir)] = {"y": int(row["label"] == positive_label),
-                                                 "p": float(row[column]),
-                                                 "person": row["subject_id"] or row["path"]}
+            out[_key(row["path"], data_dir, known)] = {
+                "y": int(row["label"] == positive_label), "p": float(row[column]),
+                "person": row["subject_id"] or row["path"]}
     if not out:
         raise ValueError(f"{path}: no predictions")
     return out
@@ -73,7 +82,10 @@ def check_fold(run: Run, predicted_keys: Sequence[str]) -> List[str]:
 def score_run(run: Run, summary: dict) -> dict:
     """Metrics of one run's held-out predictions, its ceilings (phantoms only) and
     what its training reported."""
-    preds = read_predictions(run.predictions, run.data_dir, run.labels[1])
+    from meshpar.data import read_labels
+
+    known = {_key(s.path, run.data_dir) for s in read_labels(run.data_dir, run.labels)}
+    preds = read_predictions(run.predictions, run.data_dir, run.labels[1], known)
     keys = sorted(preds)
     rest = check_fold(run, keys)
     y = [preds[k]["y"] for k in keys]
@@ -85,7 +97,8 @@ def score_run(run: Run, summary: dict) -> dict:
     cross = cross_predictions(run)
     if cross.is_file():  # the first configuration's model, predicted on this run's mesh
         scored["p_first_model"] = {k: v["p"] for k, v in
-                                   read_predictions(cross, run.data_dir, run.labels[1]).items()}
+                                   read_predictions(cross, run.data_dir, run.labels[1],
+                                                    known).items()}
     if (run.data_dir / "phantoms.json").is_file():
         scored["ceilings"] = ceiling_metrics(load_truth(run.data_dir), rest, keys, run.labels[1])
     return scored

@@ -295,4 +295,7 @@ class ClusterSpec:
             raise ValueError(f"{path} is a TF cluster file (worker addresses), not a device "
                              f"profile: `meshpar profile --cluster {path} --out profile.json` "
                              "writes the profile of its workers")
+        if isinstance(data, dict) and all(k in data for k in ("method", "mesh_shape", "layout")):
+            raise ValueError(f"{path} is a plan (`meshpar plan --out`), not a device profile: "
+                             "`meshpar profile --out profile.json` writes one")
         return cls.from_dict(data, source=f"device profile {path}")

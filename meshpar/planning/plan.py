@@ -256,6 +256,9 @@ class Plan:
         """
         path = os.fspath(path)
         data = load_json(path, "plan file")
+        if isinstance(data, dict) and "method" not in data and "bandwidth" in data:
+            raise ValueError(f"{path} is a device profile (`meshpar profile --out`), not a "
+                             f"plan: `meshpar plan --profile {path} --out plan.json` makes one")
         return cls.from_dict(data, source=f"plan file {path}")
 
 

@@ -35,6 +35,7 @@ Example
 """
 from __future__ import annotations
 
+import os
 import time
 from typing import Callable, Mapping, Optional, Sequence, Union
 
@@ -380,7 +381,17 @@ def make_estimator(model, model_dir: str, plan=None, *, seed: int = 1, threads: 
                    params: Optional[Mapping] = None,
                    **model_fn_kwargs) -> "tf_estimator.Estimator":
     """``tf.estimator.Estimator`` for ``model`` on a mesh (see :func:`build_model_fn`);
-    ``params``: the recipe (:class:`~meshpar.training.recipe.Recipe` keys)."""
+    ``params``: the recipe (:class:`~meshpar.training.recipe.Recipe` keys).
+    ValueError for a plan of worker tasks without ``devices=`` in a process that
+    is not one of that cluster's (no ``TF_CONFIG``): no device here has its names."""
+    if plan is not None and model_fn_kwargs.get("devices") is None \
+            and "TF_CONFIG" not in os.environ:
+        names = MeshSpec.from_plan(plan).devices
+        if any(str(d).startswith("/job:worker") for d in names):
+            raise ValueError(f"plan= places the mesh on worker tasks ({names[0]}, ...), which "
+                             f"this process does not have: pass devices= ([''] * {len(names)}"
+                             " emulates them here), or train on the cluster with TF_CONFIG set "
+                             "or `meshpar train --cluster`")
     model_fn = build_model_fn(model, plan, **model_fn_kwargs)
     return tf_estimator.Estimator(
         model_fn, model_dir=model_dir, params=dict(params or {}),

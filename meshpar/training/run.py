@@ -74,7 +74,8 @@ def check_run_info(model_dir: str, info: dict) -> None:
         differ = model_differences(old, info) + [
             k for k in _COMPARED_WHEN_RECORDED if k in old and _differs(old, info, k)]
         if differ:
-            raise ValueError(f"{model_dir} holds a run with another {', '.join(differ)} "
+            other = "other" if differ[0].endswith("s") else "another"  # "other subjects"
+            raise ValueError(f"{model_dir} holds a run with {other} {', '.join(differ)} "
                              f"({', '.join(_recorded(k, old.get(k)) for k in differ)}); use a "
                              "new --model-dir")
 
