@@ -18,7 +18,6 @@ Argument strings may name ``{d}`` (a directory with the fixtures built once by
 """
 import json
 import math
-import re
 import socket
 import subprocess
 import sys
