@@ -72,26 +72,37 @@ def run_together(model: str, plans: Sequence, cluster_file: str, work: str,
 
     if len(plans) != len(steps):
         raise ValueError(f"{len(plans)} plans for {len(steps)} step counts")
-    procs = []
+    procs, logs = [], []
     sampler = CpuSampler([p.pid for p in cluster.processes]) if cluster is not None else None
     if sampler is not None:
         sampler.start()
     try:
         for task, (plan, count) in enumerate(zip(plans, steps)):
-            plan_file = os.path.join(work, f"{model}-together-{task}.plan.json")
-            plan.save(plan_file)
-            argv = train_argv(model, cluster_file, plan_file, int(count), batch, trace_step=None,
-                              model_dir=os.path.join(work, f"{model}-together-{task}-run{run}"),
-                              upstream=False, seed=seed)
-            procs.append(subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            name = os.path.join(work, f"{model}-together-{task}")
+            plan.save(name + ".plan.json")
+            argv = train_argv(model, cluster_file, name + ".plan.json", int(count), batch,
+                              trace_step=None, model_dir=f"{name}-run{run}", upstream=False,
+                              seed=seed)
+            # into files, not pipes: a process must never wait for its pipe to be read
+            logs.append((open(f"{name}.out", "w+"), open(f"{name}.err", "w+")))
+            procs.append(subprocess.Popen(argv, stdout=logs[-1][0], stderr=logs[-1][1],
                                           text=True,
                                           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")))
-        outputs = [p.communicate() for p in procs]
+        for p in procs:
+            p.wait()
+        outputs = []
+        for out, err in logs:
+            out.seek(0)
+            err.seek(0)
+            outputs.append((out.read(), err.read()))
     finally:
         for p in procs:
             if p.poll() is None:
                 p.kill()
                 p.wait()
+        for files in logs:
+            for f in files:
+                f.close()
         if sampler is not None:
             sampler.stop()
     summaries = []
@@ -104,10 +115,11 @@ def run_together(model: str, plans: Sequence, cluster_file: str, work: str,
     summary = _combined(summaries, steps)
     if sampler is not None:
         summary["worker_share_used"] = _shares(sampler, summaries, cluster.speeds)
+    over = summary["overlap"]
     log(f"  {TOGETHER:<20} {summary['samples_per_second']:8.2f} samples/s = "
         + " + ".join(f"{r:.2f}" for r in summary["per_worker"])
-        + "  (steady windows overlapping " + "/".join(f"{o:.2f}" for o in summary["overlap"])
-        + ")")
+        + ("" if over is None else
+           "  (steady windows overlapping " + "/".join(f"{o:.2f}" for o in over) + ")"))
     return summary
 
 
