@@ -220,6 +220,22 @@ def test_resuming_with_more_steps_says_the_schedule_is_laid_out_again(capsys, tm
     assert "schedule now runs" not in capsys.readouterr().err
 
 
+def test_a_constant_rate_past_its_warm_ups_is_not_noted_and_a_new_batch_is(capsys, tmp_path):
+    """A constant schedule resumed past both runs' warm-ups (1 and 2 steps of 10 and
+    20) keeps its rate: no note. A resume with another --batch is accepted and said."""
+    base = ["train", "--synthetic", "--model", "vgg-cifar-small", "--n-synthetic", "16",
+            "--no-progress", "--lr-schedule", "constant", "--model-dir", str(tmp_path / "m")]
+    assert main(base + ["--steps", "10", "--batch", "4"]) == 0
+    capsys.readouterr()
+    assert main(base + ["--steps", "20", "--batch", "4"]) == 0
+    err = capsys.readouterr().err
+    assert "schedule now runs" not in err and "--batch" not in err
+    assert main(base + ["--steps", "22", "--batch", "8"]) == 0
+    err = capsys.readouterr().err
+    assert "the run this resumes trained with --batch 4; from step 20 on it trains with " \
+        "--batch 8" in err
+
+
 def test_split_weights_print_rounded_for_a_person():
     """The run's printed mesh line rounds the weights (the JSON keeps them whole)."""
     from meshpar.cli.train_report import format_weights

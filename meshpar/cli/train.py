@@ -292,12 +292,14 @@ def run(args) -> int:
         from meshpar.training.run import RUN_FILE, schedule_change_note
 
         Recipe.from_params(params).check_learning_rate(lr)
-        note = schedule_change_note(model_dir, params)  # said once the resume is accepted
+        first_step = checkpoint_step(model_dir)
+        # said once the resume is accepted
+        note = "\n".join(n for n in (schedule_change_note(model_dir, params, first_step),
+                                     _batch_change_note(model_dir, args.batch, first_step)) if n)
         if client is not None:
             for key in ("train_fn", "eval_fn"):
                 data[key] = on_device(data[key], client.client_device)
         # nothing to train (_train says so): the saved run keeps its record, checked only
-        first_step = checkpoint_step(model_dir)
         keep = os.path.isfile(os.path.join(model_dir, RUN_FILE)) and first_step >= args.steps
         _save_run(args, spec, model_dir, data, params, write=not keep)
         note = "" if keep else note
@@ -305,6 +307,20 @@ def run(args) -> int:
             print(note, file=sys.stderr)
         return _train(args, spec, lr, params, mesh_kwargs, model_dir, data, client, scratch,
                       first_step)
+
+
+def _batch_change_note(model_dir: str, batch: int, step: int) -> str:
+    """A note when the run this one resumes trained with another ``--batch``
+    (accepted: the data stream goes on); empty otherwise."""
+    from meshpar.training.run import RUN_FILE, load_run_info
+
+    if step <= 0 or not os.path.isfile(os.path.join(model_dir, RUN_FILE)):
+        return ""
+    old = load_run_info(model_dir).get("batch")
+    if old is None or int(old) == int(batch):
+        return ""
+    return (f"meshpar train: note: the run this resumes trained with --batch {old}; from "
+            f"step {step} on it trains with --batch {batch}")
 
 
 def _replay_schedule(args, spec) -> list:

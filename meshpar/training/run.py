@@ -217,15 +217,19 @@ def write_predictions(path: str, subjects: Sequence, probabilities, label_set: S
     os.replace(tmp, path)
 
 
-def schedule_change_note(model_dir: str, params: dict) -> str:
+def schedule_change_note(model_dir: str, params: dict, step: Optional[int] = None) -> str:
     """A note when a resumed run's learning-rate schedule spans other steps than the
     run it resumes (``--steps`` changed): the rate at the checkpoint's step moves.
-    Empty otherwise."""
+    Empty otherwise, and for a constant schedule whose warm-ups (old and new) both
+    end by the checkpoint's ``step``: its rate no longer moves."""
     if not os.path.isfile(os.path.join(model_dir, RUN_FILE)):
         return ""
     old = (load_run_info(model_dir).get("recipe") or {})
     keys = ("lr_schedule", "warmup_steps", "total_steps")
-    if params.get("lr_schedule") == "constant" and not params.get("warmup_steps"):
+    past_warmups = old.get("lr_schedule") == "constant" and step is not None and step >= max(
+        int(params.get("warmup_steps") or 0), int(old.get("warmup_steps") or 0))
+    if params.get("lr_schedule") == "constant" and (not params.get("warmup_steps")
+                                                    or past_warmups):
         return ""
     if not (all(k in old for k in keys) and any(old[k] != params.get(k) for k in keys)):
         return ""
