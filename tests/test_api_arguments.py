@@ -49,6 +49,29 @@ def test_make_estimator_refuses_bad_counts_naming_them(tmp_path, name, value):
         E.make_estimator(MODEL, model_dir=str(tmp_path), **{name: value})
 
 
+@pytest.mark.parametrize("params, message", [
+    ([1, 2], "params must be a dict of loss, class_weights"),
+    ({"warmup_steps": -1}, "params['warmup_steps'] must be an integer >= 0, got -1"),
+    ({"warmup_steps": 1.5}, "params['warmup_steps'] must be an integer >= 0, got 1.5"),
+    ({"total_steps": 0, "lr_schedule": "cosine"}, "params['total_steps'] must be an integer >= 1"),
+    ({"decay_steps": 2.5, "lr_schedule": "step"}, "params['decay_steps'] must be an integer >= 1"),
+    ({"focal_gamma": "2", "loss": "focal"}, "params['focal_gamma'] must be a number, got '2'"),
+    ({"clip_norm": "1"}, "params['clip_norm'] must be a number, got '1'"),
+    ({"weight_decay": "0.1"}, "params['weight_decay'] must be a number"),
+    ({"loss": "weighted_cross_entropy", "class_weights": "balanced"},
+     "params['class_weights'] must be a list of numbers, one per class, got 'balanced' ('balanced'"
+     " is `meshpar train --class-weights`'s"),
+    ({"loss": "weighted_cross_entropy", "class_weights": [1, "2"]},
+     "params['class_weights'] must be a list of numbers"),
+])
+def test_make_estimator_refuses_bad_params_at_the_call_naming_the_key(tmp_path, params, message):
+    # used to pass the call and fail at the first step ("could not convert string to float:
+    # 'b'", "must be real number, not str"), or to train with -1 warm-up steps
+    with pytest.raises(BAD) as info:
+        E.make_estimator(MODEL, model_dir=str(tmp_path), params=params)
+    assert message in str(info.value)
+
+
 def test_make_estimator_takes_numpy_numbers_and_the_documented_nones(tmp_path):
     est = E.make_estimator(MODEL, model_dir=str(tmp_path), learning_rate=np.float32(0.01),
                            threads=np.int64(0), seed=np.int32(3),

@@ -383,7 +383,9 @@ def make_estimator(model, model_dir: str, plan=None, *, seed: int = 1, threads: 
     """``tf.estimator.Estimator`` for ``model`` on a mesh (see :func:`build_model_fn`);
     ``params``: the recipe (:class:`~meshpar.training.recipe.Recipe` keys).
     ValueError for a plan of worker tasks without ``devices=`` in a process that
-    is not one of that cluster's (no ``TF_CONFIG``): no device here has its names."""
+    is not one of that cluster's (no ``TF_CONFIG``): no device here has its names.
+    Bad ``params`` are refused here, not at the first step."""
+    Recipe.from_params(params)
     if plan is not None and model_fn_kwargs.get("devices") is None \
             and "TF_CONFIG" not in os.environ:
         names = MeshSpec.from_plan(plan).devices

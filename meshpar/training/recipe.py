@@ -34,6 +34,7 @@ Everything runs inside the Mesh-TF graph behind the race-free step
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Optional, Union
 
@@ -41,6 +42,7 @@ import meshpar  # noqa: F401  (installs the mesh_tensorflow import shim)
 import mesh_tensorflow as mtf
 
 from meshpar.core.optim import make_optimizer
+from meshpar.core.splits import integer_at_least
 
 __all__ = ["Recipe", "ClipByGlobalNorm", "balanced_accuracy", "PARAM_KEYS"]
 
@@ -69,6 +71,8 @@ class Recipe:
     def from_params(cls, params: Optional[Mapping]) -> "Recipe":
         """A recipe from an estimator's ``params``; ValueError for an unknown key or a bad
         value."""
+        if params is not None and not isinstance(params, Mapping):
+            raise TypeError(f"params must be a dict of {', '.join(PARAM_KEYS)}; got {params!r}")
         params = dict(params or {})
         unknown = sorted(set(params) - set(PARAM_KEYS))
         if unknown:
@@ -76,7 +80,14 @@ class Recipe:
                              f"{', '.join(PARAM_KEYS)}")
         given = {k: v for k, v in params.items() if v is not None}
         if "class_weights" in given:
-            given["class_weights"] = tuple(float(w) for w in given["class_weights"])
+            given["class_weights"] = _class_weights(given["class_weights"])
+        for key in ("focal_gamma", "decay_rate", "min_lr", "weight_decay", "clip_norm"):
+            if key in given and (isinstance(given[key], bool)
+                                 or not isinstance(given[key], numbers.Real)):
+                raise TypeError(f"params[{key!r}] must be a number, got {given[key]!r}")
+        for key, least in (("warmup_steps", 0), ("total_steps", 1), ("decay_steps", 1)):
+            if key in given:  # a fraction of a step, or -1 warm-up steps, is no schedule
+                integer_at_least(given[key], f"params[{key!r}]", least)
         recipe = cls(**given)
         recipe._check()
         return recipe
@@ -156,6 +167,20 @@ class Recipe:
     def eval_metrics(self, labels, predictions: dict) -> dict:
         """The ``metrics`` functions applied to one evaluation batch."""
         return {name: fn(labels, predictions) for name, fn in self.metrics.items()}
+
+
+def _class_weights(value) -> tuple:
+    """``params['class_weights']`` as a tuple of floats; TypeError for anything but a
+    sequence of numbers (``'balanced'`` is `meshpar train`'s: it counts the training set)."""
+    weights = None if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__") \
+        else list(value)
+    if weights is None or any(isinstance(w, bool) or not isinstance(w, numbers.Real)
+                              for w in weights):
+        hint = (" ('balanced' is `meshpar train --class-weights`'s: it counts the training set;"
+                " give the weights here)") if isinstance(value, str) and value == "balanced" else ""
+        raise TypeError(f"params['class_weights'] must be a list of numbers, one per class, "
+                        f"got {value!r}{hint}")
+    return tuple(float(w) for w in weights)
 
 
 class ClipByGlobalNorm(mtf.optimize.Optimizer):
