@@ -120,6 +120,26 @@ def test_a_plan_for_another_model_is_refused(tmp_path):
         E.make_estimator(MODEL, model_dir=str(tmp_path / "run"), plan=str(tmp_path / "plan.json"))
 
 
+WORKERS = ["/job:worker/task:0/device:CPU:0", "/job:worker/task:1/device:CPU:0"]
+
+
+@pytest.mark.parametrize("kwargs, what", [
+    (dict(plan=_plan(), devices=WORKERS), "devices="),
+    (dict(mesh_shape="model:2", devices=WORKERS), "devices="),
+    (dict(mesh=E.MeshSpec("model:2", devices=WORKERS)), "mesh="),
+    (dict(plan=dataclasses.replace(_plan(), devices=tuple(WORKERS))), "plan="),
+])
+def test_make_estimator_refuses_worker_devices_outside_their_cluster(tmp_path, monkeypatch,
+                                                                      kwargs, what):
+    # devices= and mesh= of worker tasks used to pass and fail at the first step with
+    # TF's "Graph execution error" traceback (only plan= without devices= was refused)
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    with pytest.raises(ValueError, match=f"{what} places the mesh on worker tasks "
+                                         r"\(/job:worker/task:0/device:CPU:0, \.\.\.\), which "
+                                         "this process does not have"):
+        E.make_estimator(MODEL, model_dir=str(tmp_path), **kwargs)
+
+
 def test_a_plan_re_placed_on_as_many_devices_keeps_its_mesh():
     fn = E.build_model_fn(MODEL, plan=_plan(), devices=["", ""])
     assert fn.mesh.devices == ("", "")

@@ -382,22 +382,37 @@ def make_estimator(model, model_dir: str, plan=None, *, seed: int = 1, threads: 
                    **model_fn_kwargs) -> "tf_estimator.Estimator":
     """``tf.estimator.Estimator`` for ``model`` on a mesh (see :func:`build_model_fn`);
     ``params``: the recipe (:class:`~meshpar.training.recipe.Recipe` keys).
-    ValueError for a plan of worker tasks without ``devices=`` in a process that
-    is not one of that cluster's (no ``TF_CONFIG``): no device here has its names.
-    Bad ``params`` are refused here, not at the first step."""
+    ValueError for a plan, ``mesh=`` or ``devices=`` of worker tasks in a process
+    that is not one of that cluster's (no ``TF_CONFIG``): no device here has their
+    names. Bad ``params`` are refused here, not at the first step."""
     Recipe.from_params(params)
-    if plan is not None and model_fn_kwargs.get("devices") is None \
-            and "TF_CONFIG" not in os.environ:
-        names = MeshSpec.from_plan(plan).devices
-        if any(str(d).startswith("/job:worker") for d in names):
-            raise ValueError(f"plan= places the mesh on worker tasks ({names[0]}, ...), which "
-                             f"this process does not have: pass devices= ([''] * {len(names)}"
-                             " emulates them here), or train on the cluster with TF_CONFIG set "
-                             "or `meshpar train --cluster`")
+    if "TF_CONFIG" not in os.environ:
+        _refuse_worker_devices(plan, model_fn_kwargs.get("devices"), model_fn_kwargs.get("mesh"))
     model_fn = build_model_fn(model, plan, **model_fn_kwargs)
     return tf_estimator.Estimator(
         model_fn, model_dir=model_dir, params=dict(params or {}),
         config=run_config(model_dir, seed, save_summary_steps, log_step_count_steps, threads))
+
+
+def _refuse_worker_devices(plan, devices, mesh) -> None:
+    """ValueError if the mesh make_estimator would build sits on ``/job:worker`` tasks,
+    which a process outside that cluster does not have (TF would fail at the first
+    step with a graph-execution traceback)."""
+    if devices is not None and not isinstance(devices, (str, bytes)):
+        names, what = [str(d) for d in devices], "devices="
+    elif plan is not None and devices is None:
+        names, what = [str(d) for d in MeshSpec.from_plan(plan).devices], "plan="
+    elif isinstance(mesh, MeshSpec):
+        names, what = [str(d) for d in mesh.devices], "mesh="
+    else:
+        return
+    workers = [d for d in names if d.startswith("/job:worker")]
+    if workers:
+        emulate = f"pass devices= ([''] * {len(names)} emulates them here)" if what != \
+            "devices=" else f"pass local devices ([''] * {len(names)} emulates them here)"
+        raise ValueError(f"{what} places the mesh on worker tasks ({workers[0]}, ...), which "
+                         f"this process does not have: {emulate}, or train on the cluster "
+                         "with TF_CONFIG set or `meshpar train --cluster`")
 
 
 class LossHistoryHook(tf_estimator.SessionRunHook):
