@@ -417,6 +417,13 @@ CASES = [
          "speed 0 is 1e+300; speeds are relative"),
     Case("plan-memory-below-a-byte", "cli", ["plan", "--speeds", "1,1", "--memory-mib", "1e-300"],
          "memory 0 is 1e-300 MiB, less than a byte"),
+    # used to be ignored in silence: the plan was not the one asked for
+    Case("plan-generations-with-exact", "cli",
+         ["plan", "--speeds", "1,1", "--method", "exact", "--generations", "5"],
+         "--generations goes with --method ga; --method exact would ignore it"),
+    Case("plan-time-limit-with-proportional", "cli",
+         ["plan", "--speeds", "1,1", "--method", "proportional", "--time-limit", "5"],
+         "--time-limit goes with --method ga or exact; --method proportional would ignore it"),
     Case("plan-ga-time-limit-nan", "cli", ["plan", "--speeds", "1,1", "--time-limit", "nan"],
          "--time-limit must be > 0, got nan"),
     Case("plan-out-missing-directory", "cli", ["plan", "--speeds", "1,1", "--out",

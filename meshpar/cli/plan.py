@@ -71,6 +71,18 @@ def register(subparsers) -> None:
     parser.set_defaults(func=run)
 
 
+def _refuse_ignored_options(args) -> None:
+    """ValueError for a GA option given to a planner that would silently ignore it."""
+    given = [("--generations", "ga", args.generations is not None),
+             ("--population", "ga", args.population is not None),
+             ("--progress", "ga", args.progress),
+             ("--time-limit", "ga or exact", args.time_limit is not None)]
+    for flag, methods, present in given:
+        if present and args.method not in methods.split(" or "):
+            raise ValueError(f"{flag} goes with --method {methods}; --method {args.method} "
+                             "would ignore it")
+
+
 def run(args) -> int:
     """Plan for the given cluster and model; print the plan, optionally save and plot it.
 
@@ -88,6 +100,7 @@ def run(args) -> int:
         raise ValueError("give exactly one of --speeds or --profile")
     if args.batch < 1:
         raise ValueError(f"--batch must be >= 1, got {args.batch}")
+    _refuse_ignored_options(args)
     refuse_overwriting_inputs(args, ["out", "plot"], ["profile"])
     if args.out and args.plot and os.path.abspath(args.out) == os.path.abspath(args.plot):
         raise ValueError(f"--out and --plot both name {args.out}: the plan and its PNG need "
