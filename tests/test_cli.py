@@ -1,5 +1,7 @@
 """``meshpar --help`` and every subcommand's ``--help`` exit 0 with an example."""
 import argparse
+import subprocess
+import sys
 
 import pytest
 
@@ -32,3 +34,15 @@ def test_help_exits_0_and_shows_an_example(command, capsys):
     assert exit_info.value.code == 0
     assert "example" in out.lower()
     assert "meshpar " + " ".join(command) in out  # the example runs this very command
+
+
+def test_output_into_a_closed_pipe_is_no_traceback():
+    """`meshpar plan ... | head -1`: the reader leaves early; the command stops quietly
+    (exit 141, as for SIGPIPE) instead of a BrokenPipeError traceback."""
+    proc = subprocess.Popen([sys.executable, "-m", "meshpar", "plan", "--speeds", "1,1",
+                             "--model", "vgg-cifar-small", "--method", "even"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # before the child starts writing: its first write fails
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 141, err
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err

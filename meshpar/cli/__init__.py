@@ -124,11 +124,28 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("meshpar: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `meshpar plan ... | head`: the reader left; nothing to say
+        _drop_stdout()
+        return 141  # 128 + SIGPIPE, as a shell reports a command its pipe stopped
     except (ValueError, FileNotFoundError, FileExistsError, NotADirectoryError,
             IsADirectoryError, PermissionError) as err:
         message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         print(f"{name}: error: {message}", file=sys.stderr)
         return 2
+
+
+def _drop_stdout() -> None:
+    """Point stdout's file descriptor at /dev/null, so that the interpreter's last
+    flush at exit does not fail on the closed pipe too (and print about it)."""
+    import os
+
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a file (a test's capture)
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
 
 
 if __name__ == "__main__":  # pragma: no cover
