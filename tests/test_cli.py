@@ -46,3 +46,22 @@ def test_output_into_a_closed_pipe_is_no_traceback():
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=60) == 141, err
     assert "Traceback" not in err and "BrokenPipeError" not in err, err
+
+
+def test_running_out_of_memory_is_one_line_not_a_traceback(tmp_path, monkeypatch, capsys):
+    """`meshpar data synth --shape 2000,2000,2000` ended in numpy's _ArrayMemoryError
+    traceback (exit 1); now one line naming the allocation, exit 2. The allocation
+    is faked: a real one of that size could succeed on a large machine."""
+    import meshpar.data.phantoms
+
+    def too_big(*args, **kwargs):
+        raise MemoryError("Unable to allocate 59.6 GiB for an array with shape (8000000000,) "
+                          "and data type float64")
+
+    monkeypatch.setattr(meshpar.data.phantoms, "write_dataset", too_big)
+    rc = main(["data", "synth", "--out", str(tmp_path / "big"), "--n", "1",
+               "--shape", "2000,2000,2000"])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(lines) == 1, lines
+    assert lines[0].startswith("meshpar data synth: error: out of memory: Unable to allocate "
+                               "59.6 GiB"), lines[0]

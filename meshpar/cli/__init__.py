@@ -124,6 +124,10 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("meshpar: interrupted", file=sys.stderr)
         return 130
+    except MemoryError as err:  # e.g. `data synth --shape 2000,2000,2000`: numpy's allocation
+        print(f"{name}: error: out of memory: {str(err).strip() or 'an allocation failed'}; "
+              "smaller sizes need less", file=sys.stderr)
+        return 2
     except BrokenPipeError:  # `meshpar plan ... | head`: the reader left; nothing to say
         _drop_stdout()
         return 141  # 128 + SIGPIPE, as a shell reports a command its pipe stopped
