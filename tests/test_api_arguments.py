@@ -275,3 +275,50 @@ def test_plan_takes_numpy_options(desc):
     result = plan(desc, [1, 0.5], 8, method="ga", seed=np.int64(1), generations=np.int32(2),
                   population=np.int64(8), time_limit=np.float32(60), crossover_rate=np.float64(1))
     assert result.feasible
+
+
+# --- 5. Layouts that would split less than asked -----------------------------
+
+@pytest.mark.parametrize("kwargs, message", [
+    # the model's own rules name 'batch' and 'model': these axes used to copy the work
+    (dict(mesh_shape="bar:2;foo:2"), r"mesh bar:2;foo:2: axis 'bar' splits nothing"),
+    (dict(mesh_shape="model:2", layout="zzz:model"),
+     r"layout rule zzz:model: vgg-cifar-small has no dimension 'zzz'; it lays out batch, "
+     r"conv1_filters"),
+    (dict(mesh_shape="model:2", layout="conv1_filters:modl"),
+     r"layout rule conv1_filters:modl: mesh model:2 has no axis 'modl'"),
+    # was Mesh-TF's 'bad input to _parse_string_to_list_of_pairs nonsense'
+    (dict(mesh_shape="model:2", layout="nonsense"), r"layout: bad rule 'nonsense'"),
+    (dict(mesh_shape="model:2", layout="a:b:c"), r"layout: bad rule 'a:b:c'"),
+])
+def test_a_layout_that_would_split_less_than_asked_is_refused(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        E.build_model_fn(MODEL, **kwargs)
+
+
+@pytest.mark.parametrize("kwargs", [
+    dict(mesh_shape="all:2"), dict(mesh_shape="batch:2;model:1"), dict(mesh_shape="rows:1;model:2"),
+    dict(mesh_shape="model:2", layout=""),  # replicated on purpose
+    dict(mesh_shape="model:2", layout=";conv1_filters:model;"),
+])
+def test_layouts_that_split_what_they_say_are_taken(kwargs):
+    assert E.build_model_fn(MODEL, **kwargs).mesh.mesh_shape == kwargs["mesh_shape"]
+
+
+def test_parse_layout_is_the_one_layout_reader():
+    from meshpar.planning.plan import parse_layout
+    from meshpar.training.live_speeds import worker_work
+
+    assert parse_layout(" batch:batch ; conv1_filters : model;") == (
+        ("batch", "batch"), ("conv1_filters", "model"))
+    assert parse_layout("") == ()
+    # a dimension's first rule on the mesh applies, as in Mesh-TF; a rule to an absent
+    # axis splits nothing (worker_work used to count it as split)
+    desc = E.as_spec(MODEL).describe()
+    mesh = E.MeshSpec("model:2", devices=[f"/job:worker/task:{i}/device:CPU:0" for i in (0, 1)],
+                      split_weights={"model": [3, 1]})
+    split = worker_work(mesh, desc, "conv1_filters:model;conv2_filters:model;conv3_filters:model;"
+                                    "conv4_filters:model;fc1_units:model")
+    absent = worker_work(mesh, desc, "conv1_filters:other;conv2_filters:other;"
+                                     "conv3_filters:other;conv4_filters:other;fc1_units:other")
+    assert absent == {0: 1.0, 1: 1.0} and split[0] > split[1] and split[0] < 1.0

@@ -51,6 +51,26 @@ def parse_mesh_shape(text: str, what: str = "mesh shape") -> tuple:
     return tuple(axes)
 
 
+def parse_layout(text: str, what: str = "layout") -> tuple:
+    """``"batch:batch;conv1_filters:model"`` -> ``(("batch", "batch"), ("conv1_filters",
+    "model"))``: Mesh-TensorFlow layout rules, tensor dimension to mesh axis.
+
+    The one parser of layout strings in meshpar (``""`` is no rule: everything
+    replicated; as in Mesh-TensorFlow, a dimension may have several rules, the
+    first whose axis the mesh has applies). ValueError, prefixed with ``what``,
+    for a rule that is not ``dimension:axis``.
+    """
+    rules = []
+    for part in filter(None, (p.strip() for p in str(text).split(";"))):
+        dim, sep, axis = (x.strip() for x in part.partition(":"))
+        if not (sep and dim and axis) or ":" in axis:
+            raise ValueError(f"{what}: bad rule {part!r} in {text!r}, expected "
+                             "dimension:axis rules joined by ';' (e.g. batch:batch;"
+                             "conv1_filters:model)")
+        rules.append((dim, axis))
+    return tuple(rules)
+
+
 @dataclass(frozen=True)
 class Plan:
     """Result of a planner (same fields whichever planner made it).

@@ -23,6 +23,7 @@ from typing import Callable, Dict, Optional
 import numpy as np
 import tensorflow.compat.v1 as tf
 
+from meshpar.planning.plan import parse_layout
 from meshpar.runtime.client import parse_worker_device
 from meshpar.training.step_trigger import StepTimeTrigger  # noqa: F401 (re-exported)
 
@@ -111,7 +112,11 @@ def worker_work(mesh, description, layout: str) -> Dict[int, float]:
     that axis' weights; the rest are replicated along it. The batch axis cuts
     every layer.
     """
-    rules = dict(rule.split(":", 1) for rule in layout.replace(" ", "").split(";") if rule)
+    names = {name for name, _ in mesh.axes}
+    rules = {}
+    for dim, axis in parse_layout(layout):  # as Mesh-TF: a dimension's first rule on this mesh
+        if axis in names:
+            rules.setdefault(dim, axis)
     total = sum(layer.flops for layer in description.layers) or 1.0
     split = sum(layer.flops for layer in description.layers
                 if layer.split_dim and rules.get(layer.split_dim, "batch") != "batch")

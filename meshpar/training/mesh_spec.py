@@ -8,9 +8,9 @@ import os
 from typing import Mapping, Optional, Sequence
 
 from meshpar import models
-from meshpar.planning.plan import parse_mesh_shape
+from meshpar.planning.plan import parse_layout, parse_mesh_shape
 
-__all__ = ["MeshSpec", "default_layout", "chosen_mesh", "as_spec"]
+__all__ = ["MeshSpec", "default_layout", "chosen_mesh", "check_layout", "as_spec"]
 
 
 class MeshSpec:
@@ -52,6 +52,8 @@ class MeshSpec:
         if len(self.devices) != n:
             raise ValueError(f"mesh {self.mesh_shape} has {n} processors but "
                              f"{len(self.devices)} devices were given")
+        if layout is not None:
+            parse_layout(layout)  # a clear error now, not Mesh-TF's at the first step
         self.layout = layout
         self.split_weights, self.dim_split_weights = _checked_weights(
             self.mesh_shape, layout, self.devices, split_weights, dim_split_weights)
@@ -181,4 +183,34 @@ def chosen_mesh(spec: models.ModelSpec, plan, mesh: Optional[MeshSpec], upstream
     if mesh.layout is None and mesh.dim_split_weights:  # the layout is the model's: check now
         _checked_weights(mesh.mesh_shape, mesh.layout_for(spec), mesh.devices, None,
                          mesh.dim_split_weights)
+    check_layout(spec, mesh)
     return mesh
+
+
+def check_layout(spec: models.ModelSpec, mesh: MeshSpec) -> None:
+    """ValueError where ``mesh`` would split less of ``spec`` than it says, which would
+    otherwise train with the work copied on every device: a layout rule naming a
+    dimension the model does not have (a typo) or an axis the mesh does not have,
+    and, with the model's own rules (no ``layout``), a mesh axis of size > 1 that none
+    of them uses (the rules name ``batch`` and ``model``, or a mesh's only other axis).
+    An explicit layout may leave an axis unused on purpose (``layout=""``: replicated).
+    """
+    what = f"{spec.name} on mesh {mesh.mesh_shape}"
+    rules = parse_layout(mesh.layout_for(spec), f"layout of {what}")
+    description = spec.describe()
+    dims = {description.batch_dim, *description.split_dims}
+    axes = dict(parse_mesh_shape(mesh.mesh_shape))
+    for dim, axis in rules:
+        if dim not in dims:
+            raise ValueError(f"layout rule {dim}:{axis}: {spec.name} has no dimension {dim!r}; "
+                             f"it lays out {', '.join(sorted(dims))}")
+        if axis not in axes:
+            raise ValueError(f"layout rule {dim}:{axis}: mesh {mesh.mesh_shape} has no axis "
+                             f"{axis!r}")
+    used = {axis for _, axis in rules}
+    idle = [name for name, size in axes.items() if size > 1 and name not in used]
+    if mesh.layout is None and idle:
+        raise ValueError(f"mesh {mesh.mesh_shape}: axis {idle[0]!r} splits nothing, since "
+                         f"{spec.name}'s layout puts the batch on an axis named 'batch' and its "
+                         "filters on one named 'model' (or on a mesh's only other axis); name "
+                         "the axes so, or give layout=")
