@@ -417,6 +417,9 @@ CASES = [
          "speed 0 is 1e+300; speeds are relative"),
     Case("plan-memory-below-a-byte", "cli", ["plan", "--speeds", "1,1", "--memory-mib", "1e-300"],
          "memory 0 is 1e-300 MiB, less than a byte"),
+    # a budget under 1 MiB used to read "over the 0.0 MiB ... of its 0.0 MiB"
+    Case("plan-memory-under-a-mib", "cli", ["plan", "--speeds", "1,1", "--memory-mib", "0.001"],
+         "over the 0.00075 MiB a plan may count on of its 0.000999 MiB"),
     # used to be ignored in silence: the plan was not the one asked for
     Case("plan-generations-with-exact", "cli",
          ["plan", "--speeds", "1,1", "--method", "exact", "--generations", "5"],

@@ -160,8 +160,11 @@ def run(args) -> int:
 
 
 def _size(nbytes: float) -> str:
-    """Bytes as GiB, or as MiB below 1 GiB (budgets given with --memory-mib)."""
-    return f"{nbytes / 2**30:.2f} GiB" if nbytes >= 2**30 else f"{nbytes / 2**20:.1f} MiB"
+    """Bytes as GiB, or as MiB below 1 GiB (budgets given with --memory-mib), with
+    three significant digits below 1 MiB (0.001 MiB is not "0.0 MiB")."""
+    if nbytes >= 2**30:
+        return f"{nbytes / 2**30:.2f} GiB"
+    return f"{nbytes / 2**20:.1f} MiB" if nbytes >= 2**20 else f"{nbytes / 2**20:.3g} MiB"
 
 
 def _capacity(cluster, device: str) -> float:
