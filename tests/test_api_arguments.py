@@ -63,6 +63,11 @@ def test_make_estimator_refuses_bad_counts_naming_them(tmp_path, name, value):
      " is `meshpar train --class-weights`'s"),
     ({"loss": "weighted_cross_entropy", "class_weights": [1, "2"]},
      "params['class_weights'] must be a list of numbers"),
+    # used to be ignored in silence (the CLI refuses --class-weights and --focal-gamma so)
+    ({"class_weights": [1, 2]}, "params['class_weights'] goes with loss='weighted_cross_entropy'; "
+                                "loss='cross_entropy' would ignore it"),
+    ({"loss": "weighted_cross_entropy", "focal_gamma": 1.0},
+     "params['focal_gamma'] goes with loss='focal'; loss='weighted_cross_entropy' would ignore it"),
 ])
 def test_make_estimator_refuses_bad_params_at_the_call_naming_the_key(tmp_path, params, message):
     # used to pass the call and fail at the first step ("could not convert string to float:

@@ -79,6 +79,11 @@ class Recipe:
             raise ValueError(f"unknown params {', '.join(unknown)}; meshpar reads "
                              f"{', '.join(PARAM_KEYS)}")
         given = {k: v for k, v in params.items() if v is not None}
+        loss = given.get("loss", "cross_entropy")
+        for key, owner in (("class_weights", "weighted_cross_entropy"), ("focal_gamma", "focal")):
+            if key in given and loss != owner:  # it would be ignored: not the run asked for
+                raise ValueError(f"params[{key!r}] goes with loss={owner!r}; loss={loss!r} "
+                                 "would ignore it")
         if "class_weights" in given:
             given["class_weights"] = _class_weights(given["class_weights"])
         for key in ("focal_gamma", "decay_rate", "min_lr", "weight_decay", "clip_norm"):
