@@ -65,3 +65,20 @@ def test_running_out_of_memory_is_one_line_not_a_traceback(tmp_path, monkeypatch
     assert rc == 2 and len(lines) == 1, lines
     assert lines[0].startswith("meshpar data synth: error: out of memory: Unable to allocate "
                                "59.6 GiB"), lines[0]
+
+
+def test_a_dataset_that_fails_to_render_leaves_no_empty_folders(tmp_path, monkeypatch):
+    """A failed `data synth` (e.g. out of memory at the first subject) used to leave
+    its empty --out/subjects behind; folders that were there before stay."""
+    import meshpar.data.phantoms as phantoms
+
+    def too_big(*args, **kwargs):
+        raise MemoryError("Unable to allocate 59.6 GiB")
+
+    monkeypatch.setattr(phantoms, "make_phantom", too_big)
+    rc = main(["data", "synth", "--out", str(tmp_path / "new" / "big"), "--n", "2"])
+    assert rc == 2 and list(tmp_path.iterdir()) == []
+    (tmp_path / "kept").mkdir()
+    assert main(["data", "synth", "--out", str(tmp_path / "kept"), "--n", "2"]) == 2
+    assert [p.name for p in tmp_path.iterdir()] == ["kept"]
+    assert list((tmp_path / "kept").iterdir()) == []

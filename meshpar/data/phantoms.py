@@ -556,28 +556,17 @@ def write_dataset(
         voxel_mm = default_voxel_mm(shape)
 
     subjects_dir = out_dir / "subjects"
+    made = [d for d in (subjects_dir, out_dir, *out_dir.parents) if not d.exists()]  # deepest first
     subjects_dir.mkdir(parents=True, exist_ok=True)
-    width = max(4, len(str(n)))
-    rows, meta_subjects = [], []
-    for i in range(n):
-        name = f"subjects/sub-{i + 1:0{width}d}.nii.gz"
-        label = label_set[labels[i]]
-        phantom = (phantom_fn or make_phantom)(
-            label, shape, seed=subject_seeds[i], label_set=label_set, voxel_mm=voxel_mm,
-            orientations=orientations, max_rotation_deg=max_rotation_deg, noise=noise,
-        )
-        save_nifti(phantom.image, phantom.affine, out_dir / name)
-        rows.append((name, label))
-        meta_subjects.append(
-            {
-                "subject": name,
-                "orientation": phantom.orientation,
-                "ventricle_ml": round(phantom.ventricle_ml, 3),
-                "brain_ml": round(phantom.brain_ml, 3),
-                **phantom.params.summary(),
-                "measures": phantom.measures,
-            }
-        )
+    try:
+        rows, meta_subjects = _write_subjects(
+            out_dir, n, shape, label_set, labels, subject_seeds, voxel_mm, orientations,
+            max_rotation_deg, noise, phantom_fn)
+    except BaseException:  # e.g. MemoryError at the first subject: leave no empty folder
+        for d in made:
+            if d.is_dir() and not any(d.iterdir()):
+                d.rmdir()
+        raise
 
     meta = {
         "generator": "meshpar.data.phantoms",
@@ -604,3 +593,31 @@ def write_dataset(
         writer.writerows(rows)
     os.replace(tmp, labels_path)
     return labels_path
+
+
+def _write_subjects(out_dir: Path, n, shape, label_set, labels, subject_seeds, voxel_mm,
+                    orientations, max_rotation_deg, noise, phantom_fn) -> tuple:
+    """Draw and save each of :func:`write_dataset`'s subjects: ``(labels.csv rows,
+    phantoms.json subject records)``."""
+    width = max(4, len(str(n)))
+    rows, meta_subjects = [], []
+    for i in range(n):
+        name = f"subjects/sub-{i + 1:0{width}d}.nii.gz"
+        label = label_set[labels[i]]
+        phantom = (phantom_fn or make_phantom)(
+            label, shape, seed=subject_seeds[i], label_set=label_set, voxel_mm=voxel_mm,
+            orientations=orientations, max_rotation_deg=max_rotation_deg, noise=noise,
+        )
+        save_nifti(phantom.image, phantom.affine, out_dir / name)
+        rows.append((name, label))
+        meta_subjects.append(
+            {
+                "subject": name,
+                "orientation": phantom.orientation,
+                "ventricle_ml": round(phantom.ventricle_ml, 3),
+                "brain_ml": round(phantom.brain_ml, 3),
+                **phantom.params.summary(),
+                "measures": phantom.measures,
+            }
+        )
+    return rows, meta_subjects
