@@ -1,3 +1,4 @@
+import dataclasses
 import json
 
 import pytest
@@ -163,3 +164,19 @@ def test_out_over_a_file_of_another_kind_is_refused_and_kept(tmp_path, capsys, c
     kind = "plan" if command == "plan" else "device profile"
     assert len(err) == 1 and f"{out} exists and is not a {kind}; it is kept" in err[0]
     assert out.read_text() == '{"mine": 1}'
+
+
+def test_a_mesh_axis_that_splits_nothing_is_said():
+    """`plan --all-devices` on a model too small to split gave a model:4 mesh with
+    every dimension replicated and said nothing: four devices doing one device's work."""
+    from meshpar.cli.plan import format_plan
+    from meshpar.planning.plan import Plan
+
+    devices = tuple(f"/job:worker/task:{i}/device:CPU:0" for i in range(4))
+    copied = Plan(method="ga", model="vgg-cifar-small", batch=1,
+                  mesh_shape=(("batch", 1), ("model", 4)), layout=(), devices=devices,
+                  split_weights={"batch": [1.0], "model": [1.0] * 4})
+    split = dataclasses.replace(copied, layout=(("conv1_filters", "model"),))
+    assert ("note: nothing is split on mesh axis model: its 4 devices each compute the same "
+            "work, no faster than one") in format_plan(copied).splitlines()
+    assert "nothing is split" not in format_plan(split)

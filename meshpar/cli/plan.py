@@ -206,6 +206,11 @@ def format_plan(result, cluster=None, max_rows: int = 16) -> str:
         lines.append(f"  {dim:<28} {shown}{more}")
     for dim in result.extra.get("replicated", []):  # the layout gene's choice
         lines.append(f"  {dim:<28} replicated (not laid out)")
+    used = {axis for _, axis in result.layout}
+    for axis, size in result.mesh_shape:  # e.g. --all-devices on a model too small to split
+        if size > 1 and axis not in used:
+            lines.append(f"note: nothing is split on mesh axis {axis}: its {size} devices each "
+                         "compute the same work, no faster than one")
     cols = dict(result.mesh_shape).get("model", 1)
     lines.append(f"{'pnum':>5} {'(batch,model)':>14}  {'memory GiB':>10}  device")
     for p, device in enumerate(result.devices[:max_rows]):
