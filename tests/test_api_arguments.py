@@ -291,7 +291,8 @@ def test_plan_takes_numpy_options(desc):
      r"layout rule zzz:model: vgg-cifar-small has no dimension 'zzz'; it lays out batch, "
      r"conv1_filters"),
     (dict(mesh_shape="model:2", layout="conv1_filters:modl"),
-     r"layout rule conv1_filters:modl: mesh model:2 has no axis 'modl'"),
+     r"layout rule conv1_filters:modl: mesh model:2 has no axis 'modl', and no rule uses its "
+     r"axis 'model'"),
     # was Mesh-TF's 'bad input to _parse_string_to_list_of_pairs nonsense'
     (dict(mesh_shape="model:2", layout="nonsense"), r"layout: bad rule 'nonsense'"),
     (dict(mesh_shape="model:2", layout="a:b:c"), r"layout: bad rule 'a:b:c'"),
@@ -305,6 +306,7 @@ def test_a_layout_that_would_split_less_than_asked_is_refused(kwargs, message):
     dict(mesh_shape="all:2"), dict(mesh_shape="batch:2;model:1"), dict(mesh_shape="rows:1;model:2"),
     dict(mesh_shape="model:2", layout=""),  # replicated on purpose
     dict(mesh_shape="model:2", layout=";conv1_filters:model;"),
+    dict(mesh_shape="model:2", layout="batch:batch;conv1_filters:model"),  # one layout, any mesh
 ])
 def test_layouts_that_split_what_they_say_are_taken(kwargs):
     assert E.build_model_fn(MODEL, **kwargs).mesh.mesh_shape == kwargs["mesh_shape"]

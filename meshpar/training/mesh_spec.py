@@ -190,10 +190,12 @@ def chosen_mesh(spec: models.ModelSpec, plan, mesh: Optional[MeshSpec], upstream
 def check_layout(spec: models.ModelSpec, mesh: MeshSpec) -> None:
     """ValueError where ``mesh`` would split less of ``spec`` than it says, which would
     otherwise train with the work copied on every device: a layout rule naming a
-    dimension the model does not have (a typo) or an axis the mesh does not have,
-    and, with the model's own rules (no ``layout``), a mesh axis of size > 1 that none
-    of them uses (the rules name ``batch`` and ``model``, or a mesh's only other axis).
-    An explicit layout may leave an axis unused on purpose (``layout=""``: replicated).
+    dimension the model does not have (a typo); a rule naming an axis the mesh does
+    not have while an axis of size > 1 goes unused (a rule for another mesh, as
+    ``batch:batch`` on ``model:2``, is skipped as Mesh-TF does); with the model's own
+    rules (no ``layout``), a mesh axis of size > 1 that none of them uses (they name
+    ``batch`` and ``model``, or a mesh's only other axis). An explicit layout may
+    leave an axis unused on purpose (``layout=""``: replicated).
     """
     what = f"{spec.name} on mesh {mesh.mesh_shape}"
     rules = parse_layout(mesh.layout_for(spec), f"layout of {what}")
@@ -204,11 +206,13 @@ def check_layout(spec: models.ModelSpec, mesh: MeshSpec) -> None:
         if dim not in dims:
             raise ValueError(f"layout rule {dim}:{axis}: {spec.name} has no dimension {dim!r}; "
                              f"it lays out {', '.join(sorted(dims))}")
-        if axis not in axes:
-            raise ValueError(f"layout rule {dim}:{axis}: mesh {mesh.mesh_shape} has no axis "
-                             f"{axis!r}")
     used = {axis for _, axis in rules}
     idle = [name for name, size in axes.items() if size > 1 and name not in used]
+    absent = [(dim, axis) for dim, axis in rules if axis not in axes]
+    if absent and idle:  # a rule for another mesh is fine (Mesh-TF skips it); not a typo
+        dim, axis = absent[0]
+        raise ValueError(f"layout rule {dim}:{axis}: mesh {mesh.mesh_shape} has no axis "
+                         f"{axis!r}, and no rule uses its axis {idle[0]!r}")
     if mesh.layout is None and idle:
         raise ValueError(f"mesh {mesh.mesh_shape}: axis {idle[0]!r} splits nothing, since "
                          f"{spec.name}'s layout puts the batch on an axis named 'batch' and its "
