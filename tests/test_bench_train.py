@@ -47,11 +47,13 @@ def test_whole_network_benchmark_runs_every_strategy_and_writes_json_and_png(tmp
 
     # two unthrottled workers run at about one speed: time the split by speed anyway
     monkeypatch.setattr(profiling, "BALANCED_MIN_RATIO", 1.0)
-    result = bench_train.run_benchmark(["vgg-cifar-small"], [1.0, 1.0], steps=8, batch=4,
+    # 80 steps: the steady window must span several of /proc's 10 ms CPU ticks (8 steps
+    # of batch 4 gave a 33 ms window on a fast host, where the working worker read 0.0)
+    result = bench_train.run_benchmark(["vgg-cifar-small"], [1.0, 1.0], steps=80, batch=16,
                                        throttle="none", profile_repeats=1, log=lambda *a: None)
     assert result["profile_repeats"] == 1
     _check_model_step_profile(ClusterSpec.from_dict(result["profiles"]["vgg-cifar-small"]),
-                              "vgg-cifar-small", batch=4)
+                              "vgg-cifar-small", batch=16)
     (model,) = result["models"]
     rows = model["strategies"]
     assert set(rows) == {"alone-0", "alone-1", "mtf-even-filter", "mtf-even-batch",
