@@ -408,11 +408,11 @@ def _refuse_worker_devices(plan, devices, mesh) -> None:
         return
     workers = [d for d in names if d.startswith("/job:worker")]
     if workers:
-        emulate = f"pass devices= ([''] * {len(names)} emulates them here)" if what != \
-            "devices=" else f"pass local devices ([''] * {len(names)} emulates them here)"
+        instead = "local devices" if what == "devices=" else "devices="
         raise ValueError(f"{what} places the mesh on worker tasks ({workers[0]}, ...), which "
-                         f"this process does not have: {emulate}, or train on the cluster "
-                         "with TF_CONFIG set or `meshpar train --cluster`")
+                         f"this process does not have: pass {instead} ([''] * {len(names)} "
+                         "emulates them here), or train on the cluster with TF_CONFIG set or "
+                         "`meshpar train --cluster`")
 
 
 class LossHistoryHook(tf_estimator.SessionRunHook):
