@@ -116,3 +116,41 @@ def test_profile_timings_warm_each_op_up_as_it_is_timed():
     assert len(_median_seconds(session, ops, repeats=2)) == 3
     assert session.calls[:3] == ops  # each alone, before any timed run
     assert sorted(session.calls[3:]) == sorted(ops * 2)  # timed: each alone, twice
+
+
+def test_link_is_timed_per_hop_with_the_sessions_round_trip_divided_out():
+    from meshpar.runtime.profiling import LINK_HOPS, link_from_chains
+
+    # every run pays a 0.7 ms client round trip once; a hop 0.1 ms, plus 4 MB at
+    # 2 GB/s for the big tensor. One run of one transfer (the old measurement)
+    # would have called the latency 0.8 ms.
+    round_trip, latency, nbytes, bandwidth = 7e-4, 1e-4, 4e6, 2e9
+    seconds = {(kind, hops): round_trip + hops * (latency + (nbytes / bandwidth
+                                                            if kind == "big" else 0.0))
+               for kind in ("small", "big") for hops in (1, LINK_HOPS[kind])}
+    got_bandwidth, got_latency = link_from_chains(seconds, nbytes)
+    assert got_latency == pytest.approx(latency)
+    assert got_bandwidth == pytest.approx(bandwidth)
+
+
+@pytest.mark.parametrize("workers", [2, 3])
+def test_link_chains_cross_between_neighbouring_workers_at_every_hop(workers):
+    import tensorflow.compat.v1 as tf
+
+    from meshpar.runtime.profiling import LINK_HOPS, _transfer_graph
+
+    devices = [f"/job:worker/task:{i}/device:CPU:0" for i in range(workers)]
+    with tf.Graph().as_default():
+        pairs = _transfer_graph(tf, devices, 64)
+    assert len(pairs) == (1 if workers == 2 else workers)  # 0-1; or the ring 0-1, 1-2, 2-0
+    for i, chains in enumerate(pairs):
+        ends = [devices[i], devices[(i + 1) % workers]]
+        for (kind, hops), op in chains.items():
+            assert hops in (1, LINK_HOPS[kind])
+            adds, t = [], op.op.inputs[0].op.inputs[0]  # Sum <- StridedSlice <- last add
+            while t.op.type == "AddV2":
+                adds.append(t.op.device)
+                t = t.op.inputs[0]
+            assert t.op.device == ends[0]  # the chain starts on the pair's first worker
+            # each hop adds on the other end: a transfer per hop, none elided
+            assert adds[::-1] == [ends[(h + 1) % 2] for h in range(hops)]

@@ -424,20 +424,57 @@ def _conv3d_step_graph(tf, device: str, size: tuple):
         return tf.reduce_sum(gx) + tf.reduce_sum(gw)
 
 
+#: Hops of the link chains (:func:`_transfer_graph`): a tensor passed back and
+#: forth between two workers this many times in one run, so that the session's
+#: own round trip (client -> workers -> client, ~0.5-1 ms here) is divided out
+LINK_HOPS = {"small": 41, "big": 9}
+
+
 def _transfer_graph(tf, devices, nbytes: int) -> list:
-    """``[(big, small)]`` ops that move a tensor from each worker to the next one."""
+    """``[{(kind, hops): op}]`` per pair of neighbouring workers (task i and i+1; for
+    more than two, the last and the first too): a 4-byte (``small``) and an
+    ``nbytes`` (``big``) tensor passed back and forth between the two, 1 hop or
+    :data:`LINK_HOPS` hops in one op. Each hop is a cross-worker transfer and an
+    add on the receiving worker, as a collective's step runs."""
     if len(devices) < 2:
         return []
     pairs = []
-    for i, src in enumerate(devices):
-        dst = devices[(i + 1) % len(devices)]
-        with tf.device(src):
-            big = tf.Variable(tf.zeros([max(nbytes // 4, 1)]), trainable=False)
-            small = tf.Variable(tf.zeros([1]), trainable=False)
-        with tf.device(dst):
-            # +1 after the transfer: the receiving side must really get the bytes.
-            pairs.append((tf.reduce_sum(big + 1.0), tf.reduce_sum(small + 1.0)))
+    for i in range(len(devices) if len(devices) > 2 else 1):
+        ends = (devices[i], devices[(i + 1) % len(devices)])
+        chains = {}
+        for kind, elems in (("small", 1), ("big", max(nbytes // 4, 1))):
+            with tf.device(ends[0]):
+                start = tf.Variable(tf.zeros([elems]), trainable=False)
+            ones = []  # a variable, not a constant: grappler cannot fold the chain's adds
+            for end in ends:
+                with tf.device(end):
+                    ones.append(tf.Variable(1.0, trainable=False))
+            for hops in (1, LINK_HOPS[kind]):
+                with tf.device(ends[0]):  # not wherever the placer puts a bare read
+                    x = start.read_value()
+                for h in range(hops):
+                    with tf.device(ends[(h + 1) % 2]):
+                        x = x + ones[(h + 1) % 2]  # the receiver really gets the bytes
+                with tf.device(ends[hops % 2]):
+                    # a scalar back to the client: the chain itself is timed
+                    chains[kind, hops] = tf.reduce_sum(x[:1])
+        pairs.append(chains)
     return pairs
+
+
+def link_from_chains(seconds: dict, nbytes: int) -> tuple:
+    """``(bandwidth bytes/s, latency s)`` of one link from the median seconds of its
+    chains (``{(kind, hops): s}``, :func:`_transfer_graph`): the latency is the
+    small chain's time per extra hop, the bandwidth ``nbytes`` over the big chain's
+    time per extra hop less that latency. Differencing two chains removes what
+    every run pays once (the client's round trip, reading the result)."""
+    per_hop = {}
+    for kind in ("small", "big"):
+        hops = LINK_HOPS[kind]
+        per_hop[kind] = (seconds[kind, hops] - seconds[kind, 1]) / (hops - 1)
+    latency = max(per_hop["small"], 1e-9)
+    bandwidth = nbytes / max(per_hop["big"] - latency, 1e-9)
+    return float(bandwidth), float(latency)
 
 
 def _median_seconds(session, ops, repeats: int) -> list:
@@ -468,13 +505,15 @@ def _median_seconds(session, ops, repeats: int) -> list:
 
 
 def _link(session, pairs, nbytes: int, repeats: int) -> tuple:
-    """(bandwidth bytes/s, latency s): medians over the worker pairs."""
+    """(bandwidth bytes/s, latency s): medians over the worker pairs of
+    :func:`link_from_chains`, each chain timed alone."""
     if not pairs:
         return DEFAULT_BANDWIDTH, DEFAULT_LATENCY
     bandwidths, latencies = [], []
-    for big, small in pairs:
-        t_big = _median_seconds(session, [big], max(repeats, 3))[0]
-        t_small = _median_seconds(session, [small], max(repeats, 3))[0]
-        latencies.append(t_small)
-        bandwidths.append(nbytes / max(t_big - t_small, 1e-9))
-    return float(np.median(bandwidths)), max(float(np.median(latencies)), 1e-9)
+    for chains in pairs:
+        keys = sorted(chains)
+        times = [_median_seconds(session, [chains[k]], max(repeats, 5))[0] for k in keys]
+        bandwidth, latency = link_from_chains(dict(zip(keys, times)), nbytes)
+        bandwidths.append(bandwidth)
+        latencies.append(latency)
+    return float(np.median(bandwidths)), float(np.median(latencies))
