@@ -441,6 +441,8 @@ CASES = [
     Case("data-check-a-file", "cli", ["data", "check", "{d}/plan.json"], "not a directory"),
     Case("worker-cluster-empty", "cli", ["worker", "--cluster", "{d}/empty.json", "--task", "0"],
          "no cluster jobs"),
+    Case("worker-tf-config-task-not-an-object", "cli", ["worker", "--cluster", "{d}/task-list.json"],
+         "task-list.json: \"task\" must be an object such as {\"type\": \"worker\", \"index\": 0}"),
     Case("worker-task-out-of-range", "cli", ["worker", "--cluster", "{d}/tf-dead.json", "--task", "7"],
          "--task must be in 0..1"),
     # --- unreachable workers: a bounded wait, and the message names the address
@@ -604,6 +606,8 @@ def files(tmp_path_factory, addresses):
     (d / "address-twice.json").write_text(json.dumps({"worker": ["localhost:2222",
                                                                  "localhost:2222"]}))
     (d / "no-workers.json").write_text(json.dumps({"worker": []}))
+    (d / "task-list.json").write_text(json.dumps({"cluster": {"worker": ["127.0.0.1:1"]},
+                                                  "task": [0]}))
     # the reachable worker first: every address is probed, not only the first
     (d / "live-worker.json").write_text(json.dumps({"worker": [addresses["live"]]}))
     (d / "tf-dead.json").write_text(json.dumps({"worker": [addresses["live"], addresses["dead"]]}))

@@ -46,6 +46,9 @@ def load_cluster(path: Optional[str] = None) -> tuple:
     task = data.get("task")
     if not isinstance(cluster, dict) or not cluster:
         raise ValueError(f"{source}: no cluster jobs found")
+    if task is not None and not isinstance(task, dict):
+        raise ValueError(f"{source}: \"task\" must be an object such as "
+                         f"{{\"type\": \"worker\", \"index\": 0}}, got {task!r}")
     seen = {}  # address -> "job task i"
     for job, addresses in cluster.items():
         if not isinstance(addresses, list) or not all(
