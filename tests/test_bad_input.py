@@ -436,6 +436,13 @@ CASES = [
          "axis 'foo' splits nothing; the models lay out batch and model"),
     Case("train-step-schedule-without-decay-steps", "cli", SYNTH + ["--lr-schedule", "step"],
          "--lr-schedule step needs --lr-decay-steps"),
+    Case("train-diverged-nan-loss", "cli",  # was NanLossDuringTrainingError's traceback
+         SYNTH + TRAIN + ["--n-synthetic", "8", "--steps", "4", "--optimizer", "sgd", "--lr", "1e9"],
+         "training diverged: the loss became NaN"),
+    Case("train-diverged-keep-best", "cli",  # was the AUC's "predictions must be in [0, 1]"
+         SYNTH + TRAIN[:-3] + ["--n-synthetic", "16", "--steps", "4", "--keep-best",
+                               "--checkpoint-every", "2", "--optimizer", "sgd", "--lr", "1e9"],
+         "training diverged: the loss became NaN"),
     Case("train-trace-step-after-the-last", "cli", SYNTH + ["--trace-step", "5"],
          "--trace-step must be in 1..--steps (1), got 5"),
     Case("data-check-a-file", "cli", ["data", "check", "{d}/plan.json"], "not a directory"),

@@ -365,6 +365,7 @@ def _train(args, spec, lr, params, mesh_kwargs, model_dir, data, client=None,
     from meshpar.training.throughput import steady_state
 
     tf.logging.set_verbosity(tf.logging.ERROR)
+    tf.get_logger().addFilter(_no_divergence_log)  # _guard's one line says it
     model_fn = E.build_model_fn(spec, optimizer=args.optimizer, learning_rate=lr,
                                 save_checkpoints_steps=args.checkpoint_every or max(args.steps, 1),
                                 stage_input=True, **mesh_kwargs)
@@ -517,21 +518,31 @@ def _exit_now(scratch, code: int = 1):
     return stuck
 
 
+def _no_divergence_log(record) -> bool:
+    """Logging filter: drop TF's "Model diverged with loss = NaN." (the error
+    :func:`_guard` raises for it is the one line the user sees)."""
+    return "Model diverged with loss" not in record.getMessage()
+
+
 def _guard(client, run, on_stuck=None):
     """Run ``run()``; on a cluster, turn a runtime error into a ClusterFailure
     that names the workers that stopped answering. A bad data file met while
-    streaming becomes its BadSubjectError (one line naming the file)."""
+    streaming becomes its BadSubjectError (one line naming the file); a NaN loss
+    (diverged training) a ValueError saying so."""
     import tensorflow.compat.v1 as tf
 
     from meshpar.data.types import bad_data_in
+    from meshpar.training.estimator import diverged_in
 
     try:
         if client is None:
             return run()
         with client.watch(on_stuck=on_stuck):
             return run()
+    except tf.train.NanLossDuringTrainingError as err:
+        raise diverged_in(err) from None
     except tf.errors.OpError as err:
-        bad = bad_data_in(err)
+        bad = bad_data_in(err) or diverged_in(err)
         if bad is not None:
             raise bad from None
         if client is None:

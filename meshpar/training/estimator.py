@@ -342,6 +342,23 @@ def _metrics(labels, classes, probabilities, num_classes: int) -> dict:
     return metrics
 
 
+def diverged_in(error: BaseException) -> Optional[ValueError]:
+    """A ValueError saying that training diverged when ``error`` is TensorFlow's
+    report of a NaN loss (training) or of NaN probabilities (the AUC's range check in
+    evaluation, after the step that made the weights NaN); None for any other error."""
+    import tensorflow.compat.v1 as tf
+
+    text = str(getattr(error, "message", None) or error)
+    nan_loss = isinstance(error, tf.train.NanLossDuringTrainingError)
+    nan_scores = (isinstance(error, tf.errors.InvalidArgumentError)
+                  and "predictions must be in [0, 1]" in text and "nan" in text.lower())
+    if not (nan_loss or nan_scores):
+        return None
+    return ValueError("training diverged: the loss became NaN (the weights of the last "
+                      "checkpoint may be NaN too); lower --lr or set --clip-norm, and use a "
+                      "new --model-dir")
+
+
 def run_config(model_dir: str, seed: int = 1, save_summary_steps: int = 100,
                log_step_count_steps: int = 100, threads: int = 1,
                cluster_client=None) -> "tf_estimator.RunConfig":
