@@ -401,6 +401,8 @@ def test_a_replay_record_at_a_negative_or_fractional_step_is_refused():
     new = {"mesh_shape": "model:2", "layout": None, "devices": ["", ""],
            "split_weights": {"model": [2, 1]}, "dim_split_weights": {}}
     assert schedule_from_replans([{"step": 3, "new": new}])[0][0] == 3
-    for step in (-3, 2.5):
-        with pytest.raises(ValueError, match=f"step must be a whole number >= 0, got {step}"):
+    # infinity raised OverflowError (a traceback); NaN and 'x' int()'s own message
+    for step in (-3, 2.5, float("inf"), float("nan"), "x", None):
+        with pytest.raises(ValueError, match=re.escape(
+                f"step must be a whole number >= 0, got {step!r}")):
             schedule_from_replans([{"step": step, "new": new}])

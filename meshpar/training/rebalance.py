@@ -140,9 +140,13 @@ def schedule_from_replans(replans: Sequence[dict]) -> List[tuple]:
             new = rec["new"]
             mesh = MeshSpec(new["mesh_shape"], new["layout"], new["devices"],
                             new["split_weights"], new["dim_split_weights"])
-            step = int(rec["step"])
+            step = rec["step"]
         except (KeyError, TypeError) as err:
             raise ValueError(f"replans record {i}: missing or malformed {err}") from None
+        try:
+            step = int(step)
+        except (TypeError, ValueError, OverflowError):  # None, 'x', NaN, infinity
+            step = -1
         if step < 0 or step != rec["step"]:
             raise ValueError(f"replans record {i}: step must be a whole number >= 0, got "
                              f"{rec['step']!r}")
