@@ -168,6 +168,33 @@ def test_predict_refuses_a_checkpoint_of_another_model_in_one_line(trained, tmp_
     assert main(argv + [str(tmp_path / "same" / f"model.ckpt-{step}")]) == 0
 
 
+def test_predict_refuses_a_lone_checkpoint_of_another_model_in_one_line(trained, tmp_path,
+                                                                       capfd):
+    """--checkpoint PATH of another model with no run file beside it (copied away from
+    its model directory): one line naming a variable it lacks, not TF's traceback."""
+    import shutil
+
+    data, model_dir, _, _ = trained
+    other = tmp_path / "small"
+    assert main(["train", "--data", str(data), "--model", "resattnet3d-small", "--batch", "2",
+                 "--steps", "1", "--val-fraction", "0", "--no-progress",
+                 "--model-dir", str(other)]) == 0
+    lone = tmp_path / "lone"
+    lone.mkdir()
+    for f in other.glob("model.ckpt-1.*"):
+        shutil.copy(f, lone)
+    capfd.readouterr()
+    assert main(["predict", "--model-dir", str(model_dir), "--data", str(data),
+                 "--out", str(tmp_path / "p.csv"), "--checkpoint",
+                 str(lone / "model.ckpt-1")]) == 2
+    out, err = capfd.readouterr()
+    lines = err.strip().splitlines()
+    assert "Traceback" not in out + err and len(lines) == 1, err
+    assert lines[0].startswith("meshpar predict: error: checkpoint ") and \
+        "has no variable resattnet3d_tiny/" in lines[0] and "another model" in lines[0], lines[0]
+    assert not (tmp_path / "p.csv").exists()
+
+
 @pytest.mark.parametrize("extra, message", [
     (["--folds", "4"], "--folds and --fold go together"),
     (["--folds", "4", "--fold", "4"], "--fold must be in [0, 4)"),

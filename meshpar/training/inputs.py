@@ -152,12 +152,33 @@ def predict_probabilities(estimator, source, batch: int,
     Batch norm runs on its moving averages in prediction, so an example's
     probabilities do not depend on the padding in its batch.
     """
-    rows = [p["probabilities"] for p in estimator.predict(
-        predict_input_fn(source, batch), checkpoint_path=checkpoint_path,
-        yield_single_examples=True)]
+    import tensorflow.compat.v1 as tf
+
+    try:
+        rows = [p["probabilities"] for p in estimator.predict(
+            predict_input_fn(source, batch), checkpoint_path=checkpoint_path,
+            yield_single_examples=True)]
+    except tf.errors.NotFoundError as err:
+        mismatch = _another_models_checkpoint(err, checkpoint_path or estimator.model_dir)
+        if mismatch is None:
+            raise
+        raise mismatch from None
     bad = {item.path for item in source.skipped}
     subjects = [s for s in source.subjects if s.path not in bad]
     return subjects, np.asarray(rows[:len(subjects)], dtype=np.float64)
+
+
+def _another_models_checkpoint(error, checkpoint: str) -> Optional[ValueError]:
+    """A ValueError naming ``checkpoint`` when TensorFlow's ``error`` says that it lacks
+    a variable of the model: a checkpoint of another model. None for any other error."""
+    import re
+
+    text = str(getattr(error, "message", None) or error)
+    missing = re.search(r"Key (\S+) not found in checkpoint", text)
+    if missing:
+        return ValueError(f"checkpoint {checkpoint} has no variable {missing.group(1)} of "
+                          "this model: a checkpoint of another model")
+    return None
 
 
 def synthetic_validation_count(n: int, val_fraction: float) -> int:
