@@ -1,6 +1,7 @@
 """The split rule: sums, minimum part, nearness to quota, ties, bad input."""
 import math
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -54,6 +55,16 @@ def test_dimension_smaller_than_number_of_parts_is_rejected():
 def test_non_integer_size_is_rejected():
     with pytest.raises(ValueError, match="integer"):
         split_sizes(10.5, [1, 1])
+
+
+@pytest.mark.parametrize("parts", [0, -1, 2.5, np.float64(2), "2", None, True])
+def test_even_sizes_refuses_a_bad_number_of_parts_naming_the_dimension(parts):
+    """A float, string, None or bool count of parts was a TypeError from inside the
+    split ("can't multiply sequence by non-int of type 'float'")."""
+    with pytest.raises(ValueError, match="conv1_filters: number of parts must be an "
+                                         "integer >= 1, got "):
+        even_sizes(10, parts, what="conv1_filters")
+    assert even_sizes(10, np.int64(3)) == [4, 3, 3]
 
 
 def test_offsets_are_running_sums():

@@ -121,9 +121,9 @@ def split_sizes(total: int, weights: Sequence[float], what: str = "dimension") -
 
 def even_sizes(total: int, parts: int, what: str = "dimension") -> list[int]:
     """:func:`split_sizes` with equal weights (no divisibility needed)."""
-    if parts < 1:
-        raise ValueError(f"{what}: number of parts must be >= 1, got {parts}")
-    return split_sizes(total, [1.0] * parts, what)
+    if isinstance(parts, bool) or not isinstance(parts, numbers.Integral) or parts < 1:
+        raise ValueError(f"{what}: number of parts must be an integer >= 1, got {parts!r}")
+    return split_sizes(total, [1.0] * int(parts), what)
 
 
 def offsets(sizes: Sequence[int]) -> list[int]:
