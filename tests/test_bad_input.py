@@ -429,6 +429,12 @@ CASES = [
          "--time-limit goes with --method ga or exact; --method proportional would ignore it"),
     Case("plan-ga-time-limit-nan", "cli", ["plan", "--speeds", "1,1", "--time-limit", "nan"],
          "--time-limit must be > 0, got nan"),
+    Case("plan-batch-too-large-ga", "cli",  # was an OverflowError traceback
+         ["plan", "--speeds", "1,1", "--batch", str(10 ** 30)],
+         f"batch {10 ** 30} is too large to split (at most 2**53)"),
+    Case("plan-batch-too-large-even", "cli",  # hung: split_sizes added 10**14 units one by one
+         ["plan", "--speeds", "1,1", "--batch", str(10 ** 30), "--method", "even"],
+         "too large to split (at most 2**53)"),
     Case("plan-out-missing-directory", "cli", ["plan", "--speeds", "1,1", "--out",
                                                "{d}/no-such-dir/plan.json"],
          "no-such-dir/plan.json: its directory"),

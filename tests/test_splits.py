@@ -67,6 +67,16 @@ def test_even_sizes_refuses_a_bad_number_of_parts_naming_the_dimension(parts):
     assert even_sizes(10, np.int64(3)) == [4, 3, 3]
 
 
+def test_a_size_too_large_for_float_quotas_is_refused_not_split_forever():
+    """10**30 units: float quotas miss the total by ~10**14 units, which the old loops
+    added back one at a time (`meshpar plan --batch 10**30` hung)."""
+    assert sum(split_sizes(2 ** 53, [0.8, 0.5, 0.3])) == 2 ** 53
+    for total in (2 ** 53 + 1, 10 ** 30):
+        with pytest.raises(ValueError, match=r"batch: size \d+ is too large to split "
+                                             r"\(at most 2\*\*53\)"):
+            split_sizes(total, [1, 2], what="batch")
+
+
 def test_offsets_are_running_sums():
     assert offsets([5, 4, 4]) == [0, 5, 9]
 

@@ -52,6 +52,10 @@ def _real(value, what: str) -> float:
         raise ValueError(f"{what} is {value!r}; weights must be numbers") from err
 
 
+#: The largest size :func:`split_sizes` splits: every integer up to it is a float.
+_LARGEST_SIZE = 2 ** 53
+
+
 def _as_size(total, what: str) -> int:
     """``total`` as an int: Python or numpy integers (0-d integer arrays too), or
     integral floats."""
@@ -99,6 +103,8 @@ def split_sizes(total: int, weights: Sequence[float], what: str = "dimension") -
     if total < n:
         raise ValueError(
             f"{what}: size {total} cannot be split into {n} parts of at least 1")
+    if total > _LARGEST_SIZE:  # float quotas lose whole units: the loops below would not end
+        raise ValueError(f"{what}: size {total} is too large to split (at most 2**53)")
     peak = max(values)
     if not math.isfinite(peak * total):
         # Huge finite weights would overflow the quotas (and their sum): only

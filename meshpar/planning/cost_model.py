@@ -162,6 +162,8 @@ class CostModel:
                  optimizer_slots: int = 2, memory_terms: MemoryTerms = MEASURED):
         if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or batch < 1:
             raise ValueError(f"batch must be a positive integer, got {batch!r}")
+        if batch > 2 ** 53:  # float quotas (split_sizes_batch) split exactly up to 2**53
+            raise ValueError(f"batch {batch} is too large to split (at most 2**53)")
         if not model.layers:
             raise ValueError(f"model {model.name!r} has no layers")
         self.model = model
