@@ -435,6 +435,10 @@ CASES = [
     Case("plan-batch-too-large-even", "cli",  # hung: split_sizes added 10**14 units one by one
          ["plan", "--speeds", "1,1", "--batch", str(10 ** 30), "--method", "even"],
          "too large to split (at most 2**53)"),
+    Case("plan-plot-over-a-saved-plan", "cli",  # was replaced by the PNG: the plan was lost
+         ["plan", "--speeds", "1,1", "--method", "even", "--plot", "{d}/plan.json"],
+         "{d}/plan.json exists and is not a PNG image; it is kept (remove it, or give "
+         "another --plot)"),
     Case("plan-out-missing-directory", "cli", ["plan", "--speeds", "1,1", "--out",
                                                "{d}/no-such-dir/plan.json"],
          "no-such-dir/plan.json: its directory"),

@@ -222,14 +222,15 @@ def replaced_note(path) -> str:
     return f"meshpar: note: replaced the earlier {path}" if path and os.path.isfile(path) else ""
 
 
-def refuse_replacing_another_kind(path, load, what: str) -> None:
+def refuse_replacing_another_kind(path, load, what: str, flag: str = "--out") -> None:
     """``plan`` and ``profile`` replace an earlier output of theirs (:func:`replaced_note`),
-    but a file at ``path`` that ``load`` cannot read as a ``what`` is something else
-    the user saved: FileExistsError, said before any work, and the file is kept."""
+    but a file at ``path`` (of ``flag``) that ``load`` cannot read as a ``what`` is
+    something else the user saved: FileExistsError, said before any work, and the file
+    is kept."""
     if not path or not os.path.isfile(path):
         return
     try:
         load(path)
     except Exception:  # any reason it is not one of ours
         raise FileExistsError(f"{path} exists and is not a {what}; it is kept (remove it, "
-                              "or give another --out)") from None
+                              f"or give another {flag})") from None

@@ -83,6 +83,13 @@ def _refuse_ignored_options(args) -> None:
                              "would ignore it")
 
 
+def _read_png(path) -> None:
+    """ValueError unless ``path`` starts with the PNG signature (an earlier --plot)."""
+    with open(path, "rb") as f:
+        if f.read(8) != b"\x89PNG\r\n\x1a\n":
+            raise ValueError(f"{path} is not a PNG image")
+
+
 def run(args) -> int:
     """Plan for the given cluster and model; print the plan, optionally save and plot it.
 
@@ -109,6 +116,7 @@ def run(args) -> int:
     from meshpar.planning.plan import Plan
 
     refuse_replacing_another_kind(args.out, Plan.load, "plan")
+    refuse_replacing_another_kind(args.plot, _read_png, "PNG image", "--plot")
     cluster = (ClusterSpec.from_speeds(parse_speeds(args.speeds)) if args.speeds is not None
                else ClusterSpec.load(args.profile))
     if args.model is None:
