@@ -460,6 +460,13 @@ CASES = [
          "no cluster jobs"),
     Case("worker-tf-config-task-not-an-object", "cli", ["worker", "--cluster", "{d}/task-list.json"],
          "task-list.json: \"task\" must be an object such as {\"type\": \"worker\", \"index\": 0}"),
+    Case("worker-cluster-address-without-host", "cli",  # was served at ':2222'
+         ["worker", "--cluster", "{d}/no-host.json", "--task", "0"],
+         "no-host.json: job 'worker': ':2222' needs a host (a name or IP address, no spaces) "
+         "before the ':port'"),
+    Case("worker-cluster-host-with-a-space", "cli",
+         ["worker", "--cluster", "{d}/host-with-space.json", "--task", "0"],
+         "'local host:2223' needs a host"),
     Case("worker-task-out-of-range", "cli", ["worker", "--cluster", "{d}/tf-dead.json", "--task", "7"],
          "--task must be in 0..1"),
     # --- unreachable workers: a bounded wait, and the message names the address
@@ -623,6 +630,8 @@ def files(tmp_path_factory, addresses):
     (d / "address-twice.json").write_text(json.dumps({"worker": ["localhost:2222",
                                                                  "localhost:2222"]}))
     (d / "no-workers.json").write_text(json.dumps({"worker": []}))
+    (d / "no-host.json").write_text(json.dumps({"worker": [":2222"]}))
+    (d / "host-with-space.json").write_text(json.dumps({"worker": ["local host:2223"]}))
     (d / "task-list.json").write_text(json.dumps({"cluster": {"worker": ["127.0.0.1:1"]},
                                                   "task": [0]}))
     # the reachable worker first: every address is probed, not only the first

@@ -57,9 +57,12 @@ def load_cluster(path: Optional[str] = None) -> tuple:
         if not addresses:
             raise ValueError(f"{source}: job {job!r} lists no tasks")
         for index, address in enumerate(addresses):
-            port = address.rpartition(":")[2]
+            host, _, port = address.rpartition(":")
             if not (port.isdigit() and 1 <= int(port) <= 65535):
                 raise ValueError(f"{source}: job {job!r}: {address!r} needs a port in 1..65535")
+            if not host or any(c.isspace() for c in host):
+                raise ValueError(f"{source}: job {job!r}: {address!r} needs a host (a name or "
+                                 "IP address, no spaces) before the ':port'")
             if address in seen:  # one server per address, across jobs too
                 raise ValueError(f"{source}: {address} is listed twice ({seen[address]} and "
                                  f"{job} task {index}); each task needs its own address")
