@@ -467,6 +467,16 @@ CASES = [
     Case("worker-cluster-host-with-a-space", "cli",
          ["worker", "--cluster", "{d}/host-with-space.json", "--task", "0"],
          "'local host:2223' needs a host"),
+    # --- damaged run files: one line naming the file, not a TypeError traceback
+    Case("predict-run-file-not-an-object", "cli",
+         ["predict", "--model-dir", "{d}/run-int", "--data", "{d}/nope", "--out", "{d}/p.csv"],
+         "run-int/meshpar_run.json: expected a JSON object, got int"),
+    Case("predict-run-file-overrides-null", "cli",
+         ["predict", "--model-dir", "{d}/run-null", "--data", "{d}/nope", "--out", "{d}/p.csv"],
+         "run-null/meshpar_run.json: malformed model_overrides=None"),
+    Case("predict-best-record-not-json", "cli",
+         ["predict", "--model-dir", "{d}/run-bad-best", "--data", "{d}/nope", "--out",
+          "{d}/p.csv", "--checkpoint", "best"], "run-bad-best/best/best.json: cannot be read"),
     Case("worker-task-out-of-range", "cli", ["worker", "--cluster", "{d}/tf-dead.json", "--task", "7"],
          "--task must be in 0..1"),
     # --- unreachable workers: a bounded wait, and the message names the address
@@ -630,6 +640,13 @@ def files(tmp_path_factory, addresses):
     (d / "address-twice.json").write_text(json.dumps({"worker": ["localhost:2222",
                                                                  "localhost:2222"]}))
     (d / "no-workers.json").write_text(json.dumps({"worker": []}))
+    run = {"model": "resattnet3d-tiny", "model_overrides": {}, "labels": ["NC", "AD"],
+           "input_shape": [16, 16, 16, 1], "channels": 1}
+    for name, text in (("run-int", "5"), ("run-null", json.dumps(dict(run, model_overrides=None))),
+                       ("run-bad-best", json.dumps(run))):
+        (d / name / "best").mkdir(parents=True)
+        (d / name / "meshpar_run.json").write_text(text)
+    (d / "run-bad-best" / "best" / "best.json").write_text("{bad")
     (d / "no-host.json").write_text(json.dumps({"worker": [":2222"]}))
     (d / "host-with-space.json").write_text(json.dumps({"worker": ["local host:2223"]}))
     (d / "task-list.json").write_text(json.dumps({"cluster": {"worker": ["127.0.0.1:1"]},

@@ -124,9 +124,15 @@ def load_run_info(model_dir: str) -> dict:
             info = json.load(f)
     except (OSError, json.JSONDecodeError) as err:
         raise ValueError(f"{path}: cannot be read ({err})") from None
+    if not isinstance(info, dict):
+        raise ValueError(f"{path}: expected a JSON object, got {type(info).__name__}")
     missing = [k for k in _IDENTITY if k not in info]
-    if not isinstance(info, dict) or missing:
+    if missing:
         raise ValueError(f"{path}: missing {', '.join(missing)}")
+    wrong = [k for k, kind in (("model", str), ("model_overrides", dict), ("labels", list))
+             if not isinstance(info[k], kind)]
+    if wrong:
+        raise ValueError(f"{path}: malformed {', '.join(f'{k}={info[k]!r}' for k in wrong)}")
     return info
 
 
@@ -144,8 +150,15 @@ def best_record(model_dir: str) -> Optional[dict]:
     path = os.path.join(model_dir, BEST_DIR, "best.json")
     if not os.path.isfile(path):
         return None
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+    try:
+        with open(path, encoding="utf-8") as f:
+            record = json.load(f)
+    except (OSError, json.JSONDecodeError) as err:
+        raise ValueError(f"{path}: cannot be read ({err})") from None
+    if not (isinstance(record, dict) and isinstance(record.get("step"), int)
+            and isinstance(record.get("val_loss"), (int, float))):
+        raise ValueError(f"{path}: expected {{\"step\": N, \"val_loss\": X}}, got {record!r}")
+    return record
 
 
 def keep_if_best(model_dir: str, step: int, val_loss: float) -> bool:
