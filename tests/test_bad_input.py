@@ -477,6 +477,11 @@ CASES = [
     Case("predict-best-record-not-json", "cli",
          ["predict", "--model-dir", "{d}/run-bad-best", "--data", "{d}/nope", "--out",
           "{d}/p.csv", "--checkpoint", "best"], "run-bad-best/best/best.json: cannot be read"),
+    Case("data-synth-n-beyond-int64", "cli",  # was an OverflowError traceback
+         ["data", "synth", "--out", "{d}/huge-n", "--n", str(10 ** 23)],
+         f"n must be at most 2**63 - 1, got {10 ** 23}"),
+    Case("train-n-synthetic-beyond-int64", "cli",
+         SYNTH + TRAIN + ["--n-synthetic", str(10 ** 23)], "n must be at most 2**63 - 1"),
     Case("worker-task-out-of-range", "cli", ["worker", "--cluster", "{d}/tf-dead.json", "--task", "7"],
          "--task must be in 0..1"),
     # --- unreachable workers: a bounded wait, and the message names the address

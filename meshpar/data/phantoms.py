@@ -525,6 +525,8 @@ def write_dataset(
     n = int(n)
     if n < 1:
         raise ValueError(f"n must be at least 1, got {n}")
+    if n > np.iinfo(np.int64).max:  # numpy counts the labels in int64
+        raise ValueError(f"n must be at most 2**63 - 1, got {n}")
     label_set = tuple(str(x) for x in label_set)
     if len(set(label_set)) != len(label_set) or not label_set:
         raise ValueError(f"label set must be non-empty names without repeats, got {label_set}")
