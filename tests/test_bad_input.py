@@ -453,6 +453,9 @@ CASES = [
          SYNTH + TRAIN[:-3] + ["--n-synthetic", "16", "--steps", "4", "--keep-best",
                                "--checkpoint-every", "2", "--optimizer", "sgd", "--lr", "1e9"],
          "training diverged: the loss became NaN"),
+    Case("train-device-type-without-cluster", "cli",  # was ignored: trained on this CPU
+         SYNTH + TRAIN + ["--device-type", "GPU"],
+         "--device-type goes with --cluster; this run would ignore it"),
     Case("train-trace-step-after-the-last", "cli", SYNTH + ["--trace-step", "5"],
          "--trace-step must be in 1..--steps (1), got 5"),
     Case("data-check-a-file", "cli", ["data", "check", "{d}/plan.json"], "not a directory"),

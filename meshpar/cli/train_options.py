@@ -184,6 +184,8 @@ def check_mesh_args(args) -> None:
         raise ValueError("--mesh goes with --speeds (a plan has its own mesh)")
     if args.cluster and args.devices:
         raise ValueError("--devices and --cluster exclude each other")
+    if args.device_type and not args.cluster:  # emulated devices are this process's CPU
+        raise ValueError("--device-type goes with --cluster; this run would ignore it")
 
 
 def cluster_client(args):
