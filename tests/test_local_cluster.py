@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -274,3 +275,57 @@ def test_a_processes_mapped_files_are_read_into_the_page_cache_once(tmp_path):
         str(a), str(b)]
     assert done == {str(a), str(b)}
     assert warm_page_cache([str(a), str(b)], done) == []  # read once
+
+
+def test_workers_go_when_the_process_holding_the_cluster_is_killed(tmp_path):
+    """SIGTERM or SIGKILL run no cleanup code in the process that started a LocalCluster
+    (`timeout 15 meshpar bench hetero ...`): its workers used to serve on forever,
+    orphaned. Each now watches for its parent's end."""
+    import signal
+    import textwrap
+
+    pids = tmp_path / "pids"
+    script = textwrap.dedent(f"""
+        import time
+        from meshpar.runtime.local_cluster import LocalCluster
+        cluster = LocalCluster(speeds=[1.0, 1.0], throttle="none").start()
+        open({str(pids)!r}, "w").write(" ".join(str(p.pid) for p in cluster.processes))
+        time.sleep(600)
+    """)
+    holder = subprocess.Popen([sys.executable, "-c", script])
+    try:
+        deadline = time.monotonic() + 120
+        while not (pids.exists() and pids.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        workers = [int(p) for p in pids.read_text().split()]
+        assert all(_alive(p) for p in workers)
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+        deadline = time.monotonic() + 20
+        while any(_alive(p) for p in workers) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not any(_alive(p) for p in workers), "orphaned workers still serve"
+    finally:
+        holder.kill()
+
+
+def test_a_worker_started_by_hand_does_not_watch_a_parent_it_lacks(monkeypatch):
+    from meshpar.runtime import worker
+
+    started = []
+    monkeypatch.setattr("threading.Thread.start", lambda self: started.append(self.name))
+    worker.exit_with_parent(None)
+    worker.exit_with_parent("")
+    worker.exit_with_parent(str(os.getppid() + 12345))  # inherited from further up
+    assert started == []
+    worker.exit_with_parent(str(os.getppid()))
+    assert started == ["meshpar-exit-with-parent"]
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie awaiting its reaper counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False

@@ -44,7 +44,7 @@ from meshpar.runtime.cgroups import remove_group, writable
 from meshpar.runtime.client import ClusterFailure, unreachable_reason
 from meshpar.runtime.memory_limit import (MemoryLimit, detect_memory_cgroup, mapped_files,
                                           warm_page_cache)
-from meshpar.runtime.worker import SERVING
+from meshpar.runtime.worker import PARENT_ENV, SERVING
 from meshpar.core.splits import validate_weights
 
 CGROUP_V1_CPU = "/sys/fs/cgroup/cpu"
@@ -324,7 +324,9 @@ class LocalCluster:
 
     def _spawn(self, i: int):
         """Start worker process ``i`` (pinned when the cluster pins)."""
-        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
+        # PARENT_ENV: the worker exits when this process is gone, however it ended
+        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="",
+                   **{PARENT_ENV: str(os.getpid())})
         log = open(os.path.join(self._tmp.name, f"worker{i}.log"), "a+b")
         log.seek(0, os.SEEK_END)
         log_start = log.tell()  # a respawned worker appends to its predecessor's log

@@ -2,10 +2,13 @@
 from __future__ import annotations
 
 import os
+import time
 from typing import Optional
 
 #: what a worker prints once it serves (LocalCluster waits for it)
 SERVING = "serving at"
+#: set by LocalCluster to its own pid: the worker exits when that process is gone
+PARENT_ENV = "MESHPAR_WORKER_PARENT"
 
 
 def serve(cluster: dict, job: str, index: int, threads: int = 0,
@@ -25,6 +28,7 @@ def serve(cluster: dict, job: str, index: int, threads: int = 0,
         raise ValueError(f"--task must be in 0..{len(cluster[job]) - 1} for job {job!r}")
     address = cluster[job][int(index)]
     refuse_port_in_use(address)
+    exit_with_parent(os.environ.get(PARENT_ENV))
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow.compat.v1 as tf
 
@@ -77,3 +81,22 @@ def refuse_port_in_use(address: str) -> None:
         except OSError as err:
             raise ValueError(f"{address}: port {port} is already in use on this machine "
                              f"({err.strerror}); stop what holds it or list another port") from None
+
+
+def exit_with_parent(parent, interval: float = 0.5) -> None:
+    """When ``parent`` (a pid, as a string; None or "": nothing) is set, a daemon thread
+    ends this process once its parent is no longer that process. A LocalCluster sets it
+    so that its workers go with it when it is killed (SIGTERM or SIGKILL run no cleanup
+    code), instead of serving forever as orphans; a worker started by hand is left be."""
+    if not parent or not str(parent).isdigit() or int(parent) != os.getppid():
+        return  # unset, or inherited from further up: not this worker's parent
+    import threading
+
+    expected = int(parent)
+
+    def watch():
+        while os.getppid() == expected:
+            time.sleep(interval)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="meshpar-exit-with-parent", daemon=True).start()
