@@ -243,3 +243,18 @@ def test_split_weights_print_rounded_for_a_person():
     assert format_weights({"batch": [27.0, 4.999999999999999], "model": [1.0425097781685597]}) \
         == "{batch: [27, 5], model: [1.043]}"
     assert format_weights({}) == "even" and format_weights(None) == "even"
+
+
+def test_a_nan_validation_loss_is_never_kept_over_a_number_nor_keeps_one_out(tmp_path):
+    """``x < nan`` is False: a NaN kept first was never replaced by a later, finite loss."""
+    from meshpar.training.run import best_record, keep_if_best
+
+    for step in (1, 2, 3, 4):
+        (tmp_path / f"model.ckpt-{step}.index").write_text("x")
+    assert keep_if_best(str(tmp_path), 1, float("nan"))
+    assert keep_if_best(str(tmp_path), 2, 0.5)  # a number beats the kept NaN
+    assert not keep_if_best(str(tmp_path), 3, float("nan"))  # NaN beats nothing
+    assert keep_if_best(str(tmp_path), 4, 0.25)
+    assert best_record(str(tmp_path))["step"] == 4
+    assert sorted(p.name for p in (tmp_path / "best").iterdir()) == ["best.json",
+                                                                   "model.ckpt-4.index"]

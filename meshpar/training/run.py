@@ -14,6 +14,7 @@ from __future__ import annotations
 import csv
 import glob
 import json
+import math
 import os
 import shutil
 from typing import Optional, Sequence
@@ -168,7 +169,7 @@ def keep_if_best(model_dir: str, step: int, val_loss: float) -> bool:
     Returns True if this checkpoint is now the best.
     """
     record = best_record(model_dir)
-    if record is not None and not val_loss < record["val_loss"]:
+    if record is not None and not _lower_loss(val_loss, record["val_loss"]):
         return False
     best = os.path.join(model_dir, BEST_DIR)
     os.makedirs(best, exist_ok=True)
@@ -184,6 +185,14 @@ def keep_if_best(model_dir: str, step: int, val_loss: float) -> bool:
         for old in glob.glob(os.path.join(best, f"model.ckpt-{record['step']}.*")):
             os.remove(old)
     return True
+
+
+def _lower_loss(new: float, kept: float) -> bool:
+    """Whether loss ``new`` beats ``kept``; NaN beats nothing and anything beats a NaN
+    (``x < nan`` is always False: a NaN kept first would never have been replaced)."""
+    if math.isnan(new):
+        return False
+    return math.isnan(kept) or new < kept
 
 
 def train_keeping_best(estimator, train_fn, eval_fn, max_steps: int, every: int,
