@@ -400,6 +400,12 @@ CASES = [
     Case("worker-threads-negative", "subprocess",
          ["worker", "--cluster", "{d}/no-workers.json", "--task", "0", "--threads", "-1"],
          "argument --threads: must be >= 0, got -1"),
+    Case("worker-threads-huge", "subprocess",
+         ["worker", "--cluster", "{d}/no-workers.json", "--task", "0", "--threads",
+          "100000000000000000"],
+         "argument --threads: must be at most 4096 threads, got 100000000000000000"),
+    Case("train-threads-huge", "subprocess", SYNTH + ["--threads", "100000000000000000"],
+         "argument --threads: must be at most 4096 threads, got 100000000000000000"),
     # --- numbers each flag must be in
     Case("plan-seed-negative", "subprocess", ["plan", "--speeds", "1,1", "--seed", "-1"],
          "argument --seed: must be >= 0, got -1"),

@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from meshpar.cli.parsing import label_names, non_negative_int, refuse_file_as_directory
+from meshpar.cli.parsing import label_names, refuse_file_as_directory, thread_count
 from meshpar.planning.jsonio import dumps_strict
 
 EPILOG = """examples:
@@ -79,7 +79,7 @@ def register(subparsers) -> None:
                         help="extra `meshpar train` options for every run, one quoted string")
     parser.add_argument("--jobs", type=int, default=1,
                         help="runs (and phantom cohorts) at a time (default: 1)")
-    parser.add_argument("--threads", type=non_negative_int, default=1,
+    parser.add_argument("--threads", type=thread_count, default=1,
                         help="TensorFlow threads per run (default 1: deterministic)")
     parser.add_argument("--json", action="store_true",
                         help="also print the summary as one JSON line, last on stdout")

@@ -18,6 +18,19 @@ def non_negative_int(text: str) -> int:
     return value
 
 
+#: more TF threads than any machine has cores; TensorFlow's own message for a count past
+#: its int32 field ("Value out of range") named no option
+MAX_THREADS = 4096
+
+
+def thread_count(text: str) -> int:
+    """argparse type: a TF thread count, 0 (TF's default) to :data:`MAX_THREADS`."""
+    value = non_negative_int(text)
+    if value > MAX_THREADS:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_THREADS} threads, got {value}")
+    return value
+
+
 def positive_int(text: str) -> int:
     """argparse type: an integer >= 1 (batch sizes)."""
     value = non_negative_int(text)

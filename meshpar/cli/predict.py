@@ -21,8 +21,8 @@ import argparse
 import os
 import sys
 
-from meshpar.cli.parsing import (non_negative_int, positive_int, refuse_overwriting_inputs,
-                                 refuse_writing_over_run)
+from meshpar.cli.parsing import (positive_int, refuse_overwriting_inputs, refuse_writing_over_run,
+                                 thread_count)
 from meshpar.cli.train_options import (add_mesh_options, add_split_options, check_mesh_args,
                                        cluster_client, mesh_arguments, split_request)
 
@@ -53,7 +53,7 @@ def register(subparsers) -> None:
                         help="prediction batch (default: the training batch)")
     parser.add_argument("--skip-bad", action="store_true",
                         help="leave out unreadable or NaN subjects instead of stopping")
-    parser.add_argument("--threads", type=non_negative_int, default=1, help="TF threads (default: 1)")
+    parser.add_argument("--threads", type=thread_count, default=1, help="TF threads (default: 1)")
     add_mesh_options(parser)
     add_split_options(parser)
     parser.set_defaults(func=run)

@@ -28,7 +28,7 @@ import sys
 import tempfile
 import time
 
-from meshpar.cli.parsing import (label_names, non_negative_int, positive_int,
+from meshpar.cli.parsing import (label_names, non_negative_int, positive_int, thread_count,
                                  refuse_missing_directories,
                                  refuse_overwriting_inputs, refuse_writing_over_run)
 from meshpar.cli.train_options import (  # noqa: F401  (mesh_from_speeds: re-exported)
@@ -116,7 +116,7 @@ def register(subparsers) -> None:
     add_rebalance_options(parser)
     parser.add_argument("--seed", type=non_negative_int, default=0,
                         help="data and graph seed (default: 0)")
-    parser.add_argument("--threads", type=non_negative_int, default=1,
+    parser.add_argument("--threads", type=thread_count, default=1,
                         help="TF intra/inter-op threads (default 1: deterministic)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--warmup-steps", type=int, default=None,

@@ -15,7 +15,7 @@ EPILOG = """examples:
       meshpar worker
 """
 
-from meshpar.cli.parsing import non_negative_int
+from meshpar.cli.parsing import thread_count
 
 
 def register(subparsers) -> None:
@@ -26,7 +26,7 @@ def register(subparsers) -> None:
     parser.add_argument("--cluster", help="cluster JSON (default: $TF_CONFIG)")
     parser.add_argument("--task", type=int, help="task index (default: from TF_CONFIG)")
     parser.add_argument("--job", default="worker", help="job name (default %(default)s)")
-    parser.add_argument("--threads", type=non_negative_int, default=0,
+    parser.add_argument("--threads", type=thread_count, default=0,
                         help="intra/inter-op threads, 0 = TF default (default %(default)s)")
     parser.set_defaults(func=run)
 
