@@ -462,6 +462,9 @@ CASES = [
     Case("train-device-type-without-cluster", "cli",  # was ignored: trained on this CPU
          SYNTH + TRAIN + ["--device-type", "GPU"],
          "--device-type goes with --cluster; this run would ignore it"),
+    Case("train-worker-timeout-without-cluster", "cli",  # was ignored in silence
+         SYNTH + TRAIN + ["--worker-timeout", "10"],
+         "--worker-timeout goes with --cluster; this run would ignore it"),
     Case("train-trace-step-after-the-last", "cli", SYNTH + ["--trace-step", "5"],
          "--trace-step must be in 1..--steps (1), got 5"),
     Case("data-check-a-file", "cli", ["data", "check", "{d}/plan.json"], "not a directory"),

@@ -10,6 +10,9 @@ import sys
 
 from meshpar.cli.parsing import non_negative_int, parse_speeds
 
+#: seconds an operation may wait on a worker (``--worker-timeout``)
+DEFAULT_WORKER_TIMEOUT_S = 300.0
+
 
 def add_mesh_options(parser) -> None:
     """The mesh flags ``train`` and ``predict`` share: --plan/--speeds/--mesh, --mesh-impl,
@@ -30,9 +33,9 @@ def add_mesh_options(parser) -> None:
     parser.add_argument("--device-type", choices=["CPU", "GPU"],
                         help="worker device holding each slice with --cluster (default: the "
                              "device a --plan names, else CPU)")
-    parser.add_argument("--worker-timeout", type=float, default=300.0,
+    parser.add_argument("--worker-timeout", type=float, default=None,
                         help="with --cluster: seconds an operation may wait on a worker before "
-                             "the run is declared failed (default: %(default)s)")
+                             f"the run is declared failed (default: {DEFAULT_WORKER_TIMEOUT_S})")
 
 
 def add_split_options(parser) -> None:
@@ -186,6 +189,8 @@ def check_mesh_args(args) -> None:
         raise ValueError("--devices and --cluster exclude each other")
     if args.device_type and not args.cluster:  # emulated devices are this process's CPU
         raise ValueError("--device-type goes with --cluster; this run would ignore it")
+    if args.worker_timeout is not None and not args.cluster:
+        raise ValueError("--worker-timeout goes with --cluster; this run would ignore it")
 
 
 def cluster_client(args):
@@ -198,7 +203,8 @@ def cluster_client(args):
     # reached in mesh_arguments, once a plan's placement has been checked: a plan
     # for other workers is refused as such, not as an unreachable address
     return ClusterClient(worker_addresses(args.cluster), args.device_type or "CPU",
-                         check=False, timeout_s=args.worker_timeout)
+                         check=False, timeout_s=DEFAULT_WORKER_TIMEOUT_S
+                         if args.worker_timeout is None else args.worker_timeout)
 
 
 def mesh_arguments(args, spec, client=None) -> dict:
