@@ -1,0 +1,562 @@
+"""The rows of tests/test_bad_input.py: one ``Case`` per bad input, and the library
+calls its ``api`` rows make. The test module says how each kind of row is run."""
+import math
+from pathlib import Path
+from typing import Callable, NamedTuple, Sequence, Union
+
+SHAPE = (16, 16, 16)            # resattnet3d-tiny's input grid
+TRAIN = ["--model", "resattnet3d-tiny", "--batch", "2", "--val-fraction", "0", "--no-progress"]
+SYNTH = ["train", "--synthetic", "--steps", "1", "--no-progress"]
+
+
+class Case(NamedTuple):
+    id: str
+    kind: str                    # "cli", "subprocess" or "api"
+    call: Union[Sequence[str], Callable]
+    expect: str                  # fragment of the one error line / the exception message
+    code: int = 2                # exit code of a cli / subprocess case
+    error: type = ValueError     # exception type of an api case
+
+
+# ------------------------------------------------------------------- api calls
+def _impl(shape="model:2", layout="f:model", n=None, **kwargs):
+    from meshpar.core.mesh_impl import HeterogeneousMeshImpl
+
+    n = n if n is not None else math.prod(int(p.split(":")[1]) for p in shape.split(";"))
+    return lambda d: HeterogeneousMeshImpl(shape, layout, [""] * n, **kwargs)
+
+
+def _split_small_dim(d):
+    import mesh_tensorflow as mtf
+
+    impl = _impl("model:3", split_weights={"model": [3, 2, 1]})(d)
+    return impl.split_sizes(mtf.Dimension("f", 2))
+
+
+def _lower(layout, dims):
+    """Lower ``reduce_sum(ones(dims))`` on ``model:2`` with ``layout``."""
+    def call(d):
+        import meshpar  # noqa: F401
+        import mesh_tensorflow as mtf
+        import tensorflow.compat.v1 as tf
+
+        from meshpar.core.mesh_impl import HeterogeneousMeshImpl
+
+        with tf.Graph().as_default():
+            graph = mtf.Graph()
+            mesh = mtf.Mesh(graph, "mesh")
+            x = mtf.ones(mesh, mtf.Shape([mtf.Dimension(n, s) for n, s in dims]))
+            y = mtf.reduce_sum(x)
+            impl = HeterogeneousMeshImpl("model:2", layout, ["", ""],
+                                         split_weights={"model": [3, 1]})
+            mtf.Lowering(graph, {mesh: impl}).export_to_tf_tensor(y)
+    return call
+
+
+def _plan(d):
+    from meshpar.planning.plan import Plan
+
+    return Plan.load(Path(d) / "plan.json")
+
+
+def _estimator_of_plan(d):
+    """``make_estimator`` on plan.json's worker tasks, in a process that has none."""
+    from meshpar.training.estimator import make_estimator
+
+    return make_estimator("vgg-cifar-small", str(Path(d) / "est"), plan=_plan(d))
+
+
+def _impl_from_plan(d, devices):
+    from meshpar.core.mesh_impl import HeterogeneousMeshImpl
+
+    return HeterogeneousMeshImpl.from_plan(_plan(d), devices)
+
+
+def _cluster_load(name):
+    def call(d):
+        from meshpar.planning.cluster import ClusterSpec
+
+        return ClusterSpec.load(Path(d) / name)
+    return call
+
+
+def _models_get(d):
+    from meshpar import models
+
+    return models.get("resnet50")
+
+
+def _split_rule(total, weights):
+    def call(d):
+        from meshpar.core.splits import split_sizes
+
+        return split_sizes(total, weights)
+    return call
+
+
+NAN = float("nan")
+
+CASES = [
+    # --- split weights: HeterogeneousMeshImpl(...)
+    Case("impl-weight-negative", "api", _impl(split_weights={"model": [1, -1]}), "weights must be positive"),
+    Case("impl-weight-zero", "api", _impl(split_weights={"model": [1, 0]}), "weights must be positive"),
+    Case("impl-weight-nan", "api", _impl(split_weights={"model": [1, NAN]}), "weights must be finite"),
+    Case("impl-weight-inf", "api", _impl(split_weights={"model": [1, math.inf]}), "weights must be finite"),
+    Case("impl-weight-count", "api", _impl(split_weights={"model": [1, 2, 3]}),
+         "has 3 weights; mesh axis 'model' has 2 coordinates"),
+    Case("impl-weight-empty", "api", _impl(split_weights={"model": []}), "must not be empty"),
+    Case("impl-weight-not-numbers", "api", _impl(split_weights={"model": ["a", "b"]}), "must be numbers"),
+    Case("impl-weight-unknown-axis", "api", _impl(split_weights={"batch": [1, 2]}),
+         "not in mesh"),
+    Case("impl-dim-weight-negative", "api", _impl(dim_split_weights={"f": [2, -1]}),
+         "weights must be positive"),
+    Case("impl-dim-weight-count", "api", _impl(dim_split_weights={"f": [1, 1, 1]}),
+         "has 3 weights"),
+    Case("impl-dim-weight-unlaid-dim", "api", _impl(dim_split_weights={"g": [1, 1]}),
+         "does not put on any axis"),
+    Case("split-rule-nan", "api", _split_rule(5, [1, NAN]), "weights must be finite"),
+    # --- split weights: --speeds on every command that takes them
+    Case("plan-speeds-negative", "cli", ["plan", "--speeds", "1,-1", "--model", "vgg-cifar"],
+         "speeds must be finite and > 0"),
+    Case("plan-speeds-zero", "cli", ["plan", "--speeds", "1,0", "--model", "vgg-cifar"],
+         "speeds must be finite and > 0"),
+    Case("plan-speeds-nan", "cli", ["plan", "--speeds", "1,nan", "--model", "vgg-cifar"],
+         "speeds must be finite and > 0"),
+    Case("plan-speeds-empty", "cli", ["plan", "--speeds", "", "--model", "vgg-cifar"],
+         "comma-separated numbers"),
+    Case("plan-speeds-not-number", "cli", ["plan", "--speeds", "1,fast", "--model", "vgg-cifar"],
+         "'fast' is not a number"),
+    Case("train-speeds-negative", "cli", SYNTH + ["--speeds", "1,-1"], "speeds must be finite and > 0"),
+    Case("train-speeds-zero", "cli", SYNTH + ["--speeds", "0,1"], "speeds must be finite and > 0"),
+    Case("train-speeds-nan", "cli", SYNTH + ["--speeds", "nan,1"], "speeds must be finite and > 0"),
+    # used to train silently on one device
+    Case("train-speeds-empty", "cli", SYNTH + ["--speeds", ""], "comma-separated numbers"),
+    Case("train-speeds-count-vs-mesh", "cli", SYNTH + ["--speeds", "1,1", "--mesh", "batch:2;model:2"],
+         "has 4 processors but --speeds lists 2 devices"),
+    Case("demo-speeds-negative", "cli", ["demo", "--speeds", "1,-1", "--skip-training"],
+         "speeds must be finite and > 0"),
+    Case("demo-speeds-nan", "cli", ["demo", "--speeds", "1,nan", "--skip-training"],
+         "speeds must be finite and > 0"),
+    Case("bench-speeds-zero", "cli", ["bench", "hetero", "--speeds", "0,1", "--quick"],
+         "speeds must be finite and > 0"),
+    Case("bench-models-empty-entry", "cli", ["bench", "memory", "--models", "vgg-cifar,,x"],
+         "--models must be comma-separated model names, got 'vgg-cifar,,x'"),
+    # argparse takes "-1,0.3" for an option ("expected one argument"): the flag's own check
+    Case("plan-speeds-negative-first", "cli", ["plan", "--speeds", "-1,0.3"],
+         "--speeds: speed 0 is -1; speeds must be finite and > 0"),
+    Case("bench-memory-mib-negative-first", "cli", ["bench", "memory", "--memory-mib", "-5,3"],
+         "--memory-mib: memory 0 is -5; memory budgets must be finite and > 0"),
+    # --- mesh vs devices, layouts, dimensions too small
+    Case("impl-mesh-vs-devices", "api", _impl("batch:2;model:3", n=5),
+         "has 6 processors but 5 devices were given"),
+    Case("train-plan-vs-devices", "cli", SYNTH + ["--model", "vgg-cifar-small", "--plan", "{d}/plan.json",
+                                                  "--devices", "a,b,c"],
+         "has 2 processors but 3 devices were given"),
+    Case("make-estimator-plan-of-workers-here", "api",
+         lambda d: _estimator_of_plan(d),
+         "plan= places the mesh on worker tasks (/job:worker/task:0/device:CPU:0, ...), which "
+         "this process does not have: pass devices="),
+    Case("plan-to-mesh-impl-devices", "api", lambda d: _impl_from_plan(d, ["only-one"]),
+         "plan needs 2 devices, got 1"),
+    Case("layout-one-dim-two-axes", "api", _impl("a:2;b:2", "f:a;f:b"), "on two mesh axes"),
+    Case("layout-two-dims-one-axis", "api", _lower("a:model;b:model", [("a", 4), ("b", 6)]),
+         "Two Tensor Dimensions may not map to the same Mesh Dimension"),
+    Case("dim-smaller-than-parts", "api", _split_small_dim, "size 2 cannot be split into 3 parts"),
+    Case("dim-smaller-than-parts-lowering", "api", _lower("a:model", [("a", 1)]),
+         "'a' (size 1) on mesh axis 'model': size 1 cannot be split into 2 parts"),
+    Case("train-dim-smaller-than-parts", "cli",
+         SYNTH + ["--model", "resattnet3d-tiny", "--speeds", "1,1,1,1,1", "--batch", "5",
+                  "--n-synthetic", "12"],
+         "'stem_filters' (size 4) on mesh axis 'model': size 4 cannot be split into 5 parts"),
+    Case("train-mtf-batch-not-divisible", "cli",
+         SYNTH + ["--model", "resattnet3d-tiny", "--speeds", "1,1", "--mesh", "batch:2;model:1",
+                  "--mesh-impl", "mtf", "--batch", "3", "--n-synthetic", "12"],
+         "cannot cut dimension batch of size 3 into 2 equal parts on mesh axis batch"),
+    # --- plans for another model or device count
+    Case("train-plan-other-model", "cli", SYNTH + ["--plan", "{d}/plan.json", "--model", "resattnet3d-tiny"],
+         "plan was made for model 'vgg-cifar-small', not 'resattnet3d-tiny'"),
+    Case("train-plan-other-batch", "cli",
+         SYNTH + ["--plan", "{d}/plan.json", "--model", "vgg-cifar-small", "--batch", "8"],
+         "plan.json was planned for batch 4, not --batch 8"),
+    Case("train-plan-negative-batch", "cli",
+         SYNTH + ["--plan", "{d}/plan-batch-negative.json", "--model", "vgg-cifar-small"],
+         "batch must be an integer >= 1, got -1"),
+    Case("train-plan-batch-sizes", "cli",
+         SYNTH + ["--plan", "{d}/plan-batch-sizes.json", "--model", "vgg-cifar-small"],
+         "split_sizes of 'batch' [3, 3] add up to 6, not the plan's batch 4"),
+    Case("train-plan-field-type", "cli",
+         SYNTH + ["--plan", "{d}/plan-weights-text.json", "--model", "vgg-cifar-small"],
+         "field 'split_weights' must be an object of number lists"),
+    # --- meshpar evaluate: every run's train arguments checked before any phantom
+    Case("evaluate-bad-speeds", "cli", ["evaluate", "--out", "{d}/ev", "--speeds", "0.9,,0.3"],
+         "uneven-mesh configuration: --speeds must be comma-separated numbers"),
+    Case("evaluate-unknown-train-arg", "cli", ["evaluate", "--out", "{d}/ev",
+                                               "--train-args=--bogus"],
+         "one-device configuration: meshpar train: unrecognized arguments: --bogus"),
+    Case("evaluate-image-model", "cli", ["evaluate", "--out", "{d}/ev", "--model",
+                                         "vgg-cifar-small"],
+         "--model vgg-cifar-small takes 2-D images (8x8x3); evaluate trains on 3-D MRI"),
+    # one option as the value, without '=': the value, not an argparse error
+    Case("evaluate-train-args-one-option-unattached", "cli", ["evaluate", "--out", "{d}/ev",
+                                                              "--train-args", "--speeds"],
+         "--train-args may not set --speeds: evaluate sets it for every run"),
+    Case("evaluate-train-steps-zero", "cli", ["evaluate", "--out", "{d}/ev",
+                                              "--train-args=--steps 0"],
+         "--steps and --batch must be >= 1"),
+    Case("evaluate-train-args-set-the-folds", "cli",
+         ["evaluate", "--out", "{d}/ev-folds", "--n", "8", "--folds", "2",
+          "--train-args=--folds 3 --steps 1"],
+         "--train-args may not set --folds: evaluate sets it for every run (use evaluate's "
+         "--folds)"),
+    Case("evaluate-train-args-abbreviate-the-model-dir", "cli",
+         ["evaluate", "--out", "{d}/ev-dir", "--n", "8", "--folds", "2",
+          "--train-args=--model-d /elsewhere"],
+         "--train-args may not set --model-dir: evaluate sets it for every run (use "
+         "evaluate's --out)"),
+    Case("evaluate-test-folds-repeated", "cli",
+         ["evaluate", "--out", "{d}/ev-rep", "--n", "8", "--folds", "2", "--test-folds", "0,0"],
+         "--test-folds repeats a fold: '0,0'"),
+    Case("evaluate-test-fold-out-of-range", "cli", ["evaluate", "--out", "{d}/ev",
+                                                    "--test-folds", "7"],
+         "--test-folds must be in 0..4, got '7'"),
+    Case("evaluate-negative-seed", "cli", ["evaluate", "--out", "{d}/ev", "--seeds", "-1"],
+         "--seeds must be >= 0"),
+    Case("plan-bad-int-value", "subprocess", ["plan", "--batch", "1.5"],
+         "argument --batch: invalid int value: '1.5'"),
+    Case("plan-check-model", "api", lambda d: _plan(d).check_compatible("resattnet3d-small", 2),
+         "plan was made for model 'vgg-cifar-small', not 'resattnet3d-small'"),
+    Case("plan-check-devices", "api", lambda d: _plan(d).check_compatible("vgg-cifar-small", 3),
+         "plan is for 2 devices, not 3"),
+    Case("train-plan-missing", "cli", SYNTH + ["--plan", "{d}/nope.json", "--model", "vgg-cifar-small"],
+         "does not exist"),
+    Case("train-plan-not-json", "cli", SYNTH + ["--plan", "{d}/not-json.json", "--model", "vgg-cifar-small"],
+         "not valid JSON"),
+    # --- cluster files
+    Case("plan-cluster-missing-field", "cli", ["plan", "--profile", "{d}/no-latency.json", "--model", "vgg-cifar"],
+         "missing field 'latency'"),
+    Case("plan-cluster-device-missing-field", "cli",
+         ["plan", "--profile", "{d}/device-no-profile.json", "--model", "vgg-cifar"],
+         "devices[0] is missing field"),
+    Case("plan-cluster-not-json", "cli", ["plan", "--profile", "{d}/not-json.json", "--model", "vgg-cifar"],
+         "not valid JSON"),
+    Case("plan-cluster-missing-file", "cli", ["plan", "--profile", "{d}/nope.json", "--model", "vgg-cifar"],
+         "does not exist"),
+    Case("plan-profile-is-a-plan", "cli", ["plan", "--profile", "{d}/plan.json", "--model", "vgg-cifar"],
+         "{d}/plan.json is a plan (`meshpar plan --out`), not a device profile"),
+    Case("train-plan-is-a-profile", "cli",
+         SYNTH + ["--plan", "{d}/profile.json", "--model", "vgg-cifar-small"],
+         "{d}/profile.json is a device profile (`meshpar profile --out`), not a plan"),
+    Case("plan-cluster-tf-format", "cli", ["plan", "--profile", "{d}/tf-dead.json", "--model", "vgg-cifar"],
+         "is a TF cluster file (worker addresses), not a device profile"),
+    Case("cluster-load-missing-file", "api", _cluster_load("nope.json"), "does not exist",
+         error=FileNotFoundError),
+    Case("worker-cluster-not-json", "cli", ["worker", "--cluster", "{d}/not-json.json", "--task", "0"],
+         "not valid JSON"),
+    Case("worker-cluster-missing-file", "cli", ["worker", "--cluster", "{d}/nope.json", "--task", "0"],
+         "nope.json"),
+    Case("worker-cluster-no-addresses", "cli", ["worker", "--cluster", "{d}/no-latency.json", "--task", "0"],
+         "must list 'host:port' addresses"),
+    Case("worker-cluster-port-out-of-range", "cli",
+         ["worker", "--cluster", "{d}/port-99999.json", "--task", "0"],
+         "'localhost:99999' needs a port in 1..65535"),
+    Case("worker-port-in-use", "cli",
+         ["worker", "--cluster", "{d}/live-worker.json", "--task", "0"], "{live}: port"),
+    Case("worker-port-in-use-says-so", "cli",
+         ["worker", "--cluster", "{d}/live-worker.json", "--task", "0"],
+         "is already in use on this machine"),
+    Case("worker-task-index-not-a-number", "api",
+         lambda d: _serve({"worker": ["127.0.0.1:1"]}, "worker", "zero"),
+         "the task index must be a whole number, got 'zero'"),
+    Case("worker-task-index-negative", "api",
+         lambda d: _serve({"worker": ["127.0.0.1:1", "127.0.0.1:2"]}, "worker", -1),
+         "--task must be in 0..1 for job 'worker'"),
+    Case("worker-no-task", "api", lambda d: _serve({"worker": ["127.0.0.1:1"]}, "worker", None),
+         "which task to serve: give --task"),
+    Case("worker-cluster-no-tasks", "cli", ["worker", "--cluster", "{d}/no-workers.json",
+                                            "--task", "0"], "job 'worker' lists no tasks"),
+    # --- an output that is one of the command's inputs: refused, the input kept
+    Case("plan-out-is-the-profile", "cli",
+         ["plan", "--profile", "{d}/no-latency.json", "--model", "vgg-cifar",
+          "--out", "{d}/no-latency.json"],
+         "--out {d}/no-latency.json is the --profile file"),
+    Case("train-model-dir-is-the-data", "cli",
+         ["train", "--data", "{d}/nan", "--model", "resattnet3d-tiny", "--steps", "1",
+          "--model-dir", "{d}/nan"],
+         "--model-dir {d}/nan is the --data directory; give another one for the checkpoints"),
+    Case("data-synth-empty-label", "subprocess", ["data", "synth", "--out", "{d}/synth-empty",
+                                                  "--n", "4", "--labels", ",AD"],
+         "argument --labels: a class name is empty in ',AD'"),
+    Case("train-label-twice", "subprocess", SYNTH + ["--labels", "NC,NC"],
+         "argument --labels: class name 'NC' is given twice in 'NC,NC'"),
+    Case("train-one-class", "cli", ["train", "--data", "{d}/one-class"] + TRAIN + ["--steps", "1"],
+         "the training subjects hold no AD subject (NC 8, AD 0)"),
+    Case("train-model-dir-of-another-tool", "cli", SYNTH + ["--model-dir", "{d}/foreign-model"],
+         "{d}/foreign-model holds checkpoint, graph.pbtxt but no meshpar_run.json"),
+    Case("train-model-dir-is-a-file", "cli",
+         ["train", "--synthetic", "--model", "resattnet3d-tiny", "--steps", "1",
+          "--model-dir", "{d}/plan.json"],
+         "--model-dir {d}/plan.json is a file, not a directory"),
+    Case("train-trace-out-missing-directory", "cli",
+         ["train", "--synthetic", "--model", "resattnet3d-tiny", "--steps", "1",
+          "--trace-step", "1", "--trace-out", "{d}/no-such-dir/trace.json"],
+         "{d}/no-such-dir/trace.json: its directory {d}/no-such-dir does not exist"),
+    Case("profile-device-type-without-cluster", "cli",
+         ["profile", "--quick", "--device-type", "GPU"], "--device-type goes with --cluster"),
+    Case("profile-batch-without-model", "cli",
+         ["profile", "--quick", "--batch", "4"], "--batch goes with --model"),
+    Case("profile-out-missing-directory", "cli",
+         ["profile", "--quick", "--out", "{d}/no-such-dir/profile.json"],
+         "{d}/no-such-dir/profile.json: its directory {d}/no-such-dir does not exist"),
+    Case("train-trace-out-is-the-plan", "cli",
+         SYNTH + ["--model", "vgg-cifar-small", "--plan", "{d}/plan.json", "--trace-step", "1",
+                  "--trace-out", "{d}/plan.json"],
+         "--trace-out {d}/plan.json is the --plan file"),
+    Case("train-trace-out-is-a-volume", "cli",
+         ["train", "--data", "{d}/nan"] + TRAIN + ["--steps", "1", "--trace-step", "1",
+                                                   "--trace-out", "{d}/nan/s0.nii.gz"],
+         "--trace-out {d}/nan/s0.nii.gz is a file of the --data directory"),
+    Case("train-trace-out-is-the-run-file", "cli",
+         SYNTH + ["--model-dir", "{d}/foreign-model", "--trace-step", "1",
+                  "--trace-out", "{d}/foreign-model/meshpar_run.json"],
+         "is the run's own meshpar_run.json in --model-dir"),
+    Case("predict-out-is-a-volume", "cli",
+         ["predict", "--model-dir", "{d}", "--data", "{d}/nan", "--out", "{d}/nan/s1.nii.gz",
+          "--force"],
+         "--out {d}/nan/s1.nii.gz is a file of the --data directory {d}/nan"),
+    Case("predict-out-is-a-checkpoint-file", "cli",
+         ["predict", "--model-dir", "{d}/foreign-model", "--data", "{d}/nan", "--out",
+          "{d}/foreign-model/checkpoint", "--force"],
+         "is the run's own checkpoint in --model-dir"),
+    Case("predict-out-is-a-directory", "cli",
+         ["predict", "--model-dir", "{d}", "--data", "{d}/nan", "--out", "{d}/nan", "--force"],
+         "--out {d}/nan is a directory"),
+    Case("train-trace-out-is-a-new-runs-file", "cli",
+         SYNTH + ["--model-dir", "{d}/not-yet", "--trace-step", "1",
+                  "--trace-out", "{d}/not-yet/meshpar_run.json"],
+         "is the run's own meshpar_run.json in --model-dir"),
+    Case("train-synthetic-fewer-images-than-batch", "cli",
+         SYNTH + ["--model", "vgg-cifar-small", "--n-synthetic", "10", "--val-fraction", "0.75",
+                  "--batch", "4"], "--batch 4 is larger than the 2 training images"),
+    Case("profile-out-is-the-cluster-file", "cli",
+         ["profile", "--cluster", "{d}/tf-dead.json", "--out", "{d}/tf-dead.json"],
+         "--out {d}/tf-dead.json is the --cluster file"),
+    Case("predict-out-is-the-labels", "cli",
+         ["predict", "--model-dir", "{d}", "--data", "{d}/nan", "--out", "{d}/nan/labels.csv",
+          "--force"],
+         "labels.csv is the --data labels file"),
+    Case("plan-out-is-the-plot", "cli",
+         ["plan", "--speeds", "1,1", "--model", "vgg-cifar-small", "--out", "{d}/same.png",
+          "--plot", "{d}/same.png"], "--out and --plot both name {d}/same.png"),
+    Case("plan-plot-missing-dir", "cli",
+         ["plan", "--speeds", "1,1", "--model", "vgg-cifar-small", "--plot",
+          "{d}/no-such-dir/plan.png"], "no-such-dir/plan.png: its directory"),
+    Case("train-rebalance-profile-is-a-plan", "cli",
+         SYNTH + ["--model", "resattnet3d-tiny", "--cluster", "{d}/tf-dead.json", "--speeds", "1,1",
+                  "--rebalance", "--rebalance-profile", "{d}/plan.json"],
+         "--rebalance-profile {d}/plan.json is not a device profile"),
+    Case("train-rebalance-profile-missing", "cli",
+         SYNTH + ["--model", "resattnet3d-tiny", "--cluster", "{d}/tf-dead.json", "--speeds", "1,1",
+                  "--rebalance", "--rebalance-profile", "{d}/nope.json"],
+         "device profile {d}/nope.json does not exist"),
+    Case("train-plan-for-other-workers", "cli",  # refused before the dead worker is reached
+         SYNTH + ["--model", "vgg-cifar-small", "--plan", "{d}/plan-other-workers.json",
+                  "--cluster", "{d}/tf-dead.json"],
+         "was made for workers at {live}, 127.0.0.1:1; this cluster lists {live}, {dead}"),
+    Case("train-speeds-vs-cluster", "cli",
+         SYNTH + ["--model", "resattnet3d-tiny", "--cluster", "{d}/tf-dead.json",
+                  "--speeds", "1,1,1"],
+         "--speeds gives 3 devices' speeds but the cluster ({d}/tf-dead.json) has 2"),
+    Case("train-cluster-address-twice", "cli",
+         SYNTH + ["--model", "resattnet3d-tiny", "--cluster", "{d}/address-twice.json",
+                  "--speeds", "1,1"],
+         "localhost:2222 is listed twice (worker task 0 and worker task 1)"),
+    Case("worker-threads-negative", "subprocess",
+         ["worker", "--cluster", "{d}/no-workers.json", "--task", "0", "--threads", "-1"],
+         "argument --threads: must be >= 0, got -1"),
+    Case("worker-threads-huge", "subprocess",
+         ["worker", "--cluster", "{d}/no-workers.json", "--task", "0", "--threads",
+          "100000000000000000"],
+         "argument --threads: must be at most 4096 threads, got 100000000000000000"),
+    Case("train-threads-huge", "subprocess", SYNTH + ["--threads", "100000000000000000"],
+         "argument --threads: must be at most 4096 threads, got 100000000000000000"),
+    # --- numbers each flag must be in
+    Case("plan-seed-negative", "subprocess", ["plan", "--speeds", "1,1", "--seed", "-1"],
+         "argument --seed: must be >= 0, got -1"),
+    Case("bench-train-verify-negative", "subprocess", ["bench", "train", "--verify", "-1"],
+         "argument --verify: must be >= 0, got -1"),
+    Case("bench-train-verify-rounds-zero", "subprocess", ["bench", "train", "--verify-rounds", "0"],
+         "argument --verify-rounds: must be >= 1, got 0"),
+    Case("predict-batch-zero", "subprocess", ["predict", "--model-dir", "{d}", "--batch", "0"],
+         "argument --batch: must be >= 1, got 0"),
+    Case("synth-voxel-nan", "subprocess", ["data", "synth", "--out", "{d}/vox", "--voxel-mm", "nan"],
+         "argument --voxel-mm: must be finite and > 0, got nan"),
+    Case("plan-speeds-too-far-apart", "cli", ["plan", "--speeds", "1e-50,1"],
+         "speed 0 (1e-50) is over 1e+06 times slower than the fastest (1)"),
+    Case("plan-speed-too-large", "cli", ["plan", "--speeds", "1e300,1"],
+         "speed 0 is 1e+300; speeds are relative"),
+    Case("plan-memory-below-a-byte", "cli", ["plan", "--speeds", "1,1", "--memory-mib", "1e-300"],
+         "memory 0 is 1e-300 MiB, less than a byte"),
+    # a budget under 1 MiB used to read "over the 0.0 MiB ... of its 0.0 MiB"
+    Case("plan-memory-under-a-mib", "cli", ["plan", "--speeds", "1,1", "--memory-mib", "0.001"],
+         "over the 0.00075 MiB a plan may count on of its 0.000999 MiB"),
+    # used to be ignored in silence: the plan was not the one asked for
+    Case("plan-generations-with-exact", "cli",
+         ["plan", "--speeds", "1,1", "--method", "exact", "--generations", "5"],
+         "--generations goes with --method ga; --method exact would ignore it"),
+    Case("plan-time-limit-with-proportional", "cli",
+         ["plan", "--speeds", "1,1", "--method", "proportional", "--time-limit", "5"],
+         "--time-limit goes with --method ga or exact; --method proportional would ignore it"),
+    Case("plan-ga-time-limit-nan", "cli", ["plan", "--speeds", "1,1", "--time-limit", "nan"],
+         "--time-limit must be > 0, got nan"),
+    Case("plan-batch-too-large-ga", "cli",  # was an OverflowError traceback
+         ["plan", "--speeds", "1,1", "--batch", str(10 ** 30)],
+         f"batch {10 ** 30} is too large to split (at most 2**53)"),
+    Case("plan-batch-too-large-even", "cli",  # hung: split_sizes added 10**14 units one by one
+         ["plan", "--speeds", "1,1", "--batch", str(10 ** 30), "--method", "even"],
+         "too large to split (at most 2**53)"),
+    Case("plan-plot-over-a-saved-plan", "cli",  # was replaced by the PNG: the plan was lost
+         ["plan", "--speeds", "1,1", "--method", "even", "--plot", "{d}/plan.json"],
+         "{d}/plan.json exists and is not a PNG image; it is kept (remove it, or give "
+         "another --plot)"),
+    Case("plan-out-missing-directory", "cli", ["plan", "--speeds", "1,1", "--out",
+                                               "{d}/no-such-dir/plan.json"],
+         "no-such-dir/plan.json: its directory"),
+    Case("train-mesh-axis-lays-out-nothing", "cli", SYNTH + ["--speeds", "1,1", "--mesh", "foo:2"],
+         "axis 'foo' splits nothing; the models lay out batch and model"),
+    Case("train-step-schedule-without-decay-steps", "cli", SYNTH + ["--lr-schedule", "step"],
+         "--lr-schedule step needs --lr-decay-steps"),
+    Case("train-diverged-nan-loss", "cli",  # was NanLossDuringTrainingError's traceback
+         SYNTH + TRAIN + ["--n-synthetic", "8", "--steps", "4", "--optimizer", "sgd", "--lr", "1e9"],
+         "training diverged: the loss became NaN"),
+    Case("train-diverged-keep-best", "cli",  # was the AUC's "predictions must be in [0, 1]"
+         SYNTH + TRAIN[:-3] + ["--n-synthetic", "16", "--steps", "4", "--keep-best",
+                               "--checkpoint-every", "2", "--optimizer", "sgd", "--lr", "1e9"],
+         "training diverged: the loss became NaN"),
+    Case("train-device-type-without-cluster", "cli",  # was ignored: trained on this CPU
+         SYNTH + TRAIN + ["--device-type", "GPU"],
+         "--device-type goes with --cluster; this run would ignore it"),
+    Case("train-worker-timeout-without-cluster", "cli",  # was ignored in silence
+         SYNTH + TRAIN + ["--worker-timeout", "10"],
+         "--worker-timeout goes with --cluster; this run would ignore it"),
+    Case("train-trace-step-after-the-last", "cli", SYNTH + ["--trace-step", "5"],
+         "--trace-step must be in 1..--steps (1), got 5"),
+    Case("data-check-a-file", "cli", ["data", "check", "{d}/plan.json"], "not a directory"),
+    Case("worker-cluster-empty", "cli", ["worker", "--cluster", "{d}/empty.json", "--task", "0"],
+         "no cluster jobs"),
+    Case("worker-tf-config-task-not-an-object", "cli", ["worker", "--cluster", "{d}/task-list.json"],
+         "task-list.json: \"task\" must be an object such as {\"type\": \"worker\", \"index\": 0}"),
+    Case("worker-cluster-address-without-host", "cli",  # was served at ':2222'
+         ["worker", "--cluster", "{d}/no-host.json", "--task", "0"],
+         "no-host.json: job 'worker': ':2222' needs a host (a name or IP address, no spaces) "
+         "before the ':port'"),
+    Case("worker-cluster-host-with-a-space", "cli",
+         ["worker", "--cluster", "{d}/host-with-space.json", "--task", "0"],
+         "'local host:2223' needs a host"),
+    # --- damaged run files: one line naming the file, not a TypeError traceback
+    Case("predict-run-file-not-an-object", "cli",
+         ["predict", "--model-dir", "{d}/run-int", "--data", "{d}/nope", "--out", "{d}/p.csv"],
+         "run-int/meshpar_run.json: expected a JSON object, got int"),
+    Case("predict-run-file-overrides-null", "cli",
+         ["predict", "--model-dir", "{d}/run-null", "--data", "{d}/nope", "--out", "{d}/p.csv"],
+         "run-null/meshpar_run.json: malformed model_overrides=None"),
+    Case("predict-best-record-not-json", "cli",
+         ["predict", "--model-dir", "{d}/run-bad-best", "--data", "{d}/nope", "--out",
+          "{d}/p.csv", "--checkpoint", "best"], "run-bad-best/best/best.json: cannot be read"),
+    Case("data-synth-n-beyond-int64", "cli",  # was an OverflowError traceback
+         ["data", "synth", "--out", "{d}/huge-n", "--n", str(10 ** 23)],
+         f"n must be at most 2**63 - 1, got {10 ** 23}"),
+    Case("train-n-synthetic-beyond-int64", "cli",
+         SYNTH + TRAIN + ["--n-synthetic", str(10 ** 23)], "n must be at most 2**63 - 1"),
+    Case("worker-task-out-of-range", "cli", ["worker", "--cluster", "{d}/tf-dead.json", "--task", "7"],
+         "--task must be in 0..1"),
+    # --- unreachable workers: a bounded wait, and the message names the address
+    Case("bench-unreachable-worker", "cli", ["bench", "hetero", "--quick", "--cluster", "{d}/tf-dead.json"],
+         "{dead} is unreachable"),
+    Case("bench-unreachable-worker-subprocess", "subprocess",
+         ["bench", "hetero", "--quick", "--cluster", "{d}/tf-dead.json"], "{dead} is unreachable"),
+    Case("bench-cluster-not-json", "cli", ["bench", "hetero", "--cluster", "{d}/not-json.json"],
+         "not valid JSON"),
+    Case("bench-cluster-missing", "cli", ["bench", "hetero", "--cluster", "{d}/no-such.json"],
+         "cluster file {d}/no-such.json not found"),
+    Case("bench-out-is-a-file", "cli",  # before anything is measured, not after
+         ["bench", "hetero", "--quick", "--out", "{d}/empty.json"],
+         "--out {d}/empty.json is a file; it names a directory for the results"),
+    Case("bench-train-out-is-a-file", "cli", ["bench", "train", "--out", "{d}/empty.json"],
+         "--out {d}/empty.json is a file"),
+    Case("profile-out-is-a-directory", "cli", ["profile", "--quick", "--out", "{d}/foreign-model"],
+         "{d}/foreign-model is a directory; give a file name"),
+    Case("evaluate-one-fold", "cli", ["evaluate", "--out", "{d}/ev-one-fold", "--folds", "1"],
+         "--folds must be >= 2, got 1"),
+    Case("evaluate-out-is-a-file", "cli", ["evaluate", "--out", "{d}/empty.json"],
+         "--out {d}/empty.json is a file"),
+    Case("train-n-synthetic-0", "subprocess", ["train", "--synthetic", "--n-synthetic", "0"],
+         "--n-synthetic: must be >= 1, got 0"),
+    # --- flags the chosen loss, schedule or data would silently ignore
+    Case("train-focal-gamma-without-focal", "cli", SYNTH + ["--focal-gamma", "3"],
+         "--focal-gamma goes with --loss focal; this run would ignore it"),
+    Case("train-decay-steps-with-cosine", "cli", SYNTH + ["--lr-decay-steps", "5"],
+         "--lr-decay-steps goes with --lr-schedule step"),
+    Case("train-decay-rate-with-constant", "cli",
+         SYNTH + ["--lr-schedule", "constant", "--lr-decay-rate", "0.5"],
+         "--lr-decay-rate goes with --lr-schedule step"),
+    Case("train-lr-min-with-constant", "cli", SYNTH + ["--lr-schedule", "constant", "--lr-min", "0.1"],
+         "--lr-min goes with --lr-schedule cosine"),
+    Case("train-n-synthetic-with-data", "cli",
+         ["train", "--data", "{d}/corrupt", "--n-synthetic", "5"],
+         "--n-synthetic goes with --synthetic"),
+    # --- NIfTI data: `data check` reports (exit 1), `train` stops with one line (exit 2)
+    Case("check-corrupt", "cli", ["data", "check", "{d}/corrupt", "--shape", "16,16,16"],
+         "corrupt/s3.nii.gz: cannot be read as NIfTI", code=1),
+    Case("check-truncated", "cli", ["data", "check", "{d}/truncated", "--shape", "16,16,16"],
+         "truncated/s3.nii: is truncated", code=1),
+    Case("check-wrong-rank", "cli", ["data", "check", "{d}/rank", "--shape", "16,16,16"],
+         "rank/s3.nii.gz: has shape (16, 16)", code=1),
+    Case("check-nan", "cli", ["data", "check", "{d}/nan", "--shape", "16,16,16", "--content"],
+         "nan/s3.nii.gz: 1 of 4096 voxels are NaN", code=1),
+    Case("check-gzip-cut", "cli", ["data", "check", "{d}/gzcut", "--shape", "16,16,16", "--content"],
+         "gzcut/s3.nii.gz: voxel data cannot be read", code=1),
+    Case("check-missing-dir", "cli", ["data", "check", "{d}/no-such-dir"], "dataset directory does not exist"),
+    Case("train-corrupt", "cli", ["train", "--data", "{d}/corrupt", "--steps", "4"] + TRAIN,
+         "corrupt/s3.nii.gz: cannot be read as NIfTI"),
+    Case("train-truncated", "cli", ["train", "--data", "{d}/truncated", "--steps", "4"] + TRAIN,
+         "truncated/s3.nii: is truncated"),
+    Case("train-wrong-rank", "cli", ["train", "--data", "{d}/rank", "--steps", "4"] + TRAIN,
+         "expected a 3-D volume"),
+    # NaN voxels and a cut gzip stream are met while tf.data streams: used to be a TF traceback
+    Case("train-nan", "cli", ["train", "--data", "{d}/nan", "--steps", "4"] + TRAIN,
+         "nan/s3.nii.gz: 1 of 4096 voxels are NaN or infinite"),
+    Case("train-gzip-cut-subprocess", "subprocess", ["train", "--data", "{d}/gzcut", "--steps", "4"] + TRAIN,
+         "gzcut/s3.nii.gz: voxel data cannot be read"),
+    # --- model names, step counts, mesh strings
+    Case("train-unknown-model", "cli", SYNTH + ["--model", "resnet50"], "unknown model 'resnet50'"),
+    Case("plan-unknown-model", "cli", ["plan", "--speeds", "1,1", "--model", "resnet50"],
+         "unknown model 'resnet50'"),
+    Case("models-get-unknown", "api", _models_get, "unknown model 'resnet50'"),
+    Case("train-steps-0", "cli", ["train", "--synthetic", "--steps", "0"], "--steps and --batch must be >= 1"),
+    Case("train-steps-negative", "cli", ["train", "--synthetic", "--steps", "-2"], "must be >= 1"),
+    Case("bench-steps-0", "cli", ["bench", "hetero", "--steps", "0"], "--steps must be >= 1"),
+    Case("bench-cpu-period-too-short", "cli", ["bench", "train", "--cpu-period-ms", "0.5"],
+         "--cpu-period-ms must be 1 to 1000, got 0.5"),
+    Case("bench-cpu-period-with-cluster", "cli",
+         ["bench", "hetero", "--cluster", "{d}/tf-dead.json", "--cpu-period-ms", "2"],
+         "--cluster runs on existing workers"),
+    Case("bench-cpu-period-without-throttle", "cli",
+         ["bench", "hetero", "--quick", "--throttle", "none", "--cpu-period-ms", "2"],
+         "period_us needs a throttle"),
+    Case("mesh-no-size", "cli", SYNTH + ["--speeds", "1,1", "--mesh", "model"], "--mesh: bad shape 'model'"),
+    Case("mesh-size-not-int", "cli", SYNTH + ["--speeds", "1,1", "--mesh", "model:x"], "bad shape 'model:x'"),
+    Case("mesh-size-0", "cli", SYNTH + ["--speeds", "1,1", "--mesh", "model:0;batch:0"], "size >= 1"),
+    Case("mesh-size-negative", "cli", SYNTH + ["--speeds", "1,1", "--mesh", "model:-2"], "size >= 1"),
+    Case("mesh-no-name", "cli", SYNTH + ["--speeds", "1,1", "--mesh", ":2"], "needs a name"),
+    Case("mesh-empty", "cli", SYNTH + ["--speeds", "1,1", "--mesh", ";;"], "bad shape ';;'"),
+    Case("mesh-repeated-axis", "cli", SYNTH + ["--speeds", "1,1", "--mesh", "model:2;model:1"],
+         "axis names must differ"),
+    Case("mesh-three-axes", "cli", SYNTH + ["--speeds", "1,1", "--mesh", "a:1;b:1;c:2"], "one or two axes"),
+    Case("mesh-without-speeds", "cli", SYNTH + ["--mesh", "model:2"], "--mesh goes with --speeds"),
+]
+
+
+def _serve(cluster, job, index):
+    from meshpar.runtime.worker import serve
+
+    serve(cluster, job, index, announce=None)
