@@ -386,6 +386,17 @@ CASES = [
          "argument --verify: must be >= 0, got -1"),
     Case("bench-train-verify-rounds-zero", "subprocess", ["bench", "train", "--verify-rounds", "0"],
          "argument --verify-rounds: must be >= 1, got 0"),
+    # an empty output path read as none: train's checkpoints went to a temporary
+    # directory, predict wrote ./.tmp and failed on its rename (sweep 11)
+    Case("train-model-dir-empty", "subprocess", SYNTH + ["--model-dir", ""],
+         "argument --model-dir: expected a path, got ''"),
+    Case("predict-out-empty", "subprocess", ["predict", "--model-dir", "{d}", "--data", "{d}",
+                                             "--out", ""],
+         "argument --out: expected a path, got ''"),
+    Case("plan-out-blank", "subprocess", ["plan", "--speeds", "1", "--out", " "],
+         "argument --out: expected a path, got ' '"),
+    Case("data-check-empty-directory", "subprocess", ["data", "check", ""],
+         "argument directory: expected a path, got ''"),
     Case("predict-batch-zero", "subprocess", ["predict", "--model-dir", "{d}", "--batch", "0"],
          "argument --batch: must be >= 1, got 0"),
     Case("synth-voxel-nan", "subprocess", ["data", "synth", "--out", "{d}/vox", "--voxel-mm", "nan"],

@@ -8,7 +8,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from meshpar.cli.parsing import label_names, non_negative_int, positive_float, positive_int
+from meshpar.cli.parsing import (label_names, non_negative_int, path_text, positive_float,
+                                 positive_int)
 
 
 def _ints(text: str) -> tuple:
@@ -50,7 +51,7 @@ def register(subparsers) -> None:
                            epilog="example:\n"
                                   "  meshpar data synth --out phantoms --n 400 --shape 32,32,32\n",
                            formatter_class=argparse.RawDescriptionHelpFormatter)
-    synth.add_argument("--out", required=True, help="dataset directory to create")
+    synth.add_argument("--out", type=path_text, required=True, help="dataset directory to create")
     synth.add_argument("--n", type=int, default=400, help="number of subjects (default 400)")
     synth.add_argument("--shape", type=_ints, default=(32, 32, 32), help="voxel grid, e.g. 32,32,32 (default)")
     synth.add_argument("--seed", type=non_negative_int, default=0, help="random seed (default 0)")
@@ -70,7 +71,7 @@ def register(subparsers) -> None:
                                        "Lists bad subjects; exit code 1 if there are any.",
                            epilog="example:\n  meshpar data check phantoms --labels NC,AD --content\n",
                            formatter_class=argparse.RawDescriptionHelpFormatter)
-    check.add_argument("directory")
+    check.add_argument("directory", type=path_text)
     check.add_argument("--labels", type=label_names, default=("NC", "AD"),
                        help="label set (default NC,AD)")
     check.add_argument("--shape", type=_ints, default=(32, 32, 32), help="model grid (default 32,32,32)")

@@ -22,7 +22,8 @@ import sys
 import time
 from pathlib import Path
 
-from meshpar.cli.parsing import label_names, refuse_file_as_directory, thread_count
+from meshpar.cli.parsing import (label_names, path_text, refuse_file_as_directory,
+                                 thread_count)
 from meshpar.planning.jsonio import dumps_strict
 
 EPILOG = """examples:
@@ -49,7 +50,8 @@ def register(subparsers) -> None:
         "evaluate", help="accuracy over seeds and folds: one device vs an uneven mesh",
         description=__doc__.split("\n\n")[1], epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", required=True, help="results directory (created; reused to resume)")
+    parser.add_argument("--out", type=path_text, required=True,
+                        help="results directory (created; reused to resume)")
     parser.add_argument("--tasks", default="ad-nc,smci-pmci",
                         help="phantom tasks: ad-nc, smci-pmci (default: both)")
     parser.add_argument("--data", help="evaluate on this dataset instead of phantoms "

@@ -39,6 +39,14 @@ def positive_int(text: str) -> int:
     return value
 
 
+def path_text(text: str) -> str:
+    """argparse type: a path, not empty or blank (an empty --out or --model-dir read as
+    none: train's checkpoints went to a temporary directory, predict wrote ``.tmp``)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"expected a path, got {text!r}")
+    return text
+
+
 def positive_float(text: str) -> float:
     """argparse type: a finite number > 0 (sizes in mm)."""
     try:

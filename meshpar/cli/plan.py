@@ -14,7 +14,8 @@ import os
 import sys
 
 from meshpar.cli.parsing import (MEMORY_HEADROOM_HELP, memory_terms, non_negative_int,
-                                 parse_memory_mib, parse_speeds, refuse_missing_directories,
+                                 parse_memory_mib, parse_speeds, path_text,
+                                 refuse_missing_directories,
                                  refuse_overwriting_inputs, refuse_replacing_another_kind,
                                  replaced_note)
 from meshpar.models import names_for_help
@@ -65,9 +66,10 @@ def register(subparsers) -> None:
                         help="use every device even where leaving the slowest ones idle is "
                              "predicted faster (default: the best of all and of the fastest k)")
     parser.add_argument("--json", action="store_true", help="print the plan as one JSON object")
-    parser.add_argument("--out", help="also write the plan to this JSON file")
-    parser.add_argument("--plot", help="write a PNG: split diagram, GA convergence and the "
-                                         "predicted per-device timeline")
+    parser.add_argument("--out", type=path_text, help="also write the plan to this JSON file")
+    parser.add_argument("--plot", type=path_text,
+                        help="write a PNG: split diagram, GA convergence and the "
+                             "predicted per-device timeline")
     parser.set_defaults(func=run)
 
 

@@ -21,8 +21,8 @@ import argparse
 import os
 import sys
 
-from meshpar.cli.parsing import (positive_int, refuse_overwriting_inputs, refuse_writing_over_run,
-                                 thread_count)
+from meshpar.cli.parsing import (path_text, positive_int, refuse_overwriting_inputs,
+                                 refuse_writing_over_run, thread_count)
 from meshpar.cli.train_options import (add_mesh_options, add_split_options, check_mesh_args,
                                        cluster_client, mesh_arguments, split_request)
 
@@ -40,11 +40,11 @@ def register(subparsers) -> None:
         description="Predict class probabilities per subject from a `meshpar train` model "
                     "directory, on any mesh.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model-dir", required=True,
+    parser.add_argument("--model-dir", type=path_text, required=True,
                         help="model directory written by `meshpar train` (meshpar_run.json + "
                              "checkpoints)")
     parser.add_argument("--data", required=True, help="NIfTI dataset directory (with labels.csv)")
-    parser.add_argument("--out", required=True, help="CSV file to write")
+    parser.add_argument("--out", type=path_text, required=True, help="CSV file to write")
     parser.add_argument("--force", action="store_true", help="replace --out if it exists")
     parser.add_argument("--checkpoint", default="latest",
                         help="latest, best (kept by train --keep-best) or a checkpoint path "

@@ -14,7 +14,7 @@ import argparse
 import json
 import sys
 
-from meshpar.cli.parsing import (refuse_missing_directories, refuse_overwriting_inputs,
+from meshpar.cli.parsing import (path_text, refuse_missing_directories, refuse_overwriting_inputs,
                                  refuse_replacing_another_kind, replaced_note)
 
 EPILOG = """examples:
@@ -45,7 +45,7 @@ def register(subparsers) -> None:
                                         "conv3d kernel; plan that model from the result")
     parser.add_argument("--batch", type=int,
                         help=f"with --model: the largest batch timed (default {DEFAULT_BATCH})")
-    parser.add_argument("--out", help="write the device profile JSON here")
+    parser.add_argument("--out", type=path_text, help="write the device profile JSON here")
     parser.add_argument("--json", action="store_true", help="print the profile as JSON")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs per size (median)")
     parser.add_argument("--quick", action="store_true", help="two small sizes only")

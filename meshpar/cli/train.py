@@ -28,7 +28,8 @@ import sys
 import tempfile
 import time
 
-from meshpar.cli.parsing import (label_names, non_negative_int, positive_int, thread_count,
+from meshpar.cli.parsing import (label_names, non_negative_int, path_text, positive_int,
+                                 thread_count,
                                  refuse_missing_directories,
                                  refuse_overwriting_inputs, refuse_writing_over_run)
 from meshpar.cli.train_options import (  # noqa: F401  (mesh_from_speeds: re-exported)
@@ -90,7 +91,8 @@ def register(subparsers) -> None:
     parser.add_argument("--batch", type=int, default=None,
                         help="global batch size (default: the --plan's batch, else "
                              f"{DEFAULT_BATCH}); a plan is refused at another batch")
-    parser.add_argument("--model-dir", help="checkpoint directory (default: a new temporary one)")
+    parser.add_argument("--model-dir", type=path_text,
+                        help="checkpoint directory (default: a new temporary one)")
     parser.add_argument("--optimizer", choices=sorted(OPTIMIZER_DEFAULT_LR), default="adam")
     parser.add_argument("--lr", type=float, default=None,
                         help="learning rate (default: adam 1e-3, momentum 0.01, sgd 0.05); "
@@ -126,8 +128,9 @@ def register(subparsers) -> None:
     parser.add_argument("--trace-step", type=int, default=None,
                         help="trace this step (counted in this run, from 1) and show per worker "
                              "where its time went: compute, communication, idle")
-    parser.add_argument("--trace-out", help="with --trace-step: write the traced step's timeline "
-                                            "here (Chrome trace JSON, for Perfetto)")
+    parser.add_argument("--trace-out", type=path_text,
+                        help="with --trace-step: write the traced step's timeline "
+                             "here (Chrome trace JSON, for Perfetto)")
     parser.add_argument("--worker-times-every", type=int, default=0,
                         help="trace every N-th step and write each worker's step time to "
                              "TensorBoard (default 0: off)")
