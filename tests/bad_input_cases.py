@@ -26,6 +26,13 @@ def _impl(shape="model:2", layout="f:model", n=None, **kwargs):
     return lambda d: HeterogeneousMeshImpl(shape, layout, [""] * n, **kwargs)
 
 
+def _impl_on(devices, shape="model:2"):
+    """``HeterogeneousMeshImpl`` on ``shape`` with ``devices`` as given (not a list)."""
+    from meshpar.core.mesh_impl import HeterogeneousMeshImpl
+
+    return lambda d: HeterogeneousMeshImpl(shape, "f:model", devices)
+
+
 def _split_small_dim(d):
     import mesh_tensorflow as mtf
 
@@ -147,6 +154,17 @@ CASES = [
     Case("bench-memory-mib-negative-first", "cli", ["bench", "memory", "--memory-mib", "-5,3"],
          "--memory-mib: memory 0 is -5; memory budgets must be finite and > 0"),
     # --- mesh vs devices, layouts, dimensions too small
+    # sweep 11: a string's characters were taken as devices, a mesh of size 0 was
+    # made, and weights not in a mapping died with AttributeError ('list' ... 'items')
+    Case("impl-devices-one-string", "api", _impl_on("ab"),
+         "devices must be a sequence of device strings, one per processor"),
+    Case("impl-devices-none", "api", _impl_on(None), "devices must be a sequence of device strings"),
+    Case("impl-mesh-size-zero", "api", _impl_on([], "model:0"),
+         "mesh Shape[model=0] has no processors"),
+    Case("impl-weights-not-a-mapping", "api", _impl(split_weights=[1, 2]),
+         "split_weights must be a mapping of mesh axis name -> weights, got [1, 2]"),
+    Case("impl-dim-weights-not-a-mapping", "api", _impl(dim_split_weights=[1, 2]),
+         "dim_split_weights must be a mapping of tensor dimension name -> weights"),
     Case("impl-mesh-vs-devices", "api", _impl("batch:2;model:3", n=5),
          "has 6 processors but 5 devices were given"),
     Case("train-plan-vs-devices", "cli", SYNTH + ["--model", "vgg-cifar-small", "--plan", "{d}/plan.json",

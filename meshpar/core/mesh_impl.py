@@ -75,6 +75,28 @@ def _weights_for_axis(weights, axis, what: str) -> tuple:
     return tuple(values)
 
 
+def _device_list(devices) -> list:
+    """``devices`` as a list: a sequence of device strings, not one string (its
+    characters would be read as devices) nor None."""
+    if devices is None or isinstance(devices, (str, bytes)) or isinstance(devices, Mapping):
+        raise ValueError(f"devices must be a sequence of device strings, one per processor "
+                         f"(e.g. [''] * n for emulated devices), got {devices!r}")
+    try:
+        return list(devices)
+    except TypeError:
+        raise ValueError(f"devices must be a sequence of device strings, one per processor, "
+                         f"got {devices!r}") from None
+
+
+def _mapping(value, what: str, key: str) -> Mapping:
+    """``value`` (None: empty) if it is a mapping of ``key`` name -> weights, else ValueError."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ValueError(f"{what} must be a mapping of {key} name -> weights, got {value!r}")
+    return value
+
+
 class HeterogeneousMeshImpl(UnevenCollectives, _pmi.PlacementMeshImpl):
     """A drop-in :class:`PlacementMeshImpl` whose slices may differ in size.
 
@@ -109,7 +131,9 @@ class HeterogeneousMeshImpl(UnevenCollectives, _pmi.PlacementMeshImpl):
         # through a module global, which tests may point at this class.
         mtf.MeshImpl.__init__(self, shape, layout)
         lowering.install()  # uneven-aware lowerings of the ops that assume one slice shape
-        self._devices = list(devices)
+        self._devices = _device_list(devices)
+        if self.size < 1:
+            raise ValueError(f"mesh {self.shape} has no processors: every axis needs size >= 1")
         self.copy_master_to_slice_ops = []
         if len(self._devices) != self.size:
             raise ValueError(
@@ -118,7 +142,7 @@ class HeterogeneousMeshImpl(UnevenCollectives, _pmi.PlacementMeshImpl):
         axis_names = [d.name for d in self.shape.dims]
         self._check_layout(axis_names)
         self._split_weights = {}
-        for axis, weights in (split_weights or {}).items():
+        for axis, weights in _mapping(split_weights, "split_weights", "mesh axis").items():
             if axis not in axis_names:
                 raise ValueError(
                     f"split_weights names mesh axis {axis!r}, which is not in mesh"
@@ -127,7 +151,8 @@ class HeterogeneousMeshImpl(UnevenCollectives, _pmi.PlacementMeshImpl):
                 weights, self.shape.dims[axis_names.index(axis)],
                 f"split_weights for mesh axis {axis!r}")
         self._dim_split_weights = {}
-        for dim_name, weights in (dim_split_weights or {}).items():
+        for dim_name, weights in _mapping(dim_split_weights, "dim_split_weights",
+                                          "tensor dimension").items():
             axis = self._layout_axis_of_name(dim_name)
             if axis is None:
                 raise ValueError(
