@@ -33,6 +33,16 @@ def _impl_on(devices, shape="model:2"):
     return lambda d: HeterogeneousMeshImpl(shape, "f:model", devices)
 
 
+def _slice_of_pnum(call, pnum):
+    """``call`` ("slice_shape" or "slice_begin") of f:13 on model:3 for processor ``pnum``."""
+    def run(d):
+        import mesh_tensorflow as mtf
+
+        impl = _impl("model:3")(d)
+        return getattr(impl, call)([mtf.Dimension("f", 13)], pnum)
+    return run
+
+
 def _split_small_dim(d):
     import mesh_tensorflow as mtf
 
@@ -165,6 +175,11 @@ CASES = [
          "split_weights must be a mapping of mesh axis name -> weights, got [1, 2]"),
     Case("impl-dim-weights-not-a-mapping", "api", _impl(dim_split_weights=[1, 2]),
          "dim_split_weights must be a mapping of tensor dimension name -> weights"),
+    # sweep 11: a pnum past the mesh wrapped round to another processor's slice
+    Case("impl-slice-shape-pnum-past-the-mesh", "api", _slice_of_pnum("slice_shape", 3),
+         "pnum 3 is not a processor of mesh Shape[model=3] (pnums 0..2)"),
+    Case("impl-slice-begin-pnum-negative", "api", _slice_of_pnum("slice_begin", -1),
+         "pnum -1 is not a processor of mesh Shape[model=3] (pnums 0..2)"),
     Case("impl-mesh-vs-devices", "api", _impl("batch:2;model:3", n=5),
          "has 6 processors but 5 devices were given"),
     Case("train-plan-vs-devices", "cli", SYNTH + ["--model", "vgg-cifar-small", "--plan", "{d}/plan.json",

@@ -36,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import hashlib
+import operator
 import random as _py_random
 from typing import Mapping, Optional, Sequence
 
@@ -251,7 +252,19 @@ class HeterogeneousMeshImpl(UnevenCollectives, _pmi.PlacementMeshImpl):
 
     def pcoord(self, pnum: int, mesh_axis: int) -> int:
         """Coordinate of processor ``pnum`` along mesh axis ``mesh_axis`` (row-major pnums)."""
-        return mtf.pnum_to_processor_coordinates(self.shape, pnum)[mesh_axis]
+        return self._coordinates(pnum)[mesh_axis]
+
+    def _coordinates(self, pnum) -> list:
+        """Mesh coordinates of processor ``pnum``; ValueError for a pnum outside
+        0..size-1 (Mesh-TF's arithmetic wraps it round to another processor)."""
+        try:
+            index = operator.index(pnum)
+        except TypeError:
+            raise ValueError(f"pnum must be an integer, got {pnum!r}") from None
+        if not 0 <= index < self.size:
+            raise ValueError(f"pnum {index} is not a processor of mesh {self.shape} "
+                             f"(pnums 0..{self.size - 1})")
+        return mtf.pnum_to_processor_coordinates(self.shape, index)
 
     # ----------------------------------------------------------- slice shapes
     def _split_axes(self, tensor_shape):
@@ -269,7 +282,7 @@ class HeterogeneousMeshImpl(UnevenCollectives, _pmi.PlacementMeshImpl):
         if pnum is None:
             pnum = self._current_pnum
         if pnum is not None:
-            coords = mtf.pnum_to_processor_coordinates(self.shape, pnum)
+            coords = self._coordinates(pnum)
             return [dim.size if axis is None else self.dim_sizes(dim, axis)[coords[axis]]
                     for dim, axis in self._split_axes(tensor_shape)]
         shape = []
@@ -296,7 +309,7 @@ class HeterogeneousMeshImpl(UnevenCollectives, _pmi.PlacementMeshImpl):
         the sum of the sizes of the lower coordinates).
         """
         tensor_shape = mtf.convert_to_shape(tensor_shape)
-        coords = mtf.pnum_to_processor_coordinates(self.shape, pnum)
+        coords = self._coordinates(pnum)
         return [0 if axis is None else offsets(self.dim_sizes(dim, axis))[coords[axis]]
                 for dim, axis in self._split_axes(tensor_shape)]
 
