@@ -113,7 +113,7 @@ def _cluster_and_output_options(parser, name: str) -> None:
     parser.add_argument("--speeds", default="0.9,0.3",
                         help="CPU share of each LocalCluster worker, in (0, 1] "
                              "(default %(default)s)")
-    parser.add_argument("--cluster", default=None,
+    parser.add_argument("--cluster", type=path_text, default=None,
                         help="run on existing workers from a TF cluster JSON ('TF_CONFIG' to read"
                              " the environment) instead of starting a LocalCluster")
     parser.add_argument("--throttle", default="auto", choices=["auto", "cgroup", "signal", "none"])

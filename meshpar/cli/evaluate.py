@@ -54,8 +54,9 @@ def register(subparsers) -> None:
                         help="results directory (created; reused to resume)")
     parser.add_argument("--tasks", default="ad-nc,smci-pmci",
                         help="phantom tasks: ad-nc, smci-pmci (default: both)")
-    parser.add_argument("--data", help="evaluate on this dataset instead of phantoms "
-                                       "(the seeds then only reshuffle the folds)")
+    parser.add_argument("--data", type=path_text,
+                        help="evaluate on this dataset instead of phantoms "
+                             "(the seeds then only reshuffle the folds)")
     parser.add_argument("--labels", type=label_names,
                         help="with --data: the two classes, class 0 first")
     parser.add_argument("--phantoms", choices=["geometric", "template"], default="geometric",

@@ -40,8 +40,9 @@ def positive_int(text: str) -> int:
 
 
 def path_text(text: str) -> str:
-    """argparse type: a path, not empty or blank (an empty --out or --model-dir read as
-    none: train's checkpoints went to a temporary directory, predict wrote ``.tmp``)."""
+    """argparse type: a path, not empty or blank. An empty one read as none: train's
+    checkpoints went to a temporary directory, predict wrote ``.tmp``, and an empty
+    --cluster, --plan or --replay-replans ran on this machine, unplanned, in silence."""
     if not text.strip():
         raise argparse.ArgumentTypeError(f"expected a path, got {text!r}")
     return text

@@ -38,9 +38,11 @@ def register(subparsers) -> None:
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--speeds", help="relative device speeds, e.g. 1.0,0.5,0.3,0.2 "
                                          "(synthetic cluster, 1.0 = 1e11 FLOP/s)")
-    parser.add_argument("--profile", help="device profile JSON (from `meshpar profile`)")
+    parser.add_argument("--profile", type=path_text,
+                        help="device profile JSON (from `meshpar profile`)")
     # The old name of --profile; "cluster file" now always means TF's cluster file.
-    parser.add_argument("--cluster", dest="profile_alias", help=argparse.SUPPRESS)
+    parser.add_argument("--cluster", dest="profile_alias", type=path_text,
+                        help=argparse.SUPPRESS)
     parser.add_argument("--model", default=None,
                         help="built-in model: " + names_for_help()
                              + " (default: the model a --profile of whole training steps "

@@ -43,10 +43,11 @@ def register(subparsers) -> None:
     parser.add_argument("--model-dir", type=path_text, required=True,
                         help="model directory written by `meshpar train` (meshpar_run.json + "
                              "checkpoints)")
-    parser.add_argument("--data", required=True, help="NIfTI dataset directory (with labels.csv)")
+    parser.add_argument("--data", type=path_text, required=True,
+                        help="NIfTI dataset directory (with labels.csv)")
     parser.add_argument("--out", type=path_text, required=True, help="CSV file to write")
     parser.add_argument("--force", action="store_true", help="replace --out if it exists")
-    parser.add_argument("--checkpoint", default="latest",
+    parser.add_argument("--checkpoint", type=path_text, default="latest",
                         help="latest, best (kept by train --keep-best) or a checkpoint path "
                              "(default: latest)")
     parser.add_argument("--batch", type=positive_int, default=None,

@@ -35,9 +35,10 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "profile", help="measure device speeds (conv3d) into the planner's device profile",
         description=__doc__, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--cluster", help="TF cluster file of running `meshpar worker`s "
-                                          "('TF_CONFIG' reads the environment); default: "
-                                          "this machine's devices")
+    parser.add_argument("--cluster", type=path_text,
+                        help="TF cluster file of running `meshpar worker`s "
+                             "('TF_CONFIG' reads the environment); default: "
+                             "this machine's devices")
     parser.add_argument("--device-type", choices=["CPU", "GPU"],
                         help="with --cluster: the worker device to profile (default: CPU)")
     parser.add_argument("--model", help="with --cluster: time this model's whole training "

@@ -66,7 +66,7 @@ def register(subparsers) -> None:
         description="Train and evaluate a model with uneven model + data parallelism.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--data", help="NIfTI dataset directory (with labels.csv)")
+    source.add_argument("--data", type=path_text, help="NIfTI dataset directory (with labels.csv)")
     source.add_argument("--synthetic", action="store_true",
                         help="train on synthetic phantoms written to a temporary directory")
     parser.add_argument("--model", default=None,

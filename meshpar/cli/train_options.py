@@ -8,7 +8,7 @@ import json
 import math
 import sys
 
-from meshpar.cli.parsing import non_negative_int, parse_speeds
+from meshpar.cli.parsing import non_negative_int, parse_speeds, path_text
 
 #: seconds an operation may wait on a worker (``--worker-timeout``)
 DEFAULT_WORKER_TIMEOUT_S = 300.0
@@ -18,7 +18,7 @@ def add_mesh_options(parser) -> None:
     """The mesh flags ``train`` and ``predict`` share: --plan/--speeds/--mesh, --mesh-impl,
     --devices, --cluster and its options."""
     where = parser.add_mutually_exclusive_group()
-    where.add_argument("--plan", help="plan JSON file from `meshpar plan`")
+    where.add_argument("--plan", type=path_text, help="plan JSON file from `meshpar plan`")
     where.add_argument("--speeds", help="relative device speeds, e.g. 0.9,0.3: split weights "
                                         "in proportion to them")
     parser.add_argument("--mesh", help="mesh shape for --speeds, e.g. 'batch:1;model:2' "
@@ -28,8 +28,9 @@ def add_mesh_options(parser) -> None:
                              "splits only), the baseline (default: %(default)s)")
     parser.add_argument("--devices", help="comma-separated device strings, pnum order "
                                           "(default: emulated local devices)")
-    parser.add_argument("--cluster", help="run on TF gRPC workers (`meshpar worker`) listed in "
-                                          "this cluster JSON; 'TF_CONFIG' reads the environment")
+    parser.add_argument("--cluster", type=path_text,
+                        help="run on TF gRPC workers (`meshpar worker`) listed in "
+                             "this cluster JSON; 'TF_CONFIG' reads the environment")
     parser.add_argument("--device-type", choices=["CPU", "GPU"],
                         help="worker device holding each slice with --cluster (default: the "
                              "device a --plan names, else CPU)")
@@ -315,7 +316,7 @@ def add_rebalance_options(parser) -> None:
                        help="planner of the re-plans (drift and --elastic): even, "
                             "proportional, exact, ga (default: ga with --rebalance-profile, "
                             "else proportional)")
-    group.add_argument("--rebalance-profile",
+    group.add_argument("--rebalance-profile", type=path_text,
                        help="the workers' profile (meshpar profile --cluster --model): "
                             "re-plan with its measured cost of splitting, and leave out a "
                             "worker that no longer pays for it (default: live speeds only, "
@@ -332,7 +333,7 @@ def add_rebalance_options(parser) -> None:
     group.add_argument("--elastic", action="store_true",
                        help="when a worker stops answering, re-plan on the others and go on "
                             "from the last checkpoint; take it back when it answers again")
-    group.add_argument("--replay-replans",
+    group.add_argument("--replay-replans", type=path_text,
                        help="a JSON summary (--json) of an earlier run: switch to the meshes it "
                             "re-planned to, at the same steps, without measuring")
 

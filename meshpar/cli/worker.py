@@ -15,7 +15,7 @@ EPILOG = """examples:
       meshpar worker
 """
 
-from meshpar.cli.parsing import thread_count
+from meshpar.cli.parsing import path_text, thread_count
 
 
 def register(subparsers) -> None:
@@ -23,7 +23,7 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "worker", help="start one TF gRPC worker of a cluster", description=__doc__,
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--cluster", help="cluster JSON (default: $TF_CONFIG)")
+    parser.add_argument("--cluster", type=path_text, help="cluster JSON (default: $TF_CONFIG)")
     parser.add_argument("--task", type=int, help="task index (default: from TF_CONFIG)")
     parser.add_argument("--job", default="worker", help="job name (default %(default)s)")
     parser.add_argument("--threads", type=thread_count, default=0,
