@@ -320,12 +320,3 @@ def test_a_worker_started_by_hand_does_not_watch_a_parent_it_lacks(monkeypatch):
     assert started == []
     worker.exit_with_parent(str(os.getppid()))
     assert started == ["meshpar-exit-with-parent"]
-
-
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie awaiting its reaper counts as gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
