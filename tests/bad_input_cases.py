@@ -180,6 +180,9 @@ CASES = [
          "pnum 3 is not a processor of mesh Shape[model=3] (pnums 0..2)"),
     Case("impl-slice-begin-pnum-negative", "api", _slice_of_pnum("slice_begin", -1),
          "pnum -1 is not a processor of mesh Shape[model=3] (pnums 0..2)"),
+    Case("impl-weights-for-axis-past-the-mesh", "api",  # was a bare IndexError
+         lambda d: _impl("model:3")(d).weights_for(("f", 13), mesh_axis=5),
+         "mesh_axis 5 is not an axis of mesh Shape[model=3] (0..0)"),
     Case("impl-mesh-vs-devices", "api", _impl("batch:2;model:3", n=5),
          "has 6 processors but 5 devices were given"),
     Case("train-plan-vs-devices", "cli", SYNTH + ["--model", "vgg-cifar-small", "--plan", "{d}/plan.json",

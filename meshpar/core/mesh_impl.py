@@ -220,6 +220,9 @@ class HeterogeneousMeshImpl(UnevenCollectives, _pmi.PlacementMeshImpl):
             mesh_axis = self.tensor_dimension_to_mesh_axis(dim)
         if mesh_axis is None:
             return None
+        if not 0 <= mesh_axis < self.ndims:  # a negative one would index from the end
+            raise ValueError(f"mesh_axis {mesh_axis} is not an axis of mesh {self.shape} "
+                             f"(0..{self.ndims - 1})")
         return self._split_weights.get(self.shape.dims[mesh_axis].name)
 
     def dim_sizes(self, dim, mesh_axis: int) -> list:
