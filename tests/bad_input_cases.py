@@ -537,6 +537,9 @@ CASES = [
     Case("bench-out-is-a-file", "cli",  # before anything is measured, not after
          ["bench", "hetero", "--quick", "--out", "{d}/empty.json"],
          "--out {d}/empty.json is a file; it names a directory for the results"),
+    Case("data-synth-out-under-a-file", "cli",  # was '[Errno 20] Not a directory', no flag
+         ["data", "synth", "--out", "{d}/empty.json/sub", "--n", "2"],
+         "--out {d}/empty.json/sub: {d}/empty.json is a file, so no directory can be made"),
     Case("bench-train-out-is-a-file", "cli", ["bench", "train", "--out", "{d}/empty.json"],
          "--out {d}/empty.json is a file"),
     Case("profile-out-is-a-directory", "cli", ["profile", "--quick", "--out", "{d}/foreign-model"],

@@ -9,7 +9,7 @@ import argparse
 import time
 
 from meshpar.cli.parsing import (label_names, non_negative_int, path_text, positive_float,
-                                 positive_int)
+                                 positive_int, refuse_file_as_directory)
 
 
 def _ints(text: str) -> tuple:
@@ -94,6 +94,7 @@ def run(args) -> int:
 def _synth(args) -> int:
     from meshpar.data.phantoms import write_dataset
 
+    refuse_file_as_directory(args.out)
     start = time.perf_counter()
     labels_csv = write_dataset(args.out, args.n, shape=args.shape, seed=args.seed, label_set=args.labels,
                                ad_fraction=args.ad_fraction, voxel_mm=args.voxel_mm, force=args.force)

@@ -226,11 +226,17 @@ def refuse_missing_directories(*paths) -> None:
 
 
 def refuse_file_as_directory(path, flag: str = "--out") -> None:
-    """NotADirectoryError for an output directory that is an existing file: said
-    before a benchmark runs, not when it writes its results."""
+    """NotADirectoryError for an output directory that is an existing file, or that
+    lies under one: said before any work, not when the results are written."""
     if path and os.path.exists(path) and not os.path.isdir(path):
         raise NotADirectoryError(f"{flag} {path} is a file; it names a directory for the "
                                  "results")
+    above = os.path.dirname(os.path.abspath(path)) if path else ""
+    while above and not os.path.exists(above):
+        above = os.path.dirname(above) if os.path.dirname(above) != above else ""
+    if above and not os.path.isdir(above):
+        raise NotADirectoryError(f"{flag} {path}: {above} is a file, so no directory can be "
+                                 "made under it")
 
 
 def _flag(attribute: str) -> str:
