@@ -231,10 +231,12 @@ def refuse_file_as_directory(path, flag: str = "--out") -> None:
     if path and os.path.exists(path) and not os.path.isdir(path):
         raise NotADirectoryError(f"{flag} {path} is a file; it names a directory for the "
                                  "results")
-    above = os.path.dirname(os.path.abspath(path)) if path else ""
-    while above and not os.path.exists(above):
-        above = os.path.dirname(above) if os.path.dirname(above) != above else ""
-    if above and not os.path.isdir(above):
+    if not path:
+        return
+    above = os.path.dirname(os.path.abspath(path))
+    while not os.path.exists(above):  # ends at the root at the latest
+        above = os.path.dirname(above)
+    if not os.path.isdir(above):
         raise NotADirectoryError(f"{flag} {path}: {above} is a file, so no directory can be "
                                  "made under it")
 

@@ -29,9 +29,8 @@ import tempfile
 import time
 
 from meshpar.cli.parsing import (label_names, non_negative_int, path_text, positive_int,
-                                 thread_count,
-                                 refuse_missing_directories,
-                                 refuse_overwriting_inputs, refuse_writing_over_run)
+                                 refuse_missing_directories, refuse_overwriting_inputs,
+                                 refuse_writing_over_run, thread_count)
 from meshpar.cli.train_options import (  # noqa: F401  (mesh_from_speeds: re-exported)
     add_mesh_options, add_rebalance_options, add_recipe_options, add_split_options,
     check_mesh_args, cluster_client, mesh_arguments, mesh_from_speeds,

@@ -442,13 +442,13 @@ def _transfer_graph(tf, devices, nbytes: int) -> list:
     for i in range(len(devices) if len(devices) > 2 else 1):
         ends = (devices[i], devices[(i + 1) % len(devices)])
         chains = {}
+        ones = []  # a variable, not a constant: grappler cannot fold the chains' adds
+        for end in ends:
+            with tf.device(end):
+                ones.append(tf.Variable(1.0, trainable=False))
         for kind, elems in (("small", 1), ("big", max(nbytes // 4, 1))):
             with tf.device(ends[0]):
                 start = tf.Variable(tf.zeros([elems]), trainable=False)
-            ones = []  # a variable, not a constant: grappler cannot fold the chain's adds
-            for end in ends:
-                with tf.device(end):
-                    ones.append(tf.Variable(1.0, trainable=False))
             for hops in (1, LINK_HOPS[kind]):
                 with tf.device(ends[0]):  # not wherever the placer puts a bare read
                     x = start.read_value()
