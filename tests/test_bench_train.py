@@ -393,6 +393,40 @@ def test_split_timings_take_turns_so_a_slow_spell_hits_both(monkeypatch):
     assert got == {"e": pytest.approx(0.4), "b": pytest.approx(0.2)}
 
 
+def test_slice_speeds_are_read_against_whole_steps_timed_in_the_same_rounds(monkeypatch):
+    """Each worker's slices take turns with its whole step, round after round: a
+    host slowed 3x from the second round on slows both, and each efficiency
+    (whole step's seconds over the split step's) stays the op's own ratio.
+    Read against a whole step timed minutes earlier, it would be 3x off."""
+    import threading
+
+    from meshpar.runtime import profiling
+
+    seconds = {"whole0": 0.3, "whole1": 0.9, ("s2", 0): 0.5, ("s2", 1): 1.5,
+               ("s4", 0): 0.75, ("s4", 1): 2.25}
+    clocks, runs, lock = {}, [], threading.Lock()
+
+    class Session:
+        def run(self, op):
+            with lock:
+                runs.append(op)
+                slow = len(runs) > 6 + 6  # 6 warm-ups, then the first round's 6 runs
+            me = threading.get_ident()
+            clocks[me] = clocks.get(me, 0.0) + seconds[op] * (3 if slow else 1)
+
+    monkeypatch.setattr(profiling.time, "perf_counter",
+                        lambda: clocks.get(threading.get_ident(), 0.0))
+    slices = {(task, k): (f"s{k}", task) for task in range(2) for k in (2, 4)}
+    got = profiling._time_slices(Session(), slices, ["whole0", "whole1"], 2, repeats=3,
+                                 log=lambda *a: None, rounds=3)
+    assert got == {0: {0.5: pytest.approx(0.6), 0.25: pytest.approx(0.4)},
+                   1: {0.5: pytest.approx(0.6), 0.25: pytest.approx(0.4)}}
+    # one warm-up of each op, then each round: the whole steps, the 1/2 and 1/4 slices
+    groups = [{"whole0", "whole1"}, {("s2", 0), ("s2", 1)}, {("s4", 0), ("s4", 1)}]
+    assert [set(runs[i:i + 2]) for i in range(0, len(runs), 2)] == groups * 4
+    assert profiling._time_slices(Session(), {}, [], 2, 3, None) == {0: {}, 1: {}}
+
+
 def test_split_timings_are_read_as_the_host_ran_during_the_size_scan():
     """The workers' whole-batch steps took 0.30 s in the scan and 0.45 s when timed
     with the splits: the host was 1.5x slower then, and every split time is

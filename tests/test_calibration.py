@@ -62,6 +62,32 @@ def test_fit_axis_recovers_the_work_and_jitter_that_made_the_times():
         fit_axis(predict, 0.0, 1.0, work_high=10.0)
 
 
+def test_when_no_work_and_jitter_take_both_splits_the_error_is_shared_out():
+    """The even split measured faster than its compute (no work fits it) and the
+    balanced split slower: the scan's jitter would take the balanced split
+    exactly with the even one far over. Instead the larger of the two errors
+    is as small as the model allows, and no larger jitter than that needs."""
+    def predict(work, c, which):
+        compute = [1.0, 3.0] if which == "even" else [1.5, 1.5]
+        return float(expected_max(np.array(compute), c)) + work / 2.0
+
+    even, balanced = 2.5, 2.0
+    work, c = fit_axis(predict, even, balanced, work_high=10.0)
+    over = np.log(predict(work, c, "even") / even)
+    under = np.log(balanced / predict(work, c, "balanced"))
+    assert over > 0 and under > 0 and over == pytest.approx(under, rel=0.05)
+    # the scan's answer: the jitter at which the balanced split is exact, the work 0
+    scan_c = (balanced / 1.5 - 1.0) * np.sqrt(np.pi)
+    scan_over = np.log(predict(0.0, scan_c, "even") / even)
+    assert predict(0.0, scan_c, "balanced") == pytest.approx(balanced)
+    assert max(over, under) < scan_over and c < scan_c
+    # of the scan grid, no jitter with a smaller larger error
+    for grid_c in np.linspace(0.0, MAX_JITTER, 21):
+        for w in np.linspace(0.0, 2.0, 201):
+            assert max(np.log(predict(w, grid_c, "even") / even),
+                       np.log(balanced / predict(w, grid_c, "balanced"))) >= max(over, under) - 1e-3
+
+
 def _profiled(model, speeds, split_seconds):
     step = 3.0 * model.flops
     devices = tuple(DeviceSpec(name=f"w{i}", device=f"/job:worker/task:{i}/device:CPU:0",

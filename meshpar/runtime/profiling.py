@@ -173,8 +173,8 @@ def profile_cluster_workers(addresses: Sequence[str], device_type: str = "CPU",
         session.run(init)
         session.run(copies)
         alone, together = _time_sizes(session, steps, sizes, flops_of, n, repeats, log)
-        efficiency = _time_slices(session, slices, together, flops_of.get((batch,)), n,
-                                  repeats, log)
+        efficiency = _time_slices(session, slices, [steps[task, (batch,)] for task in range(n)]
+                                  if slices else [], n, repeats, log)
         split_seconds = {}
         if splits:
             weights = [together[t][flops_of[(batch,)]] for t in range(n)]
@@ -360,17 +360,36 @@ def slice_counts(description) -> list:
     return [k for k in SLICE_COUNTS if k <= smallest]
 
 
-def _time_slices(session, slices, together, flops, n: int, repeats: int, log) -> dict:
+def _time_slices(session, slices, reference, n: int, repeats: int, log,
+                 rounds: int = SPLIT_ROUNDS) -> dict:
     """``{task: {1/k: efficiency}}``: each worker's speed on ``1/k`` of every split
     dim (the model split ``k`` ways, every slice on that worker), relative to its
-    whole-model step at the same batch; all workers at once, like ``together``.
-    The k slices together do the whole step's work, so efficiency is the whole
-    step's seconds over the split step's."""
+    whole-model step at the same batch (``reference``: one op per task); all
+    workers at once, like ``together``. The k slices together do the whole
+    step's work, so efficiency is the whole step's seconds over the split
+    step's. The two are timed in the same rounds, taking turns (``repeats``
+    runs of each shared out over ``rounds``), so a host that runs slower for
+    a while slows both: the whole step's time from the size scan, minutes
+    earlier, had put a 0.3-core worker's half slices at 0.48 of its speed
+    where three other profiles of the same workers measured 0.58-0.60."""
+    if not slices:
+        return {task: {} for task in range(n)}
+    counts = sorted({k for _, k in slices})
+    groups = {"whole": list(reference), **{k: [slices[task, k] for task in range(n)]
+                                           for k in counts}}
+    for ops in groups.values():
+        _together_times(session, ops, 0)  # warm up (see _together_times)
+    times = {key: [[] for _ in range(n)] for key in groups}
+    per_round = max(1, -(-repeats // rounds))
+    for _ in range(rounds):
+        for key, ops in groups.items():
+            for task, runs in enumerate(_together_times(session, ops, per_round, warm=False)):
+                times[key][task].extend(runs)
+    whole = [float(np.median(t)) for t in times["whole"]]
     out = {task: {} for task in range(n)}
-    for k in sorted({k for _, k in slices}):
-        ops = [slices[task, k] for task in range(n)]
-        for task, seconds in enumerate(_median_seconds(session, ops, repeats)):
-            out[task][1.0 / k] = flops / together[task][flops] / seconds
+    for k in counts:
+        for task in range(n):
+            out[task][1.0 / k] = whole[task] / max(float(np.median(times[k][task])), 1e-9)
         log(f"slices of 1/{k} of every split dim: " + ", ".join(
             f"task {t} {out[t][1.0 / k]:.2f}" for t in range(n)) + " of the whole step's speed")
     return out
@@ -479,13 +498,19 @@ def link_from_chains(seconds: dict, nbytes: int) -> tuple:
 
 def _median_seconds(session, ops, repeats: int) -> list:
     """Each op's median seconds over ``repeats`` runs, all ops started together."""
+    return [max(float(np.median(t)), 1e-9) for t in _together_times(session, ops, repeats)]
+
+
+def _together_times(session, ops, repeats: int, warm: bool = True) -> list:
+    """Each op's seconds in ``repeats`` runs, all ops started together (a list per op)."""
     import threading
 
     # Warm up each op as it is timed, alone: a distributed session registers a graph
     # with the workers for each new set of fetches (seconds for a model's step), so a
     # warm-up of all ops in one run left the first timed run of each op paying that
-    for op in ops:
-        session.run(op)
+    if warm:
+        for op in ops:
+            session.run(op)
     times = [[] for _ in ops]
     for _ in range(repeats):
         barrier = threading.Barrier(len(ops))
@@ -501,7 +526,7 @@ def _median_seconds(session, ops, repeats: int) -> list:
             t.start()
         for t in threads:
             t.join()
-    return [max(float(np.median(t)), 1e-9) for t in times]
+    return times
 
 
 def _link(session, pairs, nbytes: int, repeats: int) -> tuple:
