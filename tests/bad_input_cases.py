@@ -236,6 +236,18 @@ CASES = [
     Case("evaluate-train-args-one-option-unattached", "cli", ["evaluate", "--out", "{d}/ev",
                                                               "--train-args", "--speeds"],
          "--train-args may not set --speeds: evaluate sets it for every run"),
+    # the mesh's batch axis needs a sample per row: was Mesh-TF's 'mtf op import ...
+    # cannot be split into 2 parts', after evaluate had written its phantoms
+    Case("train-batch-below-batch-axis", "cli",
+         SYNTH + ["--model", "resattnet3d-tiny", "--speeds", "1,1", "--mesh", "batch:2",
+                  "--batch", "1"],
+         "--batch 1 is smaller than the mesh's batch axis (batch:2): each of its 2 rows"),
+    Case("evaluate-train-batch-below-batch-axis", "cli",
+         ["evaluate", "--out", "{d}/ev", "--speeds", "1,1", "--mesh", "batch:2",
+          "--train-args=--batch 1"],
+         "uneven-mesh configuration: --batch 1 is smaller than the mesh's batch axis (batch:2)"),
+    Case("evaluate-train-lr-nan", "cli", ["evaluate", "--out", "{d}/ev", "--train-args=--lr nan"],
+         "one-device configuration: learning rate must be finite and > 0, got nan"),
     Case("evaluate-train-steps-zero", "cli", ["evaluate", "--out", "{d}/ev",
                                               "--train-args=--steps 0"],
          "--steps and --batch must be >= 1"),

@@ -179,6 +179,17 @@ def test_a_refused_replay_writes_nothing_into_the_model_directory(files, capfd):
     assert not model_dir.exists()
 
 
+def test_a_learning_rate_train_would_refuse_stops_evaluate_before_its_phantoms(files, capfd):
+    """evaluate checks each run's train arguments, the learning rate's schedule
+    included, before it writes anything: a NaN rate used to be refused by the
+    first training run, after the phantoms and the results directory were made."""
+    out = files / "ev-lr-nan"
+    rc = main(["evaluate", "--out", str(out), "--train-args=--lr nan"])
+    err = capfd.readouterr().err
+    assert rc == 2 and "learning rate must be finite and > 0, got nan" in err, err
+    assert not out.exists()
+
+
 def test_only_addresses_of_this_machine_count_as_local():
     """`meshpar worker` notes a cluster file that puts its task on another machine's
     address (it would serve, but nobody would reach it there)."""

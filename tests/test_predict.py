@@ -120,6 +120,35 @@ def test_predict_needs_a_run_file_and_keeps_an_existing_csv(trained, tmp_path, c
     assert saved.read_text() == "keep me\n"
 
 
+def test_a_batch_below_the_mesh_batch_axis_is_one_line_before_anything_is_written(
+        trained, tmp_path, capsys):
+    """Each row of the batch axis takes a sample of every batch: a smaller --batch (or
+    training batch, predict's default) is refused naming where it came from, not with
+    Mesh-TF's 'mtf op import ... cannot be split' after the graph is built."""
+    data, model_dir, summary, _ = trained
+    train_batch = json.loads((model_dir / "meshpar_run.json").read_text())["batch"]
+    rows = train_batch + 1
+    out = tmp_path / "p.csv"
+    mesh = ["--speeds", ",".join(["1"] * rows), "--mesh", f"batch:{rows}"]
+    rc = main(["predict", "--model-dir", str(model_dir), "--data", str(data), "--out", str(out),
+               "--batch", "1"] + mesh)
+    err = capsys.readouterr().err
+    assert rc == 2 and len(err.strip().splitlines()) == 1, err
+    assert f"--batch 1 is smaller than the mesh's batch axis (batch:{rows})" in err
+    rc = main(["predict", "--model-dir", str(model_dir), "--data", str(data), "--out", str(out)]
+              + mesh)
+    err = capsys.readouterr().err
+    assert rc == 2 and f"the training batch {train_batch} (predict's default --batch) is " \
+        f"smaller than the mesh's batch axis (batch:{rows})" in err, err
+    assert not out.exists()
+    new_dir = tmp_path / "run"
+    rc = main(["train", "--synthetic", "--steps", "1", "--model-dir", str(new_dir), "--batch", "1"]
+              + TRAIN[:2] + mesh)
+    err = capsys.readouterr().err
+    assert rc == 2 and "--batch 1 is smaller than the mesh's batch axis" in err, err
+    assert not new_dir.exists()
+
+
 def test_predict_refuses_another_test_split_of_the_training_data(trained, tmp_path, capsys):
     """Trained with --folds 4 --fold 1: --folds 3 --fold 0 of the same data would hold
     subjects the model trained on; refused in one line. On another dataset (a copy),

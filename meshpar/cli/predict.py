@@ -23,8 +23,9 @@ import sys
 
 from meshpar.cli.parsing import (path_text, positive_int, refuse_overwriting_inputs,
                                  refuse_writing_over_run, thread_count)
-from meshpar.cli.train_options import (add_mesh_options, add_split_options, check_mesh_args,
-                                       cluster_client, mesh_arguments, split_request)
+from meshpar.cli.train_options import (add_mesh_options, add_split_options,
+                                       check_batch_fits_mesh, check_mesh_args, cluster_client,
+                                       mesh_arguments, split_request)
 
 EPILOG = """examples:
   meshpar predict --model-dir runs/ad --data adni --out preds.csv
@@ -85,6 +86,8 @@ def run(args) -> int:
     checkpoint = _checkpoint(args.model_dir, args.checkpoint, info)
     client = cluster_client(args)
     mesh_kwargs = mesh_arguments(args, spec, client)
+    check_batch_fits_mesh(batch, mesh_kwargs, None if args.batch else
+                          f"the training batch {batch} (predict's default --batch)")
     subjects, probs, labels = _predict(args, spec, info, batch, checkpoint, mesh_kwargs, client)
     from meshpar.training.run import write_predictions
 

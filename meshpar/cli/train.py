@@ -33,7 +33,7 @@ from meshpar.cli.parsing import (label_names, non_negative_int, path_text, posit
                                  refuse_writing_over_run, thread_count)
 from meshpar.cli.train_options import (  # noqa: F401  (mesh_from_speeds: re-exported)
     add_mesh_options, add_rebalance_options, add_recipe_options, add_split_options,
-    check_mesh_args, cluster_client, mesh_arguments, mesh_from_speeds,
+    check_batch_fits_mesh, check_mesh_args, cluster_client, mesh_arguments, mesh_from_speeds,
     read_replans, rebalance_options, recipe_params, refuse_unused_recipe_flags,
     split_request)
 from meshpar.cli.train_data import on_device, prepare_data
@@ -156,9 +156,12 @@ def check_argv(argv) -> None:
     args = sub.choices["train"].parse_args(list(argv))
     _check_args(args)
     spec = _model_spec(args)
-    recipe_params(args)
+    from meshpar.training.recipe import Recipe
+
+    lr = args.lr if args.lr is not None else OPTIMIZER_DEFAULT_LR[args.optimizer]
+    Recipe.from_params(recipe_params(args)).check_learning_rate(lr)
     if not args.cluster:
-        mesh_arguments(args, spec)
+        check_batch_fits_mesh(args.batch, mesh_arguments(args, spec))
 
 
 def _model_spec(args):
@@ -271,6 +274,7 @@ def run(args) -> int:
     lr = args.lr if args.lr is not None else OPTIMIZER_DEFAULT_LR[args.optimizer]
     client = cluster_client(args)
     mesh_kwargs = mesh_arguments(args, spec, client)
+    check_batch_fits_mesh(args.batch, mesh_kwargs)
     options = args.rebalance_options
     if client is not None and options is not None and options.profile is not None:
         # the re-plans price each worker at the speeds profiled on that machine

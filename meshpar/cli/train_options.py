@@ -208,6 +208,24 @@ def cluster_client(args):
                          if args.worker_timeout is None else args.worker_timeout)
 
 
+def check_batch_fits_mesh(batch: int, mesh_kwargs: dict, what: str = None) -> None:
+    """Refuse a ``--batch`` below the mesh's ``batch`` axis (a plan's or ``--mesh``'s): each
+    row of that axis takes at least one sample of every batch (``what`` names where the
+    batch came from, default ``--batch N``). Mesh-TF's own error came
+    late and named an op ('mtf op 'import' ...: size 1 cannot be split into 2 parts')."""
+    from meshpar.planning.plan import parse_mesh_shape
+
+    plan = mesh_kwargs.get("plan")
+    axes = dict(plan.mesh_shape if plan is not None
+                else parse_mesh_shape(mesh_kwargs.get("mesh_shape") or "all:1"))
+    rows = int(axes.get("batch", 1))
+    if batch < rows:
+        raise ValueError(f"{what or f'--batch {batch}'} is smaller than the mesh's batch axis "
+                         f"(batch:{rows}): "
+                         f"each of its {rows} rows takes at least one sample; use --batch "
+                         f"{rows} or more, or a mesh with fewer rows")
+
+
 def mesh_arguments(args, spec, client=None) -> dict:
     """Keyword arguments of :func:`meshpar.training.estimator.build_model_fn` for the mesh
     the flags describe (plan, speeds or one device; devices; --mesh-impl). With a
