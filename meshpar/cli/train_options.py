@@ -208,7 +208,7 @@ def cluster_client(args):
                          if args.worker_timeout is None else args.worker_timeout)
 
 
-def check_batch_fits_mesh(batch: int, mesh_kwargs: dict, what: str = None) -> None:
+def check_batch_fits_mesh(batch: int, mesh_kwargs: dict, what: "str | None" = None) -> None:
     """Refuse a ``--batch`` below the mesh's ``batch`` axis (a plan's or ``--mesh``'s): each
     row of that axis takes at least one sample of every batch (``what`` names where the
     batch came from, default ``--batch N``). Mesh-TF's own error came

@@ -137,7 +137,7 @@ def fit_axis(predict: Callable[[float, float, str], float], even_seconds: float,
     # split still over its time: no work and jitter take both. Share the error
     # out instead of putting it all on the even split: seen 1.30x on
     # resattnet3d-small's even filter split, with a jitter of 1.5 that also
-    # priced every balanced filter split at 1.85x its compute (docs/cost_model.md).
+    # priced every balanced filter split at 1.86x its compute (docs/cost_model.md).
     errors = _log_errors(predict, *fit, even_seconds, balanced_seconds)
     shared = _minimax(predict, even_seconds, balanced_seconds, work_high)
     return shared if max(_log_errors(predict, *shared, even_seconds, balanced_seconds)) \
