@@ -624,6 +624,17 @@ CASES = [
          "axis names must differ"),
     Case("mesh-three-axes", "cli", SYNTH + ["--speeds", "1,1", "--mesh", "a:1;b:1;c:2"], "one or two axes"),
     Case("mesh-without-speeds", "cli", SYNTH + ["--mesh", "model:2"], "--mesh goes with --speeds"),
+    # sweep 12: a voxel size past what the phantoms can draw wrote files in silence
+    # (NaN voxels, a NaN in phantoms.json, a singular affine) or a LinAlgError traceback
+    Case("data-synth-voxel-huge", "cli",
+         ["data", "synth", "--out", "{d}/vox-huge", "--n", "2", "--voxel-mm", "1e308"],
+         "voxel size 1e+308 mm x 32 voxels is over a 600 mm field of view"),
+    Case("data-synth-voxel-fov-too-large", "cli",
+         ["data", "synth", "--out", "{d}/vox-fov", "--n", "2", "--voxel-mm", "100"],
+         "voxel size 100 mm x 32 voxels is over a 600 mm field of view"),
+    Case("data-synth-voxel-tiny", "cli",
+         ["data", "synth", "--out", "{d}/vox-tiny", "--n", "2", "--voxel-mm", "1e-300"],
+         "voxel size 1e-300 mm is under 0.001 mm"),
 ]
 
 

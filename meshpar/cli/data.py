@@ -60,7 +60,8 @@ def register(subparsers) -> None:
     synth.add_argument("--ad-fraction", type=_fraction, default=None,
                        help="share of the second label (patients) for two labels (default: equal shares)")
     synth.add_argument("--voxel-mm", type=positive_float, default=None,
-                       help="voxel size in mm (default: a 200 mm field of view)")
+                       help="voxel size in mm, at least 0.001 and at most a 600 mm field of view "
+                            "(default: a 200 mm field of view)")
     synth.add_argument("--force", action="store_true",
                        help="write into a non-empty directory (replaces only files this command writes)")
     synth.set_defaults(func=run)

@@ -69,6 +69,9 @@ GROUP_SEVERITY: Mapping[str, float] = {
 # Head semi-axes in mm along x (left-right), y (posterior-anterior), z (inferior-superior).
 HEAD_RADII_MM = (72.0, 88.0, 66.0)
 DEFAULT_FOV_MM = 200.0
+#: the voxel sizes a dataset may have: files below MIN_VOXEL_MM read back as singular
+#: (nibabel stores float32 sizes), and past MAX_FOV_MM across the bias field overflows
+MIN_VOXEL_MM, MAX_FOV_MM = 1e-3, 600.0
 DEFAULT_ORIENTATIONS = ("RAS", "LAS", "LPS")
 
 # T1-like tissue intensities before scanner gain.
@@ -403,6 +406,19 @@ def default_voxel_mm(shape: Sequence[int], fov_mm: float = DEFAULT_FOV_MM) -> fl
     return fov_mm / max(int(s) for s in shape)
 
 
+def check_voxel_mm(shape: Sequence[int], voxel_mm: Union[float, Sequence[float]]) -> None:
+    """ValueError unless every voxel size is finite, at least :data:`MIN_VOXEL_MM`, and
+    the field of view (size x voxels, per axis) at most :data:`MAX_FOV_MM`."""
+    zooms = np.broadcast_to(np.asarray(voxel_mm, dtype=float), (3,))
+    for size, zoom in zip(shape, zooms.tolist()):  # Python floats: no overflow warning
+        if not zoom >= MIN_VOXEL_MM:  # NaN too
+            raise ValueError(f"voxel size {zoom:g} mm is under {MIN_VOXEL_MM:g} mm")
+        if size * zoom > MAX_FOV_MM:
+            raise ValueError(f"voxel size {zoom:g} mm x {size} voxels is over a {MAX_FOV_MM:g} "
+                             f"mm field of view (a head is about {2 * max(HEAD_RADII_MM):g} mm "
+                             f"across; default {DEFAULT_FOV_MM:g} mm)")
+
+
 def make_phantom(
     label: str,
     shape: Sequence[int] = (32, 32, 32),
@@ -556,6 +572,7 @@ def write_dataset(
     subject_seeds = np.random.SeedSequence([seed, 1]).spawn(n)
     if voxel_mm is None:
         voxel_mm = default_voxel_mm(shape)
+    check_voxel_mm(shape, voxel_mm)
 
     subjects_dir = out_dir / "subjects"
     made = [d for d in (subjects_dir, out_dir, *out_dir.parents) if not d.exists()]  # deepest first
