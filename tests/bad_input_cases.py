@@ -635,6 +635,16 @@ CASES = [
     Case("data-synth-voxel-tiny", "cli",
          ["data", "synth", "--out", "{d}/vox-tiny", "--n", "2", "--voxel-mm", "1e-300"],
          "voxel size 1e-300 mm is under 0.001 mm"),
+    # sweep 12: a cluster file under a file or not text was '[Errno 20] Not a directory: ...'
+    # or "'utf-8' codec can't decode byte 0xff ...", neither naming the cluster file
+    Case("worker-cluster-under-a-file", "cli",
+         ["worker", "--cluster", "{d}/empty.json/x", "--task", "0"],
+         "cluster file {d}/empty.json/x not found"),
+    Case("bench-cluster-under-a-file", "cli",
+         ["bench", "hetero", "--quick", "--cluster", "{d}/empty.json/x"],
+         "cluster file {d}/empty.json/x not found"),
+    Case("worker-cluster-not-text", "cli", ["worker", "--cluster", "{d}/binary.json", "--task", "0"],
+         "cluster file {d}/binary.json: not UTF-8 text"),
 ]
 
 

@@ -96,6 +96,7 @@ def files(tmp_path_factory, addresses):
     (d / "device-no-profile.json").write_text(json.dumps(broken))
     (d / "not-json.json").write_text("{\"worker\": [\"127.0.0.1:1\"")
     (d / "empty.json").write_text("{}")
+    (d / "binary.json").write_bytes(b"\xff\xfe{}")
     (d / "port-99999.json").write_text(json.dumps({"worker": ["localhost:99999"]}))
     (d / "address-twice.json").write_text(json.dumps({"worker": ["localhost:2222",
                                                                  "localhost:2222"]}))

@@ -27,7 +27,9 @@ def load_cluster(path: Optional[str] = None) -> tuple:
                 data = json.load(f)
         except json.JSONDecodeError as err:
             raise ValueError(f"{path}: not valid JSON ({err})") from None
-        except FileNotFoundError:
+        except UnicodeDecodeError as err:
+            raise ValueError(f"cluster file {path}: not UTF-8 text ({err})") from None
+        except (FileNotFoundError, NotADirectoryError):  # NotADirectory: a file above it
             raise FileNotFoundError(f"cluster file {path} not found") from None
         except IsADirectoryError:
             raise IsADirectoryError(f"cluster file {path} is a directory") from None
