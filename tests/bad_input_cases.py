@@ -645,6 +645,9 @@ CASES = [
          "cluster file {d}/empty.json/x not found"),
     Case("worker-cluster-not-text", "cli", ["worker", "--cluster", "{d}/binary.json", "--task", "0"],
          "cluster file {d}/binary.json: not UTF-8 text"),
+    # a TF_CONFIG-style file's own task index out of range was blamed on --task, not given
+    Case("worker-file-task-index-out-of-range", "cli", ["worker", "--cluster", "{d}/task-3.json"],
+         "the \"task\" index in {d}/task-3.json must be in 0..0 for job 'worker', got 3"),
 ]
 
 

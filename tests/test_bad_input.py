@@ -97,6 +97,8 @@ def files(tmp_path_factory, addresses):
     (d / "not-json.json").write_text("{\"worker\": [\"127.0.0.1:1\"")
     (d / "empty.json").write_text("{}")
     (d / "binary.json").write_bytes(b"\xff\xfe{}")
+    (d / "task-3.json").write_text(json.dumps({"cluster": {"worker": ["127.0.0.1:1"]},
+                                               "task": {"type": "worker", "index": 3}}))
     (d / "port-99999.json").write_text(json.dumps({"worker": ["localhost:99999"]}))
     (d / "address-twice.json").write_text(json.dumps({"worker": ["localhost:2222",
                                                                  "localhost:2222"]}))

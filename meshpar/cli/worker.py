@@ -39,5 +39,7 @@ def run(args) -> int:
     cluster, task = load_cluster(args.cluster)
     index = args.task if args.task is not None else (task or {}).get("index")
     job = args.job if args.task is not None or not task else task.get("type", args.job)
-    serve(cluster, job, index, threads=args.threads)
+    named = "--task" if args.task is not None else \
+        f'the "task" index in {args.cluster or "TF_CONFIG"}'
+    serve(cluster, job, index, threads=args.threads, index_name=named)
     return 0

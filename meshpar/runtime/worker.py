@@ -12,10 +12,11 @@ PARENT_ENV = "MESHPAR_WORKER_PARENT"
 
 
 def serve(cluster: dict, job: str, index: int, threads: int = 0,
-          announce: Optional[callable] = print) -> None:
+          announce: Optional[callable] = print, index_name: str = "--task") -> None:
     """Start the TF gRPC server of task ``index`` of ``job`` and block until killed.
 
-    ``threads`` sets intra/inter-op threads (0: TensorFlow's default).
+    ``threads`` sets intra/inter-op threads (0: TensorFlow's default);
+    ``index_name``: where ``index`` came from, as an out-of-range error names it.
     """
     if job not in cluster:
         raise ValueError(f"job {job!r} is not in the cluster (jobs: {sorted(cluster)})")
@@ -25,7 +26,8 @@ def serve(cluster: dict, job: str, index: int, threads: int = 0,
     if isinstance(index, bool) or not str(index).strip().lstrip("-").isdigit():
         raise ValueError(f"the task index must be a whole number, got {index!r}")
     if not 0 <= int(index) < len(cluster[job]):
-        raise ValueError(f"--task must be in 0..{len(cluster[job]) - 1} for job {job!r}")
+        raise ValueError(f"{index_name} must be in 0..{len(cluster[job]) - 1} for job {job!r}, "
+                         f"got {index}")
     address = cluster[job][int(index)]
     refuse_port_in_use(address)
     exit_with_parent(os.environ.get(PARENT_ENV))
