@@ -648,6 +648,18 @@ CASES = [
     # a TF_CONFIG-style file's own task index out of range was blamed on --task, not given
     Case("worker-file-task-index-out-of-range", "cli", ["worker", "--cluster", "{d}/task-3.json"],
          "the \"task\" index in {d}/task-3.json must be in 0..0 for job 'worker', got 3"),
+    # a results file --out cannot take was found after the whole benchmark had run (its
+    # results lost), and a file of another kind there was replaced; --batch 0 (or the
+    # unreachable worker) is what the old code said first
+    Case("bench-out-json-is-a-directory", "cli",
+         ["bench", "hetero", "--quick", "--cluster", "{d}/tf-dead.json", "--out", "{d}/out-json-dir"],
+         "--out {d}/out-json-dir: {d}/out-json-dir/hetero.json is a directory"),
+    Case("bench-train-out-holds-another-file", "cli",
+         ["bench", "train", "--out", "{d}/out-foreign", "--batch", "0"],
+         "{d}/out-foreign/train.json exists and is not a `meshpar bench train` result; it is kept"),
+    Case("bench-memory-out-holds-another-file", "cli",
+         ["bench", "memory", "--out", "{d}/out-foreign", "--batch", "0"],
+         "{d}/out-foreign/memory.json exists and is not a `meshpar bench memory` result"),
 ]
 
 

@@ -97,6 +97,10 @@ def files(tmp_path_factory, addresses):
     (d / "not-json.json").write_text("{\"worker\": [\"127.0.0.1:1\"")
     (d / "empty.json").write_text("{}")
     (d / "binary.json").write_bytes(b"\xff\xfe{}")
+    (d / "out-json-dir" / "hetero.json").mkdir(parents=True)
+    (d / "out-foreign").mkdir()
+    (d / "out-foreign" / "train.json").write_text("kept\n")
+    (d / "out-foreign" / "memory.json").write_text(json.dumps({"worker": ["127.0.0.1:1"]}))
     (d / "task-3.json").write_text(json.dumps({"cluster": {"worker": ["127.0.0.1:1"]},
                                                "task": {"type": "worker", "index": 3}}))
     (d / "port-99999.json").write_text(json.dumps({"worker": ["localhost:99999"]}))

@@ -134,7 +134,7 @@ def run_hetero(args) -> int:
     """
     from meshpar.bench import hetero as bench_hetero
 
-    refuse_file_as_directory(args.out)
+    _check_out(args, "hetero")
     speeds = parse_speeds(args.speeds)
     if args.steps is not None and args.steps < 1:
         raise ValueError("--steps must be >= 1")
@@ -162,7 +162,7 @@ def _models_speeds_budget(args) -> tuple:
     """``--models``, ``--speeds``, ``--memory-mib`` (bytes, or None) and
     ``--memory-headroom`` (the planner's memory terms) read and checked, ``--batch``
     checked: what ``bench train`` and ``bench memory`` share."""
-    refuse_file_as_directory(args.out)
+    _check_out(args, args.bench)
     speeds = parse_speeds(args.speeds)
     models = [m.strip() for m in args.models.split(",")]
     if not any(models):
@@ -173,6 +173,15 @@ def _models_speeds_budget(args) -> tuple:
         raise ValueError(f"--batch must be >= 1, got {args.batch}")
     budget = None if args.memory_mib is None else parse_memory_mib(args.memory_mib)
     return models, speeds, budget, memory_terms(args.memory_headroom)
+
+
+def _check_out(args, name: str) -> None:
+    """``--out``: a directory (or none yet) whose ``name.json`` (and plot) can be
+    written, said before anything is measured."""
+    from meshpar.bench.results import check_result_paths
+
+    refuse_file_as_directory(args.out)
+    check_result_paths(args.out, name, plot=not args.no_plot)
 
 
 def _period_us(args):
