@@ -660,6 +660,14 @@ CASES = [
     Case("bench-memory-out-holds-another-file", "cli",
          ["bench", "memory", "--out", "{d}/out-foreign", "--batch", "0"],
          "{d}/out-foreign/memory.json exists and is not a `meshpar bench memory` result"),
+    # --speeds and --throttle set up the LocalCluster: with --cluster they were ignored in
+    # silence (the old code went on to the workers, here unreachable)
+    Case("bench-speeds-with-cluster", "cli",
+         ["bench", "hetero", "--quick", "--cluster", "{d}/tf-dead.json", "--speeds", "0.5,0.5"],
+         "--speeds sets up a LocalCluster's workers; --cluster runs on existing workers"),
+    Case("bench-train-throttle-with-cluster", "cli",
+         ["bench", "train", "--cluster", "{d}/tf-dead.json", "--throttle", "signal"],
+         "--throttle sets up a LocalCluster's workers; --cluster runs on existing workers"),
 ]
 
 

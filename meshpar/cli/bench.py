@@ -24,6 +24,10 @@ EPILOG = """examples:
 """
 
 
+#: the LocalCluster's CPU shares when --speeds is not given
+LOCAL_SPEEDS = "0.9,0.3"
+
+
 def register(subparsers) -> None:
     """Add ``meshpar bench`` and its benchmarks (``hetero``) to ``subparsers``."""
     parser = subparsers.add_parser("bench", help="benchmarks on emulated uneven devices",
@@ -110,13 +114,15 @@ def register(subparsers) -> None:
 
 def _cluster_and_output_options(parser, name: str) -> None:
     """The options every benchmark takes: where it runs, and what it writes."""
-    parser.add_argument("--speeds", default="0.9,0.3",
-                        help="CPU share of each LocalCluster worker, in (0, 1] "
-                             "(default %(default)s)")
+    parser.add_argument("--speeds", default=None,  # None: not given (see _local_options)
+                        help=f"CPU share of each LocalCluster worker, in (0, 1] "
+                             f"(default {LOCAL_SPEEDS})")
     parser.add_argument("--cluster", type=path_text, default=None,
                         help="run on existing workers from a TF cluster JSON ('TF_CONFIG' to read"
                              " the environment) instead of starting a LocalCluster")
-    parser.add_argument("--throttle", default="auto", choices=["auto", "cgroup", "signal", "none"])
+    parser.add_argument("--throttle", default=None, choices=["auto", "cgroup", "signal", "none"],
+                        help="how LocalCluster workers are held to their --speeds "
+                             "(default auto)")
     parser.add_argument("--cpu-period-ms", type=float, default=None, metavar="MS",
                         help="the LocalCluster throttle's period, 1 to 1000 ms (default: 10 "
                              "for the cgroup quota, 20 for the signal duty cycle); a worker "
@@ -135,6 +141,7 @@ def run_hetero(args) -> int:
     from meshpar.bench import hetero as bench_hetero
 
     _check_out(args, "hetero")
+    _local_options(args)
     speeds = parse_speeds(args.speeds)
     if args.steps is not None and args.steps < 1:
         raise ValueError("--steps must be >= 1")
@@ -184,6 +191,17 @@ def _check_out(args, name: str) -> None:
     check_result_paths(args.out, name, plot=not args.no_plot)
 
 
+def _local_options(args) -> None:
+    """--speeds and --throttle set up a LocalCluster: refused with --cluster (they were
+    ignored), else filled in with their defaults when not given."""
+    for flag, value in (("--speeds", args.speeds), ("--throttle", args.throttle)):
+        if value is not None and args.cluster:
+            raise ValueError(f"{flag} sets up a LocalCluster's workers; --cluster runs on "
+                             "existing workers")
+    args.speeds = args.speeds or LOCAL_SPEEDS
+    args.throttle = args.throttle or "auto"
+
+
 def _period_us(args):
     """``--cpu-period-ms`` in microseconds (None: the throttle's default), checked."""
     if args.cpu_period_ms is None:
@@ -220,6 +238,7 @@ def run_train(args) -> int:
     print the table (or JSON), optionally write ``train.json`` and ``train.png``."""
     from meshpar.bench import train as bench_train
 
+    _local_options(args)
     models, speeds, memory, terms = _models_speeds_budget(args)
     log = _log(args)
     result = bench_train.run_benchmark(models, speeds, cluster_file=args.cluster,
