@@ -668,6 +668,17 @@ CASES = [
     Case("bench-train-throttle-with-cluster", "cli",
          ["bench", "train", "--cluster", "{d}/tf-dead.json", "--throttle", "signal"],
          "--throttle sets up a LocalCluster's workers; --cluster runs on existing workers"),
+    # data synth --force where a file it writes has a directory (or subjects/ a file) in its
+    # place: '[Errno 21] Is a directory ...' after the subjects were written, .partial left
+    Case("data-synth-force-labels-csv-a-directory", "cli",
+         ["data", "synth", "--out", "{d}/synth-labels-dir", "--n", "2", "--shape", "8,8,8", "--force"],
+         "{d}/synth-labels-dir/labels.csv is a directory where a file of the dataset goes"),
+    Case("data-synth-force-subjects-a-file", "cli",
+         ["data", "synth", "--out", "{d}/synth-subjects-file", "--n", "2", "--shape", "8,8,8",
+          "--force"], "{d}/synth-subjects-file/subjects is a file where the subjects' directory goes"),
+    Case("data-synth-force-subject-a-directory", "cli",
+         ["data", "synth", "--out", "{d}/synth-subject-dir", "--n", "2", "--shape", "8,8,8", "--force"],
+         "{d}/synth-subject-dir/subjects/sub-0002.nii.gz is a directory where a file of the"),
 ]
 
 

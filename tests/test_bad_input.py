@@ -98,6 +98,10 @@ def files(tmp_path_factory, addresses):
     (d / "empty.json").write_text("{}")
     (d / "binary.json").write_bytes(b"\xff\xfe{}")
     (d / "out-json-dir" / "hetero.json").mkdir(parents=True)
+    for place in ("synth-labels-dir/labels.csv", "synth-subject-dir/subjects/sub-0002.nii.gz"):
+        (d / place).mkdir(parents=True)
+    (d / "synth-subjects-file").mkdir()
+    (d / "synth-subjects-file" / "subjects").write_text("kept\n")
     (d / "out-foreign").mkdir()
     (d / "out-foreign" / "train.json").write_text("kept\n")
     (d / "out-foreign" / "memory.json").write_text(json.dumps({"worker": ["127.0.0.1:1"]}))

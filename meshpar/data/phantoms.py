@@ -51,6 +51,8 @@ from typing import Callable, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from meshpar.data.synth_checks import check_voxel_mm, refuse_targets, subject_file
+
 # Atrophy severity of each diagnostic group, 0 (none) to 1 (typical AD).
 # Groups not listed get a severity from their position in the label set.
 # sMCI/pMCI sit 0.6 apart: at 0.3/0.65 even a classifier given each subject's
@@ -69,9 +71,6 @@ GROUP_SEVERITY: Mapping[str, float] = {
 # Head semi-axes in mm along x (left-right), y (posterior-anterior), z (inferior-superior).
 HEAD_RADII_MM = (72.0, 88.0, 66.0)
 DEFAULT_FOV_MM = 200.0
-#: the voxel sizes a dataset may have: files below MIN_VOXEL_MM read back as singular
-#: (nibabel stores float32 sizes), and past MAX_FOV_MM across the bias field overflows
-MIN_VOXEL_MM, MAX_FOV_MM = 1e-3, 600.0
 DEFAULT_ORIENTATIONS = ("RAS", "LAS", "LPS")
 
 # T1-like tissue intensities before scanner gain.
@@ -406,19 +405,6 @@ def default_voxel_mm(shape: Sequence[int], fov_mm: float = DEFAULT_FOV_MM) -> fl
     return fov_mm / max(int(s) for s in shape)
 
 
-def check_voxel_mm(shape: Sequence[int], voxel_mm: Union[float, Sequence[float]]) -> None:
-    """ValueError unless every voxel size is finite, at least :data:`MIN_VOXEL_MM`, and
-    the field of view (size x voxels, per axis) at most :data:`MAX_FOV_MM`."""
-    zooms = np.broadcast_to(np.asarray(voxel_mm, dtype=float), (3,))
-    for size, zoom in zip(shape, zooms.tolist()):  # Python floats: no overflow warning
-        if not zoom >= MIN_VOXEL_MM:  # NaN too
-            raise ValueError(f"voxel size {zoom:g} mm is under {MIN_VOXEL_MM:g} mm")
-        if size * zoom > MAX_FOV_MM:
-            raise ValueError(f"voxel size {zoom:g} mm x {size} voxels is over a {MAX_FOV_MM:g} "
-                             f"mm field of view (a head is about {2 * max(HEAD_RADII_MM):g} mm "
-                             f"across; default {DEFAULT_FOV_MM:g} mm)")
-
-
 def make_phantom(
     label: str,
     shape: Sequence[int] = (32, 32, 32),
@@ -496,10 +482,6 @@ def _label_counts(n: int, label_set: Sequence[str], fractions: Optional[Sequence
     return counts.tolist()
 
 
-def _is_nonempty_dir(path: Path) -> bool:
-    return path.is_dir() and any(path.iterdir())
-
-
 def write_dataset(
     out_dir: Union[str, Path],
     n: int,
@@ -559,10 +541,7 @@ def write_dataset(
         fractions = (1.0 - ad_fraction, ad_fraction)
     for codes in orientations:
         orientation_affine(shape, 1.0, codes)  # fail on bad codes before writing anything
-    if out_dir.exists() and not out_dir.is_dir():
-        raise NotADirectoryError(f"{out_dir} exists and is not a directory")
-    if _is_nonempty_dir(out_dir) and not force:
-        raise FileExistsError(f"{out_dir} is not empty; refusing to overwrite (use --force / force=True)")
+    refuse_targets(out_dir, n, force, ("labels.csv", META_FILE))
 
     counts = _label_counts(n, label_set, fractions)
     root = np.random.SeedSequence(seed)
@@ -618,10 +597,9 @@ def _write_subjects(out_dir: Path, n, shape, label_set, labels, subject_seeds, v
                     orientations, max_rotation_deg, noise, phantom_fn) -> tuple:
     """Draw and save each of :func:`write_dataset`'s subjects: ``(labels.csv rows,
     phantoms.json subject records)``."""
-    width = max(4, len(str(n)))
     rows, meta_subjects = [], []
     for i in range(n):
-        name = f"subjects/sub-{i + 1:0{width}d}.nii.gz"
+        name = f"subjects/{subject_file(i + 1, n)}"
         label = label_set[labels[i]]
         phantom = (phantom_fn or make_phantom)(
             label, shape, seed=subject_seeds[i], label_set=label_set, voxel_mm=voxel_mm,

@@ -1,0 +1,59 @@
+"""What :func:`meshpar.data.phantoms.write_dataset` checks before it writes anything:
+voxel sizes the phantoms can be drawn at, and a directory it may write into."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence, Union
+
+import numpy as np
+
+#: the voxel sizes a dataset may have: files below MIN_VOXEL_MM read back as singular
+#: (nibabel stores float32 sizes), and past MAX_FOV_MM across the bias field overflows
+MIN_VOXEL_MM, MAX_FOV_MM = 1e-3, 600.0
+
+
+def check_voxel_mm(shape: Sequence[int], voxel_mm: Union[float, Sequence[float]]) -> None:
+    """ValueError unless every voxel size is finite, at least :data:`MIN_VOXEL_MM`, and
+    the field of view (size x voxels, per axis) at most :data:`MAX_FOV_MM`."""
+    zooms = np.broadcast_to(np.asarray(voxel_mm, dtype=float), (3,))
+    for size, zoom in zip(shape, zooms.tolist()):  # Python floats: no overflow warning
+        if not zoom >= MIN_VOXEL_MM:  # NaN too
+            raise ValueError(f"voxel size {zoom:g} mm is under {MIN_VOXEL_MM:g} mm")
+        if size * zoom > MAX_FOV_MM:
+            raise ValueError(f"voxel size {zoom:g} mm x {size} voxels is over a {MAX_FOV_MM:g} "
+                             "mm field of view (a head is about 180 mm across; default 200 mm)")
+
+
+def refuse_targets(out_dir: Path, n: int, force: bool, files: Sequence[str]) -> None:
+    """Before anything is written: ``out_dir`` a file, or not empty without ``force``;
+    with it, a place the dataset's ``files`` (in ``out_dir``), ``subjects/`` or one of
+    its ``n`` subjects go that holds the other kind (it is kept)."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise NotADirectoryError(f"{out_dir} exists and is not a directory")
+    if not out_dir.is_dir() or not any(out_dir.iterdir()):
+        return
+    if not force:
+        raise FileExistsError(f"{out_dir} is not empty; refusing to overwrite (use --force / force=True)")
+    subjects = out_dir / "subjects"
+    if subjects.exists() and not subjects.is_dir():
+        raise NotADirectoryError(f"{subjects} is a file where the subjects' directory goes; "
+                                 "it is kept")
+    places = [out_dir / name for name in files] + [
+        p for p in (subjects.glob("sub-*.nii.gz") if subjects.is_dir() else ())
+        if p.name == subject_file(_number(p.name), n)]
+    for path in places:
+        if path.is_dir():
+            raise IsADirectoryError(f"{path} is a directory where a file of the dataset goes; "
+                                    "it is kept")
+
+
+def subject_file(i: int, n: int) -> str:
+    """The file name of subject ``i`` (1 to ``n``) of ``n``: ``sub-0001.nii.gz``
+    (more digits when ``n`` has more); "" for an ``i`` out of that range."""
+    return f"sub-{i:0{max(4, len(str(n)))}d}.nii.gz" if 1 <= i <= n else ""
+
+
+def _number(name: str) -> int:
+    """``sub-0012.nii.gz`` -> 12 (0 when it names no number)."""
+    digits = name[len("sub-"):-len(".nii.gz")]
+    return int(digits) if digits.isdigit() else 0
