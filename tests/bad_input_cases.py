@@ -679,6 +679,9 @@ CASES = [
     Case("data-synth-force-subject-a-directory", "cli",
          ["data", "synth", "--out", "{d}/synth-subject-dir", "--n", "2", "--shape", "8,8,8", "--force"],
          "{d}/synth-subject-dir/subjects/sub-0002.nii.gz is a directory where a file of the"),
+    # a labels.csv that is a directory was reported missing: 'no labels.csv in the dataset directory'
+    Case("data-check-labels-csv-a-directory", "cli", ["data", "check", "{d}/synth-labels-dir"],
+         "{d}/synth-labels-dir/labels.csv: is a directory, not the labels CSV file"),
 ]
 
 

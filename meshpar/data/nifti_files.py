@@ -82,6 +82,8 @@ def read_labels(
                                  f"the one holding {labels_file})")
     if not directory.is_dir():
         raise FileNotFoundError(f"{directory}: dataset directory does not exist")
+    if csv_path.is_dir():
+        raise BadLabelsError(csv_path, "is a directory, not the labels CSV file")
     if not csv_path.is_file():
         raise BadLabelsError(csv_path, f"no {labels_file} in the dataset directory")
     try:
