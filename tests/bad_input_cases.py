@@ -682,6 +682,14 @@ CASES = [
     # a labels.csv that is a directory was reported missing: 'no labels.csv in the dataset directory'
     Case("data-check-labels-csv-a-directory", "cli", ["data", "check", "{d}/synth-labels-dir"],
          "{d}/synth-labels-dir/labels.csv: is a directory, not the labels CSV file"),
+    # a budget past a float's range in bytes became inf: bench went on with it (here the
+    # later --memory-headroom was what the old code said), plan blamed "device 'w0'"
+    Case("bench-memory-mib-beyond-bytes", "cli",
+         ["bench", "memory", "--memory-mib", "1e305", "--memory-headroom", "2"],
+         "--memory-mib: memory 0 is 1e+305 MiB, too many bytes to count"),
+    Case("plan-memory-mib-beyond-bytes", "cli",
+         ["plan", "--speeds", "1,1", "--model", "vgg-cifar-small", "--memory-mib", "1,1e305"],
+         "--memory-mib: memory 1 is 1e+305 MiB, too many bytes to count"),
 ]
 
 

@@ -109,6 +109,8 @@ def parse_memory_mib(text: str, flag: str = "--memory-mib") -> list:
     for i, v in enumerate(values):
         if v * 2**20 < 1:
             raise ValueError(f"{flag}: memory {i} is {v:g} MiB, less than a byte")
+        if not math.isfinite(v * 2**20):  # was inf bytes, refused later or not at all
+            raise ValueError(f"{flag}: memory {i} is {v:g} MiB, too many bytes to count")
     return [v * 2**20 for v in values]
 
 
