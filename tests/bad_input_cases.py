@@ -690,6 +690,9 @@ CASES = [
     Case("plan-memory-mib-beyond-bytes", "cli",
          ["plan", "--speeds", "1,1", "--model", "vgg-cifar-small", "--memory-mib", "1,1e305"],
          "--memory-mib: memory 1 is 1e+305 MiB, too many bytes to count"),
+    # said 'no --cluster given' to a --cluster TF_CONFIG (the test environment has none)
+    Case("worker-cluster-tf-config-unset", "cli", ["worker", "--cluster", "TF_CONFIG", "--task", "0"],
+         "--cluster TF_CONFIG reads the TF_CONFIG environment variable, which is not set"),
 ]
 
 

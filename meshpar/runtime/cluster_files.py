@@ -36,7 +36,9 @@ def load_cluster(path: Optional[str] = None) -> tuple:
         source = path
     else:
         if not os.environ.get("TF_CONFIG"):
-            raise ValueError("no --cluster given and TF_CONFIG is not set")
+            raise ValueError("--cluster TF_CONFIG reads the TF_CONFIG environment variable, "
+                             "which is not set" if path else
+                             "no --cluster given and TF_CONFIG is not set")
         try:
             data = json.loads(os.environ["TF_CONFIG"])
         except json.JSONDecodeError as err:
