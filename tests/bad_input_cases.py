@@ -693,6 +693,10 @@ CASES = [
     # said 'no --cluster given' to a --cluster TF_CONFIG (the test environment has none)
     Case("worker-cluster-tf-config-unset", "cli", ["worker", "--cluster", "TF_CONFIG", "--task", "0"],
          "--cluster TF_CONFIG reads the TF_CONFIG environment variable, which is not set"),
+    # a one-voxel grid is constant: every good subject was listed bad ('is constant'), exit 1
+    Case("data-check-shape-one-voxel", "cli",
+         ["data", "check", "{d}/one-class", "--shape", "1,1,1", "--content"],
+         "--shape 1,1,1: each size of the grid must be at least 2"),
 ]
 
 

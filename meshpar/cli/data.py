@@ -109,6 +109,9 @@ def _check(args) -> int:
 
     from meshpar.data.nifti import NiftiDataset
 
+    if min(args.shape) < 2:  # a one-voxel grid is constant: each good subject was listed bad
+        raise ValueError(f"--shape {','.join(map(str, args.shape))}: each size of the grid "
+                         "must be at least 2")
     # the report below lists every bad subject once; the readers' "skipping" warnings
     # (for train --skip-bad) would list each a second time
     quiet = logging.getLogger("meshpar.data")
