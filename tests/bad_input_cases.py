@@ -697,6 +697,10 @@ CASES = [
     Case("data-check-shape-one-voxel", "cli",
          ["data", "check", "{d}/one-class", "--shape", "1,1,1", "--content"],
          "--shape 1,1,1: each size of the grid must be at least 2"),
+    # a batch the batch splits cannot share out: refused after profiling and the alone runs
+    Case("bench-train-batch-below-workers", "cli",
+         ["bench", "train", "--models", "vgg-cifar-small", "--batch", "1", "--speeds", "0.9,0.3"],
+         "--batch 1 is smaller than the 2 workers: a batch split gives each at least one sample"),
 ]
 
 

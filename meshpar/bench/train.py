@@ -445,6 +445,8 @@ def run_benchmark(models: Sequence[str] = DEFAULT_MODELS,
         raise ValueError(f"--verify must be >= 0, got {verify}")
     if verify_rounds < 1:
         raise ValueError(f"--verify-rounds must be >= 1, got {verify_rounds}")
+    if not cluster_file:  # an existing cluster's workers are counted once it is reached
+        _check_batch(batch, len(speeds))
     budget = None  # per worker
     if memory_bytes is not None and not cluster_file:  # refused before any worker starts
         budget = per_device(memory_bytes, len(speeds), "--memory-mib", "worker")
@@ -458,6 +460,7 @@ def run_benchmark(models: Sequence[str] = DEFAULT_MODELS,
         with open(tf_cluster, "w", encoding="utf-8") as f:
             json.dump({"worker": list(cluster.addresses)}, f)
         log(cluster.describe())
+        _check_batch(batch, len(cluster.addresses))
         results, profiles = [], {}
         for m in models:
             log(f"profiling the workers on {m} (meshpar profile --cluster --model):")
@@ -482,6 +485,14 @@ def run_benchmark(models: Sequence[str] = DEFAULT_MODELS,
             "memory_budget_bytes": None if memory_bytes is None else list(memory_bytes),
             "memory_headroom": float(memory_terms.headroom), "enforced": bool(enforce),
             "profile_repeats": int(profile_repeats), "seconds": time.time() - started}
+
+
+def _check_batch(batch: int, workers: int) -> None:
+    """ValueError before anything is measured for a ``batch`` the batch splits cannot
+    share out over ``workers`` (each takes at least one sample)."""
+    if batch < workers:
+        raise ValueError(f"--batch {batch} is smaller than the {workers} workers: a batch "
+                         "split gives each at least one sample")
 
 
 def format_table(result: dict) -> str:
