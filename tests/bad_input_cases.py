@@ -701,6 +701,10 @@ CASES = [
     Case("bench-train-batch-below-workers", "cli",
          ["bench", "train", "--models", "vgg-cifar-small", "--batch", "1", "--speeds", "0.9,0.3"],
          "--batch 1 is smaller than the 2 workers: a batch split gives each at least one sample"),
+    # a listener that is not a TF worker (the fixture's {live} accepts and never answers):
+    # the benchmark's session waited for it forever
+    Case("bench-not-a-tf-worker", "cli", ["bench", "hetero", "--quick", "--cluster", "{d}/live-worker.json"],
+         "worker task 0 at {live} answers but not as a TensorFlow gRPC server within 5 s"),
 ]
 
 

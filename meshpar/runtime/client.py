@@ -68,6 +68,25 @@ def check_address_reachable(address: str, timeout: float = 5.0, what: str = "wor
                          f"(is `meshpar worker` running there?)")
 
 
+#: HTTP/2's client preface and an empty SETTINGS frame: a gRPC server answers with its own
+_HTTP2_HELLO = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+
+
+def check_grpc_server(address: str, timeout: float = 5.0, what: str = "worker") -> None:
+    """ValueError naming ``address`` unless what listens there answers as a gRPC (HTTP/2)
+    server within ``timeout`` seconds: a TF session on anything else waits forever."""
+    host, _, port = str(address).rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout) as conn:
+            conn.sendall(_HTTP2_HELLO)
+            head = conn.recv(9)
+    except (OSError, ValueError):  # no answer in time (socket.timeout), a reset
+        head = b""
+    if len(head) < 4 or head[3] != 4:  # frame type 4: SETTINGS
+        raise ValueError(f"{what} at {address} answers but not as a TensorFlow gRPC server "
+                         f"within {timeout:g} s (is `meshpar worker` running there?)")
+
+
 _WORKER_DEVICE = re.compile(
     r"^/job:worker(?:/replica:0)?/task:(\d+)(?:/device:([A-Za-z]+:\d+))?$")
 

@@ -13,7 +13,7 @@ import json
 import os
 from typing import Optional
 
-from meshpar.runtime.client import check_address_reachable
+from meshpar.runtime.client import check_address_reachable, check_grpc_server
 
 #: The value of a ``--cluster`` flag that means "read the TF_CONFIG environment variable".
 TF_CONFIG = "TF_CONFIG"
@@ -102,10 +102,13 @@ class ExistingCluster:
 
     def check_reachable(self) -> None:
         """Raise ValueError naming the first worker that does not accept a TCP
-        connection within ``connect_timeout`` seconds. A TF session on a dead
-        worker waits for it forever; this turns that hang into an error."""
+        connection within ``connect_timeout`` seconds, then the first that does not
+        answer as a gRPC server. A TF session on a dead worker (or on something else
+        listening there) waits for it forever; this turns that hang into an error."""
         for task, address in enumerate(self.addresses):
             check_address_reachable(address, self.connect_timeout, f"worker task {task}")
+        for task, address in enumerate(self.addresses):  # then each must speak gRPC
+            check_grpc_server(address, self.connect_timeout, f"worker task {task}")
 
     @property
     def target(self) -> str:
