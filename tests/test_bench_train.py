@@ -368,6 +368,35 @@ def test_bench_train_refuses_a_memory_budget_per_worker_of_the_wrong_count(capsy
     assert len(err) == 1 and "--memory-mib: 3 values for 2 workers" in err[0]
 
 
+def test_an_existing_clusters_budget_of_the_wrong_count_is_refused_before_profiling(monkeypatch):
+    """With --cluster the workers are counted once the cluster is reached: a --memory-mib
+    of another count is refused then, not after the first model's profile (where it
+    read 'memory: 3 values for 1 devices', no flag)."""
+    from meshpar.runtime import cluster_files, profiling
+
+    class OneWorker:
+        addresses = ["127.0.0.1:1"]
+
+        def __init__(self, cluster_file):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return None
+
+        def describe(self):
+            return "one worker"
+
+    monkeypatch.setattr(cluster_files, "ExistingCluster", OneWorker)
+    monkeypatch.setattr(profiling, "profile_cluster_workers",
+                        lambda *a, **k: pytest.fail("profiled before the budget was checked"))
+    with pytest.raises(ValueError, match="--memory-mib: 3 values for 1 worker"):
+        bench_train.run_benchmark(["vgg-cifar-small"], [0.9, 0.3], cluster_file="c.json",
+                                  steps=8, batch=2, memory_bytes=[2**20] * 3, log=lambda *a: None)
+
+
 def test_split_timings_take_turns_so_a_slow_spell_hits_both(monkeypatch):
     """The even and the balanced splits are timed round after round: a slow spell
     of the host (here the 4th to 9th timed runs, 10x slower) lands on both, and
