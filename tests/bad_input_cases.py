@@ -705,6 +705,9 @@ CASES = [
     # the benchmark's session waited for it forever
     Case("bench-not-a-tf-worker", "cli", ["bench", "hetero", "--quick", "--cluster", "{d}/live-worker.json"],
          "worker task 0 at {live} answers but not as a TensorFlow gRPC server within 5 s"),
+    # a subject's "file" that is a directory was listed as not existing
+    Case("data-check-subject-a-directory", "cli", ["data", "check", "{d}/dir-subject", "--shape", "16,16,16"],
+         "dir-subject/s0.nii.gz: named in labels.csv line 2 is a directory, not a file", code=1),
 ]
 
 

@@ -133,6 +133,10 @@ def files(tmp_path_factory, addresses):
         (d / "foreign-model" / name).write_text("kept\n")
     for kind in ("corrupt", "truncated", "gzcut", "rank", "nan", "one-class"):
         _nifti_set(d / kind, kind)
+    (d / "dir-subject").mkdir()  # labels.csv names a directory as a subject's file
+    (d / "dir-subject" / "s0.nii.gz").mkdir()
+    save_nifti(d / "dir-subject" / "s1.nii.gz", blob(SHAPE, seed=1))
+    (d / "dir-subject" / "labels.csv").write_text("subject,label\ns0.nii.gz,NC\ns1.nii.gz,AD\n")
     return d
 
 

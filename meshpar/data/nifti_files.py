@@ -130,6 +130,9 @@ def read_labels(
                 raise BadSubjectError(
                     path, f"label {label!r} ({labels_file} line {line}) is not in the label set {label_set}"
                 )
+            if check_files and path.is_dir():
+                raise BadSubjectError(path, f"named in {labels_file} line {line} is a directory, "
+                                            "not a file")
             if check_files and not path.is_file():
                 raise BadSubjectError(path, f"file named in {labels_file} line {line} does not exist")
         except BadSubjectError as err:
