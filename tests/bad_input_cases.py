@@ -708,6 +708,9 @@ CASES = [
     # a subject's "file" that is a directory was listed as not existing
     Case("data-check-subject-a-directory", "cli", ["data", "check", "{d}/dir-subject", "--shape", "16,16,16"],
          "dir-subject/s0.nii.gz: named in labels.csv line 2 is a directory, not a file", code=1),
+    # --job that is not the file's own task, without --task: ignored, the file's task served
+    Case("worker-job-against-the-files-task", "cli", ["worker", "--cluster", "{d}/task-ps.json", "--job", "ps"],
+         "--job ps is not the task of {d}/task-ps.json (worker:0); give --task too, or leave --job out"),
 ]
 
 

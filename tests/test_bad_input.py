@@ -105,6 +105,8 @@ def files(tmp_path_factory, addresses):
     (d / "out-foreign").mkdir()
     (d / "out-foreign" / "train.json").write_text("kept\n")
     (d / "out-foreign" / "memory.json").write_text(json.dumps({"worker": ["127.0.0.1:1"]}))
+    (d / "task-ps.json").write_text(json.dumps({"cluster": {"worker": ["127.0.0.1:1"], "ps": ["127.0.0.1:2"]},
+                                                "task": {"type": "worker", "index": 0}}))
     (d / "task-3.json").write_text(json.dumps({"cluster": {"worker": ["127.0.0.1:1"]},
                                                "task": {"type": "worker", "index": 3}}))
     (d / "port-99999.json").write_text(json.dumps({"worker": ["localhost:99999"]}))

@@ -25,7 +25,8 @@ def register(subparsers) -> None:
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cluster", type=path_text, help="cluster JSON (default: $TF_CONFIG)")
     parser.add_argument("--task", type=int, help="task index (default: from TF_CONFIG)")
-    parser.add_argument("--job", default="worker", help="job name (default %(default)s)")
+    parser.add_argument("--job", default=None,
+                        help="job name (default: the TF_CONFIG task's type, else worker)")
     parser.add_argument("--threads", type=thread_count, default=0,
                         help="intra/inter-op threads, 0 = TF default (default %(default)s)")
     parser.set_defaults(func=run)
@@ -38,7 +39,11 @@ def run(args) -> int:
 
     cluster, task = load_cluster(args.cluster)
     index = args.task if args.task is not None else (task or {}).get("index")
-    job = args.job if args.task is not None or not task else task.get("type", args.job)
+    own = task.get("type", "worker") if task and args.task is None else None  # the file's
+    if args.job is not None and own is not None and args.job != own:  # was ignored
+        raise ValueError(f"--job {args.job} is not the task of {args.cluster or 'TF_CONFIG'} "
+                         f"({own}:{index}); give --task too, or leave --job out")
+    job = args.job or own or "worker"
     named = "--task" if args.task is not None else \
         f'the "task" index in {args.cluster or "TF_CONFIG"}'
     serve(cluster, job, index, threads=args.threads, index_name=named)
