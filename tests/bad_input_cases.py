@@ -711,6 +711,10 @@ CASES = [
     # --job that is not the file's own task, without --task: ignored, the file's task served
     Case("worker-job-against-the-files-task", "cli", ["worker", "--cluster", "{d}/task-ps.json", "--job", "ps"],
          "--job ps is not the task of {d}/task-ps.json (worker:0); give --task too, or leave --job out"),
+    # a share below what a cgroup can hold (1 ms in the longest period): an OSError traceback
+    # ('[Errno 22] Invalid argument' writing cpu.max) under the cgroup throttle
+    Case("bench-speed-below-a-cgroup-share", "cli", ["bench", "hetero", "--quick", "--speeds", "0.0001,1"],
+         "LocalCluster speeds are CPU shares in [0.001, 1], got [0.0001, 1.0]"),
 ]
 
 

@@ -29,8 +29,10 @@ def _alive(pid):
 def test_speeds_are_validated():
     with pytest.raises(ValueError, match="positive"):
         LocalCluster([0.5, 0.0])
-    with pytest.raises(ValueError, match="\\(0, 1\\]"):
+    with pytest.raises(ValueError, match="\\[0.001, 1\\]"):
         LocalCluster([1.5])
+    with pytest.raises(ValueError, match="\\[0.001, 1\\]"):  # under a 1 ms quota per second
+        LocalCluster([1e-4, 1.0])
     with pytest.raises(ValueError, match="throttle"):
         LocalCluster([0.5], throttle="turbo")
 
@@ -133,6 +135,8 @@ def test_throttle_period_is_chosen_checked_and_described():
     # under 1 ms of quota the period grows: 0.3 of 3.334 ms is the kernel's 1 ms minimum
     assert quota_period_us(0.3, 1_000) == (1_000, 3_334)
     assert quota_period_us(0.9, 1_000) == (1_001, 1_112)
+    # the smallest share gets the kernel's longest period, not one past it (EINVAL)
+    assert quota_period_us(0.001, 10_000) == (1_000, 1_000_000)
     assert LocalCluster([0.9, 0.3], throttle="signal").period_us == 20_000
     cycle = LocalCluster([0.9, 0.3], throttle="signal", period_us=4_000)
     assert "duty cycle, period 4 ms" in cycle.describe()

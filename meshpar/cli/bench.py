@@ -115,7 +115,7 @@ def register(subparsers) -> None:
 def _cluster_and_output_options(parser, name: str) -> None:
     """The options every benchmark takes: where it runs, and what it writes."""
     parser.add_argument("--speeds", default=None,  # None: not given (see _local_options)
-                        help=f"CPU share of each LocalCluster worker, in (0, 1] "
+                        help=f"CPU share of each LocalCluster worker, 0.001 to 1 "
                              f"(default {LOCAL_SPEEDS})")
     parser.add_argument("--cluster", type=path_text, default=None,
                         help="run on existing workers from a TF cluster JSON ('TF_CONFIG' to read"

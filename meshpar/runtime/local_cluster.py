@@ -53,6 +53,8 @@ DEFAULT_PERIOD_US = 10_000
 DEFAULT_SIGNAL_PERIOD_US = 20_000
 MIN_QUOTA_US = 1_000  # the kernel refuses smaller quotas
 MIN_PERIOD_US, MAX_PERIOD_US = 1_000, 1_000_000  # the kernel's range for a CFS period
+#: the smallest CPU share a worker may have: a 1 ms quota in the longest period
+MIN_SHARE = MIN_QUOTA_US / MAX_PERIOD_US
 _KEEP = object()  # renew_workers: keep the cluster's memory budgets
 
 
@@ -90,7 +92,7 @@ def detect_cgroup() -> Optional[str]:
 def quota_period_us(speed: float, period_us: int) -> tuple:
     """``(quota, period)`` in microseconds of a cgroup holding ``speed`` of a core with
     the period ``period_us``, lengthened where the quota would be under 1 ms."""
-    period = max(period_us, int(MIN_QUOTA_US / speed) + 1)
+    period = min(MAX_PERIOD_US, max(period_us, int(MIN_QUOTA_US / speed) + 1))  # MIN_SHARE: 1 s
     return max(MIN_QUOTA_US, int(round(speed * period))), period
 
 
@@ -210,8 +212,9 @@ class LocalCluster:
         self._memory_limits: dict = {}  # worker -> its MemoryLimit
         self._warmed: set = set()  # files read into the page cache before a budget
         self._renewals = 0  # in the groups' names: a renewed worker never meets an old one
-        if any(s > 1.0 for s in self.speeds):
-            raise ValueError(f"LocalCluster speeds are CPU shares in (0, 1], got {self.speeds}")
+        if any(not MIN_SHARE <= s <= 1.0 for s in self.speeds):  # below: cpu.max refused it
+            raise ValueError(f"LocalCluster speeds are CPU shares in [{MIN_SHARE:g}, 1], "
+                             f"got {self.speeds}")
         if throttle not in ("auto", "cgroup", "signal", "none"):
             raise ValueError(f"throttle must be auto, cgroup, signal or none, got {throttle!r}")
         self.host = host
@@ -428,7 +431,7 @@ class LocalCluster:
             self._throttle_of[i] = cycle
 
     def set_speed(self, i: int, speed: float):
-        """Change worker ``i``'s CPU share to ``speed`` in (0, 1] while it runs
+        """Change worker ``i``'s CPU share to ``speed`` in [MIN_SHARE, 1] while it runs
         (a machine slowed down by another job): its cgroup quota is rewritten,
         or its duty cycle changed. ValueError with ``throttle="none"``."""
         if self.throttle == "none":
@@ -436,8 +439,8 @@ class LocalCluster:
         if not 0 <= i < len(self.processes):
             raise ValueError(f"no worker {i}: the cluster has {len(self.processes)}")
         speed = float(speed)
-        if not 0.0 < speed <= 1.0:
-            raise ValueError(f"a worker's speed is a CPU share in (0, 1], got {speed}")
+        if not MIN_SHARE <= speed <= 1.0:
+            raise ValueError(f"a worker's speed is a CPU share in [{MIN_SHARE:g}, 1], got {speed}")
         current = self._throttle_of.get(i)
         if current is None:
             if speed < 1.0:
