@@ -79,7 +79,12 @@ def check_grpc_server(address: str, timeout: float = 5.0, what: str = "worker") 
     try:
         with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout) as conn:
             conn.sendall(_HTTP2_HELLO)
-            head = conn.recv(9)
+            head = b""
+            while len(head) < 4:  # a frame header may arrive in pieces
+                chunk = conn.recv(9 - len(head))
+                if not chunk:
+                    break
+                head += chunk
     except (OSError, ValueError):  # no answer in time (socket.timeout), a reset
         head = b""
     if len(head) < 4 or head[3] != 4:  # frame type 4: SETTINGS
