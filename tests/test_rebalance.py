@@ -166,8 +166,10 @@ def test_set_speed_rewrites_a_running_workers_quota():
             with open(os.path.join(group.path, name), encoding="utf-8") as f:
                 assert str(group.quota_us) in f.read()
         assert cluster.speeds == [0.5, 0.3]
-        with pytest.raises(ValueError, match="in \\(0, 1\\]"):
+        with pytest.raises(ValueError, match="in \\[0.001, 1\\], got 1.5"):
             cluster.set_speed(0, 1.5)
+        with pytest.raises(ValueError, match="in \\[0.001, 1\\], got 0.0001"):
+            cluster.set_speed(0, 0.0001)  # under a 1 ms quota in the kernel's longest period
 
 
 def _step_profile(speeds, model="resattnet3d-small", batch=8, split=0.2):
