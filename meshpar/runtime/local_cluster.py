@@ -182,7 +182,7 @@ class LocalCluster:
     Parameters
     ----------
     speeds : sequence of float
-        CPU share of each worker, in (0, 1]. 1.0 means unthrottled.
+        CPU share of each worker, in [MIN_SHARE, 1] (0.001 to 1). 1.0 means unthrottled.
     throttle : {"auto", "cgroup", "signal", "none"}
         How to limit a worker to its share; "auto" takes cgroups when
         writable, else the signal duty cycle.
