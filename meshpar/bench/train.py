@@ -460,9 +460,11 @@ def run_benchmark(models: Sequence[str] = DEFAULT_MODELS,
         with open(tf_cluster, "w", encoding="utf-8") as f:
             json.dump({"worker": list(cluster.addresses)}, f)
         log(cluster.describe())
-        _check_batch(batch, len(cluster.addresses))
-        if memory_bytes is not None:  # an existing cluster's workers are counted only now
-            budget = per_device(memory_bytes, len(cluster.addresses), "--memory-mib", "worker")
+        if cluster_file:  # an existing cluster's workers are counted only now
+            _check_batch(batch, len(cluster.addresses))
+            if memory_bytes is not None:
+                budget = per_device(memory_bytes, len(cluster.addresses), "--memory-mib",
+                                    "worker")
         results, profiles = [], {}
         for m in models:
             log(f"profiling the workers on {m} (meshpar profile --cluster --model):")

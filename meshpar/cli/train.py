@@ -158,10 +158,14 @@ def check_argv(argv) -> None:
     spec = _model_spec(args)
     from meshpar.training.recipe import Recipe
 
-    lr = args.lr if args.lr is not None else OPTIMIZER_DEFAULT_LR[args.optimizer]
-    Recipe.from_params(recipe_params(args)).check_learning_rate(lr)
+    Recipe.from_params(recipe_params(args)).check_learning_rate(_learning_rate(args))
     if not args.cluster:
         check_batch_fits_mesh(args.batch, mesh_arguments(args, spec))
+
+
+def _learning_rate(args) -> float:
+    """``--lr``, else the optimizer's default."""
+    return args.lr if args.lr is not None else OPTIMIZER_DEFAULT_LR[args.optimizer]
 
 
 def _model_spec(args):
@@ -271,7 +275,7 @@ def run(args) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     spec = _model_spec(args)
     args.replay_schedule = _replay_schedule(args, spec)  # before anything is written
-    lr = args.lr if args.lr is not None else OPTIMIZER_DEFAULT_LR[args.optimizer]
+    lr = _learning_rate(args)
     client = cluster_client(args)
     mesh_kwargs = mesh_arguments(args, spec, client)
     check_batch_fits_mesh(args.batch, mesh_kwargs)

@@ -79,14 +79,13 @@ def _weights_for_axis(weights, axis, what: str) -> tuple:
 def _device_list(devices) -> list:
     """``devices`` as a list: a sequence of device strings, not one string (its
     characters would be read as devices) nor None."""
-    if devices is None or isinstance(devices, (str, bytes)) or isinstance(devices, Mapping):
-        raise ValueError(f"devices must be a sequence of device strings, one per processor "
-                         f"(e.g. [''] * n for emulated devices), got {devices!r}")
-    try:
-        return list(devices)
-    except TypeError:
-        raise ValueError(f"devices must be a sequence of device strings, one per processor, "
-                         f"got {devices!r}") from None
+    if devices is not None and not isinstance(devices, (str, bytes, Mapping)):
+        try:
+            return list(devices)
+        except TypeError:  # not iterable: refused below
+            pass
+    raise ValueError(f"devices must be a sequence of device strings, one per processor "
+                     f"(e.g. [''] * n for emulated devices), got {devices!r}")
 
 
 def _mapping(value, what: str, key: str) -> Mapping:

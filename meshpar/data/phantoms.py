@@ -541,6 +541,9 @@ def write_dataset(
         fractions = (1.0 - ad_fraction, ad_fraction)
     for codes in orientations:
         orientation_affine(shape, 1.0, codes)  # fail on bad codes before writing anything
+    if voxel_mm is None:
+        voxel_mm = default_voxel_mm(shape)
+    check_voxel_mm(shape, voxel_mm)
     refuse_targets(out_dir, n, force, ("labels.csv", META_FILE))
 
     counts = _label_counts(n, label_set, fractions)
@@ -549,9 +552,6 @@ def write_dataset(
     labels = np.repeat(np.arange(len(label_set)), counts)
     order_rng.shuffle(labels)
     subject_seeds = np.random.SeedSequence([seed, 1]).spawn(n)
-    if voxel_mm is None:
-        voxel_mm = default_voxel_mm(shape)
-    check_voxel_mm(shape, voxel_mm)
 
     subjects_dir = out_dir / "subjects"
     made = [d for d in (subjects_dir, out_dir, *out_dir.parents) if not d.exists()]  # deepest first
