@@ -715,6 +715,11 @@ CASES = [
     # ('[Errno 22] Invalid argument' writing cpu.max) under the cgroup throttle
     Case("bench-speed-below-a-cgroup-share", "cli", ["bench", "hetero", "--quick", "--speeds", "0.0001,1"],
          "LocalCluster speeds are CPU shares in [0.001, 1], got [0.0001, 1.0]"),
+    # --- sweep 13: hand-edited plans and profiles
+    # a misspelt field was ignored: the run trained on an even split, not the plan's
+    Case("train-plan-misspelt-field", "cli",
+         SYNTH + ["--plan", "{d}/plan-misspelt-field.json", "--model", "vgg-cifar-small"],
+         "plan-misspelt-field.json: unknown field 'split_weight'; a plan's fields are method, "),
 ]
 
 

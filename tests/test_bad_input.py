@@ -88,6 +88,9 @@ def files(tmp_path_factory, addresses):
                          ("batch-sizes", {"split_sizes": {"batch": [3, 3]}}),
                          ("weights-text", {"split_weights": {"batch": ["a", "b"]}})]:
         (d / f"plan-{name}.json").write_text(json.dumps(dict(planned, **change)))
+    misspelt = dict(planned)
+    misspelt["split_weight"] = misspelt.pop("split_weights")  # hand-edited: the weights lost
+    (d / "plan-misspelt-field.json").write_text(json.dumps(misspelt))
     good = ClusterSpec.from_speeds([1.0, 0.5]).to_dict()
     (d / "no-latency.json").write_text(json.dumps({k: v for k, v in good.items() if k != "latency"}))
     (d / "profile.json").write_text(json.dumps(good))

@@ -251,6 +251,10 @@ class Plan:
             "lower_bound_seconds": (_float, "a number or null"),
             "extra": (lambda v: dict(v or {}), "an object"),
         }
+        unknown = sorted(set(data) - set(read), key=str)
+        if unknown:  # a misspelt field (e.g. 'split_weight') would be ignored in silence
+            raise ValueError(f"{source}: unknown field {unknown[0]!r}; a plan's fields are "
+                             f"{', '.join(read)} (anything else goes under 'extra')")
         fields = {}
         for key, (convert, what) in read.items():
             if key not in data:
