@@ -76,6 +76,15 @@ def _plan(d):
     return Plan.load(Path(d) / "plan.json")
 
 
+def _plan_of(**fields):
+    """A ``Plan`` built directly from ``fields`` (the rest: a one-device plan)."""
+    from meshpar.planning.plan import Plan
+
+    base = dict(method="even", model="vgg-cifar-small", batch=4, mesh_shape=(("batch", 1),),
+                layout=(), devices=("a",))
+    return Plan(**dict(base, **fields))
+
+
 def _estimator_of_plan(d):
     """``make_estimator`` on plan.json's worker tasks, in a process that has none."""
     from meshpar.training.estimator import make_estimator
@@ -720,6 +729,19 @@ CASES = [
     Case("train-plan-misspelt-field", "cli",
          SYNTH + ["--plan", "{d}/plan-misspelt-field.json", "--model", "vgg-cifar-small"],
          "plan-misspelt-field.json: unknown field 'split_weight'; a plan's fields are method, "),
+    # a size of 2.5 was cut to 2 (trained in silence); an infinite batch was an
+    # OverflowError traceback
+    Case("train-plan-mesh-size-fraction", "cli",
+         SYNTH + ["--plan", "{d}/plan-mesh-fraction.json", "--model", "vgg-cifar-small"],
+         "field 'mesh_shape' must be a list of [axis, size] pairs, got [[\"batch\", 2.5]"),
+    Case("train-plan-batch-infinite", "cli",
+         SYNTH + ["--plan", "{d}/plan-batch-infinite.json", "--model", "vgg-cifar-small"],
+         "field 'batch' must be an integer, got Infinity"),
+    Case("plan-mesh-size-zero", "api", lambda d: _plan_of(mesh_shape=(("batch", 0),), devices=()),
+         "plan: mesh axis 'batch' needs a whole size >= 1, got 0"),
+    Case("plan-mesh-axis-twice", "api",
+         lambda d: _plan_of(mesh_shape=(("batch", 1), ("batch", 2)), devices=("a", "b")),
+         "plan: mesh axes need distinct, non-empty names, got ['batch', 'batch']"),
 ]
 
 

@@ -86,7 +86,9 @@ def files(tmp_path_factory, addresses):
     planned = json.loads((d / "plan.json").read_text())
     for name, change in [("batch-negative", {"batch": -1}),
                          ("batch-sizes", {"split_sizes": {"batch": [3, 3]}}),
-                         ("weights-text", {"split_weights": {"batch": ["a", "b"]}})]:
+                         ("weights-text", {"split_weights": {"batch": ["a", "b"]}}),
+                         ("mesh-fraction", {"mesh_shape": [["batch", 2.5], ["model", 1]]}),
+                         ("batch-infinite", {"batch": float("inf")})]:
         (d / f"plan-{name}.json").write_text(json.dumps(dict(planned, **change)))
     misspelt = dict(planned)
     misspelt["split_weight"] = misspelt.pop("split_weights")  # hand-edited: the weights lost

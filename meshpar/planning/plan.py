@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 import os
 from dataclasses import dataclass, field
 from typing import Optional
@@ -126,14 +127,17 @@ class Plan:
     extra: dict = field(default_factory=dict, compare=False)
 
     def __post_init__(self):
-        shape = tuple((str(a), int(s)) for a, s in self.mesh_shape)
+        shape = tuple((str(a), _mesh_size(a, s)) for a, s in self.mesh_shape)
+        names = [a for a, _ in shape]
+        if not all(names) or len(set(names)) != len(names):
+            raise ValueError(f"plan: mesh axes need distinct, non-empty names, got {names}")
         object.__setattr__(self, "mesh_shape", shape)
         object.__setattr__(self, "layout", tuple((str(d), str(a)) for d, a in self.layout))
         object.__setattr__(self, "devices", tuple(str(d) for d in self.devices))
         object.__setattr__(self, "memory_per_device",
                            tuple(float(m) for m in self.memory_per_device))
         object.__setattr__(self, "history", tuple(float(h) for h in self.history))
-        if isinstance(self.batch, bool) or int(self.batch) != self.batch or self.batch < 1:
+        if not _whole(self.batch) or self.batch < 1:
             raise ValueError(f"plan: batch must be an integer >= 1, got {self.batch!r}")
         n = math.prod(s for _, s in shape)
         if len(self.devices) != n:
@@ -233,21 +237,22 @@ class Plan:
             if key not in data:
                 raise ValueError(f"{source}: missing field {key!r}")
         read = {  # field -> (conversion, what the field must be)
-            "method": (str, "a string"), "model": (str, "a string"),
+            "method": (_text, "a string"), "model": (_text, "a string"),
             "batch": (_integer, "an integer"),
-            "mesh_shape": (lambda v: tuple((a, int(s)) for a, s in v),
+            "mesh_shape": (lambda v: tuple((_text(a), _integer(s)) for a, s in _list(v)),
                            "a list of [axis, size] pairs"),
-            "layout": (lambda v: tuple((d, a) for d, a in v),
+            "layout": (lambda v: tuple((_text(d), _text(a)) for d, a in _list(v)),
                        "a list of [dimension, axis] pairs"),
-            "devices": (_list, "a list of device strings"),
-            "split_weights": (_number_lists(float), "an object of number lists"),
-            "dim_split_weights": (_number_lists(float), "an object of number lists"),
+            "devices": (lambda v: tuple(_text(d) for d in _list(v)), "a list of device strings"),
+            "split_weights": (_number_lists(_number), "an object of number lists"),
+            "dim_split_weights": (_number_lists(_number), "an object of number lists"),
             "split_sizes": (_number_lists(_integer), "an object of integer lists"),
             "predicted_step_seconds": (_float, "a number or null"),
-            "planning_seconds": (float, "a number"),
-            "memory_per_device": (lambda v: tuple(float(x) for x in v), "a list of numbers"),
-            "feasible": (bool, "true or false"),
-            "history": (lambda v: tuple(_float(h) for h in v), "a list of numbers"),
+            "planning_seconds": (_number, "a number"),
+            "memory_per_device": (lambda v: tuple(_number(x) for x in _list(v)),
+                                  "a list of numbers"),
+            "feasible": (_boolean, "true or false"),
+            "history": (lambda v: tuple(_float(h) for h in _list(v)), "a list of numbers"),
             "lower_bound_seconds": (_float, "a number or null"),
             "extra": (lambda v: dict(v or {}), "an object"),
         }
@@ -292,14 +297,49 @@ def _json_float(x) -> Optional[float]:
 
 
 def _float(x) -> float:
-    return math.nan if x is None else float(x)
+    """A number field that may be null (NaN)."""
+    return math.nan if x is None else _number(x)
+
+
+def _number(x) -> float:
+    """A number field as a float (a string or a bool is not a number)."""
+    if isinstance(x, bool) or not isinstance(x, numbers.Real):
+        raise ValueError(f"not a number: {x!r}")
+    return float(x)
+
+
+def _whole(x) -> bool:
+    """Whether ``x`` is an integral number (numpy's too), not a bool, NaN or infinity."""
+    return (isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(x)
+            and int(x) == x)
 
 
 def _integer(x) -> int:
     """An integer field: a JSON integer (or an integral number), not a string or bool."""
-    if isinstance(x, bool) or not isinstance(x, (int, float)) or int(x) != x:
+    if not _whole(x):
         raise ValueError(f"not an integer: {x!r}")
     return int(x)
+
+
+def _mesh_size(axis, size) -> int:
+    """A mesh axis's size as an int; ValueError unless it is a whole number >= 1."""
+    if not _whole(size) or size < 1:
+        raise ValueError(f"plan: mesh axis {axis!r} needs a whole size >= 1, got {size!r}")
+    return int(size)
+
+
+def _text(x) -> str:
+    """A string field as it is (None or a number is not one)."""
+    if not isinstance(x, str):
+        raise ValueError(f"not a string: {x!r}")
+    return x
+
+
+def _boolean(x) -> bool:
+    """A JSON true or false (the string "false" would read as true)."""
+    if not isinstance(x, bool):
+        raise ValueError(f"not true or false: {x!r}")
+    return x
 
 
 def _number_lists(convert):
@@ -307,7 +347,7 @@ def _number_lists(convert):
     def read(value):
         if not isinstance(value, dict):
             raise ValueError("not an object")
-        return {str(k): [convert(x) for x in v] for k, v in value.items()}
+        return {str(k): [convert(x) for x in _list(v)] for k, v in value.items()}
     return read
 
 
