@@ -106,6 +106,20 @@ def _cluster_load(name):
     return call
 
 
+def _from_speeds(speeds, **kwargs):
+    from meshpar.planning.cluster import ClusterSpec
+
+    return ClusterSpec.from_speeds(speeds, **kwargs)
+
+
+def _cluster_from(**fields):
+    """``ClusterSpec.from_dict`` of a one-device profile with ``fields`` replaced."""
+    from meshpar.planning.cluster import ClusterSpec
+
+    data = dict(ClusterSpec.from_speeds([1.0]).to_dict(), **fields)
+    return ClusterSpec.from_dict(data)
+
+
 def _models_get(d):
     from meshpar import models
 
@@ -742,6 +756,27 @@ CASES = [
     Case("plan-mesh-axis-twice", "api",
          lambda d: _plan_of(mesh_shape=(("batch", 1), ("batch", 2)), devices=("a", "b")),
          "plan: mesh axes need distinct, non-empty names, got ['batch', 'batch']"),
+    # an "extra" that is not an object was a TypeError traceback
+    Case("plan-profile-extra-not-an-object", "cli",
+         ["plan", "--profile", "{d}/profile-extra-list.json", "--model", "vgg-cifar-small"],
+         "profile-extra-list.json: field 'extra' must be an object"),
+    # a misspelt optional field was dropped in silence; a null device string became 'None'
+    Case("plan-profile-misspelt-device-field", "cli",
+         ["plan", "--profile", "{d}/profile-device-fields.json", "--model", "vgg-cifar-small"],
+         "devices[0]: unknown field 'slice_efficiencies'; the fields are name, device, "),
+    Case("cluster-device-string-null", "api",
+         lambda d: _cluster_from(devices=[{"name": "w0", "device": None, "profile": [[1, 1e9]],
+                                           "memory_bytes": 2 ** 30}]),
+         "cluster: devices[0]: field 'device' must be a string, got None"),
+    # a string was taken character by character: from_speeds("12") made speeds 1 and 2
+    Case("cluster-from-speeds-a-string", "api", lambda d: _from_speeds("12"),
+         "speeds must be a list of numbers, got '12'"),
+    Case("cluster-from-speeds-a-bool", "api", lambda d: _from_speeds([True, 1]),
+         "speed 0 must be a number, got True"),
+    Case("cluster-bandwidth-text", "api", lambda d: _cluster_from(bandwidth="1e9"),
+         "cluster: bandwidth must be a number, got '1e9'"),
+    Case("cluster-memory-under-a-byte", "api", lambda d: _from_speeds([1], memory_bytes=0.5),
+         "device 'w0': memory_bytes must be at least 1 byte, got 0.5"),
 ]
 
 

@@ -99,6 +99,11 @@ def files(tmp_path_factory, addresses):
     broken = dict(good, devices=[{k: v for k, v in dev.items() if k != "profile"}
                                  for dev in good["devices"]])
     (d / "device-no-profile.json").write_text(json.dumps(broken))
+    (d / "profile-extra-list.json").write_text(json.dumps(dict(good, extra=[1, 2])))
+    rows = [dict(dev) for dev in good["devices"]]
+    rows[0]["slice_efficiencies"] = [[0.5, 0.8]]  # misspelt: the measurement was dropped
+    rows[1]["device"] = None                      # was planned as device 'None'
+    (d / "profile-device-fields.json").write_text(json.dumps(dict(good, devices=rows)))
     (d / "not-json.json").write_text("{\"worker\": [\"127.0.0.1:1\"")
     (d / "empty.json").write_text("{}")
     (d / "binary.json").write_bytes(b"\xff\xfe{}")

@@ -33,11 +33,20 @@ DEFAULT_BANDWIDTH = 10e9
 DEFAULT_LATENCY = 10e-6
 
 
-def _positive_finite(value, what: str) -> float:
+def _number(value, what: str) -> float:
+    """``value`` as a float; ValueError naming ``what`` for a string, a bool or
+    anything else that is not a number (\"12\" and true are not read as 12 and 1)."""
+    if isinstance(value, (str, bytes, bool)):
+        raise ValueError(f"{what} must be a number, got {value!r}")
     try:
-        x = float(value)
+        return float(value)
     except (TypeError, ValueError) as err:
         raise ValueError(f"{what} must be a number, got {value!r}") from err
+
+
+def _positive_finite(value, what: str) -> float:
+    """``value`` as a finite float > 0; ValueError naming ``what`` otherwise."""
+    x = _number(value, what)
     if math.isnan(x) or math.isinf(x) or x <= 0:
         raise ValueError(f"{what} must be a finite number > 0, got {value!r}")
     return x
@@ -110,6 +119,9 @@ class DeviceSpec:
             raise ValueError(f"device {self.name!r}: profile must not be empty")
         object.__setattr__(self, "profile", points)
         mem = _positive_finite(self.memory_bytes, f"device {self.name!r}: memory_bytes")
+        if mem < 1:  # int() would make it 0: a device that fits nothing
+            raise ValueError(f"device {self.name!r}: memory_bytes must be at least 1 byte, "
+                             f"got {self.memory_bytes!r}")
         object.__setattr__(self, "memory_bytes", int(mem))
         object.__setattr__(self, "slice_efficiency", self._checked_slices())
 
@@ -134,6 +146,19 @@ class DeviceSpec:
         if self.slice_efficiency:
             out["slice_efficiency"] = [[f, e] for f, e in self.slice_efficiency]
         return out
+
+
+#: The fields of a device in a profile's JSON (:meth:`DeviceSpec.to_dict`).
+DEVICE_FIELDS = ("name", "device", "profile", "memory_bytes", "slice_efficiency")
+
+
+def _refuse_unknown(data: dict, fields: tuple, source: str) -> None:
+    """ValueError naming ``source`` for a key of ``data`` not in ``fields``: a misspelt
+    optional field (``slice_efficiencies``) would be ignored in silence."""
+    unknown = sorted(set(data) - set(fields), key=str)
+    if unknown:
+        raise ValueError(f"{source}: unknown field {unknown[0]!r}; the fields are "
+                         f"{', '.join(fields)}")
 
 
 def per_device(values: Sequence[float], n: int, what: str = "memory",
@@ -187,10 +212,7 @@ class ClusterSpec:
                              "worker can be planned once")
         object.__setattr__(self, "devices", devices)
         object.__setattr__(self, "bandwidth", _positive_finite(self.bandwidth, "bandwidth"))
-        try:
-            latency = float(self.latency)
-        except (TypeError, ValueError) as err:
-            raise ValueError(f"latency must be a number, got {self.latency!r}") from err
+        latency = _number(self.latency, "latency")
         if math.isnan(latency) or math.isinf(latency) or latency < 0:
             raise ValueError(f"latency must be a finite number >= 0, got {self.latency!r}")
         object.__setattr__(self, "latency", latency)
@@ -217,6 +239,8 @@ class ClusterSpec:
         ``/job:worker/task:i/device:CPU:0``.
         """
         try:
+            if isinstance(speeds, (str, bytes)):  # "12" is not the speeds 1 and 2
+                raise TypeError(speeds)
             values = list(speeds)
         except TypeError as err:
             raise ValueError(f"speeds must be a list of numbers, got {speeds!r}") from err
@@ -254,6 +278,9 @@ class ClusterSpec:
         for key in ("devices", "bandwidth", "latency"):
             if key not in data:
                 raise ValueError(f"{source}: missing field {key!r}")
+        _refuse_unknown(data, ("devices", "bandwidth", "latency", "extra"), source)
+        if not isinstance(data.get("extra") or {}, dict):
+            raise ValueError(f"{source}: field 'extra' must be an object")
         if not isinstance(data["devices"], list):
             raise ValueError(f"{source}: field 'devices' must be a list")
         devices = []
@@ -263,8 +290,13 @@ class ClusterSpec:
             for key in ("name", "device", "profile", "memory_bytes"):
                 if key not in row:
                     raise ValueError(f"{source}: devices[{i}] is missing field {key!r}")
+            _refuse_unknown(row, DEVICE_FIELDS, f"{source}: devices[{i}]")
+            for key in ("name", "device"):
+                if not isinstance(row[key], str):
+                    raise ValueError(f"{source}: devices[{i}]: field {key!r} must be a string, "
+                                     f"got {row[key]!r}")
             try:
-                devices.append(DeviceSpec(name=str(row["name"]), device=str(row["device"]),
+                devices.append(DeviceSpec(name=row["name"], device=row["device"],
                                           profile=row["profile"],
                                           memory_bytes=row["memory_bytes"],
                                           slice_efficiency=row.get("slice_efficiency") or ()))
