@@ -120,6 +120,16 @@ def _cluster_from(**fields):
     return ClusterSpec.from_dict(data)
 
 
+def _write_dataset(**kwargs):
+    """``write_dataset`` of two 8^3 subjects into a new directory, ``kwargs`` replaced."""
+    def call(d):
+        from meshpar.data.phantoms import write_dataset
+
+        args = dict(out_dir=Path(d) / f"wd-{sorted(kwargs)[0]}", n=2, shape=(8, 8, 8))
+        return write_dataset(**dict(args, **kwargs))
+    return call
+
+
 def _models_get(d):
     from meshpar import models
 
@@ -777,6 +787,23 @@ CASES = [
          "cluster: bandwidth must be a number, got '1e9'"),
     Case("cluster-memory-under-a-byte", "api", lambda d: _from_speeds([1], memory_bytes=0.5),
          "device 'w0': memory_bytes must be at least 1 byte, got 0.5"),
+    # --- sweep 13: write_dataset's arguments (all written in silence before)
+    # a one-class dataset: nothing a classifier can learn, train refuses it afterwards
+    Case("data-synth-one-label", "cli",
+         ["data", "synth", "--out", "{d}/synth-one", "--n", "2", "--shape", "8,8,8", "--labels", "A"],
+         "label set must name at least two classes, got ('A',)"),
+    Case("write-dataset-labels-a-string", "api", _write_dataset(label_set="NCAD"),
+         "label set must be a sequence of names, got 'NCAD'"),  # was the labels N, C, A, D
+    Case("write-dataset-label-empty", "api", _write_dataset(label_set=("", "AD")),
+         "label set must be non-empty names without repeats, got ('', 'AD')"),
+    Case("write-dataset-n-fraction", "api", _write_dataset(n=2.5),  # was cut to 2
+         "n must be a whole number >= 1, got 2.5"),
+    Case("write-dataset-noise-nan", "api", _write_dataset(noise=NAN),
+         "noise must be a finite number >= 0, got nan"),
+    Case("write-dataset-fractions-nan", "api", _write_dataset(fractions=[NAN, 1]),
+         "fractions must be finite numbers >= 0, got [nan, 1]"),  # was numpy's 'repeats may not'
+    Case("write-dataset-negative-seed", "api", _write_dataset(seed=-1),
+         "seed must be a whole number >= 0, got -1"),
 ]
 
 

@@ -51,7 +51,8 @@ from typing import Callable, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from meshpar.data.synth_checks import check_voxel_mm, refuse_targets, subject_file
+from meshpar.data.synth_checks import (check_dataset_arguments, check_voxel_mm, refuse_targets,
+                                       subject_file)
 
 # Atrophy severity of each diagnostic group, 0 (none) to 1 (typical AD).
 # Groups not listed get a severity from their position in the label set.
@@ -520,24 +521,15 @@ def write_dataset(
     Returns the path of ``labels.csv``.
     """
     out_dir = Path(out_dir)
-    n = int(n)
-    if n < 1:
-        raise ValueError(f"n must be at least 1, got {n}")
-    if n > np.iinfo(np.int64).max:  # numpy counts the labels in int64
-        raise ValueError(f"n must be at most 2**63 - 1, got {n}")
-    label_set = tuple(str(x) for x in label_set)
-    if len(set(label_set)) != len(label_set) or not label_set:
-        raise ValueError(f"label set must be non-empty names without repeats, got {label_set}")
-    shape = tuple(int(s) for s in shape)
-    if len(shape) != 3 or min(shape) < 8:
-        raise ValueError(f"shape must be three sizes of at least 8, got {shape}")
+    n, shape, label_set = check_dataset_arguments(n, shape, label_set, seed, fractions, noise,
+                                                  max_rotation_deg)
     if ad_fraction is not None:
         if fractions is not None:
             raise ValueError("give either fractions or ad_fraction, not both")
         if len(label_set) != 2:
             raise ValueError(f"ad_fraction needs exactly two labels, got {label_set}")
-        if not 0.0 <= ad_fraction <= 1.0:
-            raise ValueError(f"ad_fraction must be in [0, 1], got {ad_fraction}")
+        if isinstance(ad_fraction, (str, bool)) or not 0.0 <= ad_fraction <= 1.0:
+            raise ValueError(f"ad_fraction must be in [0, 1], got {ad_fraction!r}")
         fractions = (1.0 - ad_fraction, ad_fraction)
     for codes in orientations:
         orientation_affine(shape, 1.0, codes)  # fail on bad codes before writing anything

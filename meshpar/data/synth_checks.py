@@ -1,7 +1,10 @@
 """What :func:`meshpar.data.phantoms.write_dataset` checks before it writes anything:
-voxel sizes the phantoms can be drawn at, and a directory it may write into."""
+its counts, labels and noise, voxel sizes the phantoms can be drawn at, and a directory
+it may write into."""
 from __future__ import annotations
 
+import math
+import numbers
 from pathlib import Path
 from typing import Sequence, Union
 
@@ -10,6 +13,47 @@ import numpy as np
 #: the voxel sizes a dataset may have: files below MIN_VOXEL_MM read back as singular
 #: (nibabel stores float32 sizes), and past MAX_FOV_MM across the bias field overflows
 MIN_VOXEL_MM, MAX_FOV_MM = 1e-3, 600.0
+
+
+def _whole(x) -> bool:
+    """Whether ``x`` is an integral number (numpy's too), not a bool, NaN or infinity."""
+    return (isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(x)
+            and int(x) == x)
+
+
+def check_dataset_arguments(n, shape, label_set, seed, fractions, noise,
+                            max_rotation_deg) -> tuple:
+    """``(n, shape, label_set)`` of a dataset to write, as int, tuple of ints and tuple of
+    str; ValueError for a count or size that is not a whole number in range (2.5 is not
+    cut to 2), a label set that is a string, names fewer than two classes (a classifier
+    learns nothing from one) or an empty or repeated name, a negative seed, and
+    fractions, noise or a rotation that are not finite numbers >= 0."""
+    if not _whole(n) or n < 1:
+        raise ValueError(f"n must be a whole number >= 1, got {n!r}")
+    if n > np.iinfo(np.int64).max:  # numpy counts the labels in int64
+        raise ValueError(f"n must be at most 2**63 - 1, got {n}")
+    if isinstance(label_set, (str, bytes)):  # "NCAD" is not the labels N, C, A, D
+        raise ValueError(f"label set must be a sequence of names, got {label_set!r}")
+    names = tuple(label_set)
+    if not all(isinstance(x, str) and x for x in names) or len(set(names)) != len(names):
+        raise ValueError(f"label set must be non-empty names without repeats, got {names}")
+    if len(names) < 2:
+        raise ValueError(f"label set must name at least two classes, got {names}: a "
+                         "classifier learns nothing from one (for subjects of one group, "
+                         "give the other no share: fractions, or ad_fraction 0 or 1)")
+    if len(shape) != 3 or not all(_whole(s) and s >= 8 for s in shape):
+        raise ValueError(f"shape must be three sizes of at least 8, got {tuple(shape)}")
+    if not _whole(seed) or seed < 0:
+        raise ValueError(f"seed must be a whole number >= 0, got {seed!r}")
+    for what, values in (("fractions", fractions), ("noise", (noise,)),
+                         ("max_rotation_deg", (max_rotation_deg,))):
+        if values is not None and not all(
+                isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
+                and v >= 0 for v in values):
+            raise ValueError(f"fractions must be finite numbers >= 0, got {list(values)}"
+                             if what == "fractions" else
+                             f"{what} must be a finite number >= 0, got {values[0]!r}")
+    return int(n), tuple(int(s) for s in shape), names
 
 
 def check_voxel_mm(shape: Sequence[int], voxel_mm: Union[float, Sequence[float]]) -> None:
