@@ -804,6 +804,9 @@ CASES = [
          "fractions must be finite numbers >= 0, got [nan, 1]"),  # was numpy's 'repeats may not'
     Case("write-dataset-negative-seed", "api", _write_dataset(seed=-1),
          "seed must be a whole number >= 0, got -1"),
+    # named no flag: 'batch: size 1 cannot be split into 2 parts of at least 1'
+    Case("bench-memory-batch-below-workers", "cli", ["bench", "memory", "--batch", "1"],
+         "--batch 1 is smaller than the 2 workers: a batch split gives each at least one sample"),
 ]
 
 

@@ -160,6 +160,9 @@ def run_benchmark(models: Sequence[str], speeds: Sequence[float], batch: int = 8
         raise ValueError(f"unknown strategies {unknown}; choose from {', '.join(STRATEGIES)}")
     if steps < 1:
         raise ValueError(f"--steps must be >= 1, got {steps}")
+    from meshpar.bench.train import _check_batch
+
+    _check_batch(batch, len(speeds))  # was the planner's 'batch: size 1 cannot be split'
     budget = None if memory_bytes is None else \
         per_device(memory_bytes, len(speeds), "--memory-mib", "worker")
     if enforce:
