@@ -807,6 +807,10 @@ CASES = [
     # named no flag: 'batch: size 1 cannot be split into 2 parts of at least 1'
     Case("bench-memory-batch-below-workers", "cli", ["bench", "memory", "--batch", "1"],
          "--batch 1 is smaller than the 2 workers: a batch split gives each at least one sample"),
+    # the profile's model (plan's default --model) as a list: "unhashable type: 'list'" traceback
+    Case("plan-profile-model-a-list", "cli", ["plan", "--profile", "{d}/profile-model-list.json",
+                                              "--method", "even"],
+         "unknown model ['vgg-cifar']; choose one of"),
 ]
 
 

@@ -100,6 +100,7 @@ def files(tmp_path_factory, addresses):
                                  for dev in good["devices"]])
     (d / "device-no-profile.json").write_text(json.dumps(broken))
     (d / "profile-extra-list.json").write_text(json.dumps(dict(good, extra=[1, 2])))
+    (d / "profile-model-list.json").write_text(json.dumps(dict(good, extra={"model": ["vgg-cifar"]})))
     rows = [dict(dev) for dev in good["devices"]]
     rows[0]["slice_efficiencies"] = [[0.5, 0.8]]  # misspelt: the measurement was dropped
     rows[1]["device"] = None                      # was planned as device 'None'

@@ -112,7 +112,7 @@ def get(name: str, **overrides) -> ModelSpec:
     config. ValueError lists the choices."""
     try:
         module, make, defaults = _REGISTRY[name]
-    except KeyError:
+    except (KeyError, TypeError):  # TypeError: a list or dict (a profile's "model": [...])
         raise ValueError(f"unknown model {name!r}; choose one of {', '.join(names())}") from None
     return ModelSpec(name, module, make(**{**defaults, **overrides}))
 
