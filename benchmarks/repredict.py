@@ -11,7 +11,6 @@ measured median step: predicted / measured, before -> now.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 
 from meshpar.models import describe_model
@@ -38,7 +37,7 @@ def predicted_seconds(result: dict, row: dict, profile: ClusterSpec,
     perm = [names.index(d) for d in row["plan_devices"]]
     rows, cols = (int(part.split(":")[1]) for part in row["mesh"].split(";"))
     if len(perm) != len(names):
-        profile = dataclasses.replace(profile, devices=tuple(profile.devices[i] for i in perm))
+        profile = profile.subset([profile.devices[i] for i in perm])
         perm = list(range(len(perm)))
     cost = cost_model(result["model"], profile, result["batch"], fixed_by_params)
     dims = {k: v for k, v in row["split_sizes"].items() if k != "batch"}

@@ -199,13 +199,10 @@ def plot_plan(plan, path: str, model=None, cluster=None) -> str:
     plot_ga_convergence(list(plan.history), ax=axes[1], label=f"{plan.method} best",
                         lower_bound=plan.lower_bound_seconds)
     if timeline:
-        import dataclasses
-
         from meshpar.planning.cost_model import CostModel
 
         used = set(plan.devices)  # a plan may leave the slowest devices idle
-        cluster = dataclasses.replace(cluster, devices=tuple(
-            d for d in cluster.devices if d.device in used))
+        cluster = cluster.subset([d for d in cluster.devices if d.device in used])
         plot_device_timeline(plan, cost=CostModel(model, cluster, plan.batch), ax=axes[2])
     fig.tight_layout()
     fig.savefig(path, dpi=100)

@@ -154,3 +154,37 @@ def test_link_chains_cross_between_neighbouring_workers_at_every_hop(workers):
             assert t.op.device == ends[0]  # the chain starts on the pair's first worker
             # each hop adds on the other end: a transfer per hop, none elided
             assert adds[::-1] == [ends[(h + 1) % 2] for h in range(hops)]
+
+
+def _with_alone(alone_profile):
+    from dataclasses import replace
+
+    return replace(ClusterSpec.from_speeds([1.0, 0.5]), extra={"alone_profile": alone_profile})
+
+
+def test_one_device_of_a_cluster_is_priced_at_its_speeds_alone():
+    first = "/job:worker/task:0/device:CPU:0"
+    cluster = _with_alone({first: [[1e9, 2e11], [1.0, 1.5e11]]})
+    one = cluster.subset([cluster.devices[0]])
+    assert one.devices[0].profile == ((1.0, 1.5e11), (1e9, 2e11))
+    assert one.devices[0].name == "w0" and one.extra == cluster.extra
+    # two devices keep the all-at-once speeds; a device without an alone entry too
+    both = cluster.subset(cluster.devices[::-1])
+    assert [d.profile for d in both.devices] == [d.profile for d in cluster.devices[::-1]]
+    assert cluster.subset([cluster.devices[1]]).devices[0].profile == ((1.0, 0.5e11),)
+    # and a profile without the table is as before
+    plain = ClusterSpec.from_speeds([1.0, 0.5])
+    assert plain.subset([plain.devices[0]]).devices == (plain.devices[0],)
+
+
+@pytest.mark.parametrize("table, message", [
+    ([[1.0, 1e11]], "'alone_profile' must be an object"),
+    ({"/job:worker/task:0/device:CPU:0": [[1.0, -1.0]]}, "alone_profile of .*task:0.* > 0"),
+    ({"/job:worker/task:0/device:CPU:0": "fast"}, "alone_profile of .*task:0.*point 0"),
+])
+def test_a_hand_edited_alone_profile_is_refused_when_loaded(tmp_path, table, message):
+    path = tmp_path / "profile.json"
+    path.write_text(json.dumps(dict(ClusterSpec.from_speeds([1.0]).to_dict(),
+                                    extra={"alone_profile": table})))
+    with pytest.raises(ValueError, match=message):
+        ClusterSpec.load(path)

@@ -219,9 +219,12 @@ def test_a_rebalancing_profile_follows_its_workers_in_any_listed_order(cluster):
     local, _ = cluster
     a, b = local.addresses
     speeds = ClusterSpec.from_speeds([0.9, 0.3])
-    profile = dataclasses.replace(speeds, extra={"addresses": [a, b]})
+    alone = {d.device: [[1.0, 2 * d.profile[0][1]]] for d in speeds.devices}
+    profile = dataclasses.replace(speeds, extra={"addresses": [a, b], "alone_profile": alone})
     assert ClusterClient([a, b]).follow_addresses(profile) is profile
     moved = ClusterClient([b, a]).follow_addresses(profile)
     fast = max(moved.devices, key=lambda d: d.profile[-1][1])
     assert parse_worker_device(fast.device) == (1, "CPU:0")  # the 0.9 machine is task 1 now
     assert [d.profile for d in moved.devices] == [d.profile for d in profile.devices]
+    # its speeds alone move with it (a one-device plan is priced at those)
+    assert moved.subset([fast]).devices[0].profile == ((1.0, 2 * fast.profile[0][1]),)

@@ -168,6 +168,30 @@ def test_with_subsets_a_device_that_only_slows_the_step_is_left_idle():
     assert len(plan(big, fair, 8, method="proportional", subsets=True).devices) == 2
 
 
+def _contended(alone):
+    """Two workers whose all-at-once profile says 1.0 and 1.1 (x 1e11 FLOP/s) and
+    whose profiles alone say ``alone``, behind a 1 s link (no split pays)."""
+    from dataclasses import replace
+
+    cluster = replace(ClusterSpec.from_speeds([1.0, 1.1]), latency=1.0)
+    table = {d.device: [[1.0, a * 1e11]] for d, a in zip(cluster.devices, alone)}
+    return replace(cluster, extra={"alone_profile": table})
+
+
+def test_a_plan_on_one_device_takes_the_fastest_alone_at_its_speed_alone():
+    # Three workers on two cores, say: all at once the second looks faster,
+    # alone the first is three times faster.
+    model = describe_model("vgg-cifar-small")
+    best = plan(model, _contended([3.0, 1.2]), 4, method="proportional", subsets=True)
+    assert best.devices == ("/job:worker/task:0/device:CPU:0",)
+    work = 3.0 * model.flops * 4
+    assert best.predicted_step_seconds == pytest.approx(work / 3e11, rel=0.02)
+    # the same speeds all at once as alone: the second, at 1.1
+    same = plan(model, _contended([1.0, 1.1]), 4, method="proportional", subsets=True)
+    assert same.devices == ("/job:worker/task:1/device:CPU:0",)
+    assert same.predicted_step_seconds == pytest.approx(work / 1.1e11, rel=0.02)
+
+
 
 def _polished(model, cluster, batch, rows, cols, even=False, pairs=True):
     """The GA's local search alone on the placement ``arange(n)`` of ``rows x

@@ -190,12 +190,19 @@ def test_a_profile_is_scaled_to_the_live_speeds_the_least_slowed_worker_keeping_
     from meshpar.training.rebalance import scaled_profile
 
     profile = _step_profile([1.0, 0.5, 0.8])
+    profile.extra["alone_profile"] = {d.device: [[1.0, 1.5 * d.profile[0][1]]]
+                                      for d in profile.devices}
     scaled = scaled_profile(profile, {0: 0.25, 2: 1.0})
     top = {d.device: d.profile[0][1] for d in scaled.devices}
     fast = "/job:worker/task:2/device:CPU:0"
     assert len(scaled.devices) == 2 and top[fast] == profile.devices[2].profile[0][1]
     assert top["/job:worker/task:0/device:CPU:0"] / top[fast] == pytest.approx(0.25)
     assert scaled.extra["split_seconds"] == profile.extra["split_seconds"]
+    # the speeds alone scale with each device's (a one-device re-plan is priced at them)
+    for device in scaled.devices:
+        (size, speed), = scaled.subset([device]).devices[0].profile
+        assert size == 1.0 and speed == pytest.approx(1.5 * device.profile[0][1])
+    assert len(scaled.extra["alone_profile"]) == 2
     with pytest.raises(ValueError, match="no device of worker task"):
         scaled_profile(profile, {0: 1.0, 7: 1.0})
 

@@ -119,13 +119,11 @@ def strategy_plans(model_name: str, profile, batch: int, standalone: Sequence[fl
 
 def alone_plan(model_name: str, profile, batch: int, task: int, memory_terms=MEASURED):
     """A one-device plan on worker ``task`` (its predicted time from that device alone)."""
-    import dataclasses
-
     from meshpar.models import describe_model
     from meshpar.planning.cost_model import CostModel
     from meshpar.planning.planners.common import build_plan
 
-    single = dataclasses.replace(profile, devices=(profile.devices[task],))
+    single = profile.subset([profile.devices[task]])  # priced at its speeds alone
     cost = CostModel(describe_model(model_name), single, batch, memory_terms=memory_terms)
     return build_plan(f"alone-{task}", cost, 1, 1, [0], [1.0], [1.0])
 

@@ -216,6 +216,8 @@ class ClusterSpec:
         if math.isnan(latency) or math.isinf(latency) or latency < 0:
             raise ValueError(f"latency must be a finite number >= 0, got {self.latency!r}")
         object.__setattr__(self, "latency", latency)
+        for device in (self.extra or {}).get("alone_profile") or {}:
+            self.alone_points(device)  # a hand-edited table is refused here, not when planned
 
     def __len__(self) -> int:
         return len(self.devices)
@@ -224,6 +226,40 @@ class ClusterSpec:
     def device_strings(self) -> list:
         """TF device string of every device, in cluster order."""
         return [d.device for d in self.devices]
+
+    def alone_points(self, device: str) -> tuple:
+        """The profile of the device ``device`` (a TF device string) measured with the
+        other workers idle (``extra["alone_profile"]``, which ``meshpar profile
+        --cluster`` writes next to the all-at-once profile), as sorted ``(size,
+        flops_per_s)`` pairs; () where the profile has none for it."""
+        table = (self.extra or {}).get("alone_profile")
+        if table is None:
+            return ()
+        if not isinstance(table, dict):
+            raise ValueError("the profile's extra field 'alone_profile' must be an object: "
+                             "each device string -> its [size, flops_per_s] pairs")
+        if device not in table:
+            return ()
+        return _positive_pairs(table[device], f"alone_profile of {device}", ("size", "speed"),
+                               "[size, flops_per_s]")
+
+    def subset(self, devices: Sequence["DeviceSpec"]) -> "ClusterSpec":
+        """The cluster of ``devices`` only (some of these, in the order given), for a
+        plan that leaves the others idle.
+
+        One device alone is priced at the speeds it was measured at alone
+        (:meth:`alone_points`), where the profile has them: the main profile is
+        measured with every worker computing at once, and a device that shares
+        a host with the others (cores, memory bandwidth, a GPU's feeding
+        thread) runs faster when they idle. Seen: three workers on two cores,
+        where the all-at-once profile ranked the 0.5-core worker above the
+        0.9-core one and a one-device plan went to the slower. For two or more
+        of several devices nothing was measured between alone and all at once,
+        and the all-at-once speeds stay."""
+        devices = tuple(devices)
+        if len(devices) == 1 and self.alone_points(devices[0].device):
+            devices = (replace(devices[0], profile=self.alone_points(devices[0].device)),)
+        return replace(self, devices=devices)
 
     def speeds_at(self, size: float) -> np.ndarray:
         """Each device's FLOP/s at work items of ``size`` FLOPs, shape [n]."""

@@ -354,7 +354,12 @@ class ClusterClient:
         devices = tuple(
             dataclasses.replace(d, device=f"/job:worker/task:{t}/device:{kind or 'CPU:0'}")
             for d, t, (_, kind) in zip(profile.devices, moved, parsed))
-        return dataclasses.replace(profile, devices=devices)
+        extra = dict(profile.extra)
+        if extra.get("alone_profile"):  # keyed by device: renamed with the devices
+            extra["alone_profile"] = {new.device: profile.alone_points(old.device)
+                                      for old, new in zip(profile.devices, devices)
+                                      if profile.alone_points(old.device)}
+        return dataclasses.replace(profile, devices=devices, extra=extra)
 
     def check_devices(self, devices: Sequence[str]) -> None:
         """ValueError (one line) unless every one of ``devices`` (``/job:worker/task:i/

@@ -242,6 +242,11 @@ def scaled_profile(profile, speeds: Dict[int, float], description=None, batch: i
         by_task[t], profile=tuple((size, f * scale[t] / norm) for size, f in by_task[t].profile))
         for t in sorted(speeds))
     extra = dict(profile.extra or {})
+    if extra.get("alone_profile"):  # the speeds alone scale with the device's
+        extra["alone_profile"] = {
+            by_task[t].device: tuple((size, f * scale[t] / norm)
+                                     for size, f in profile.alone_points(by_task[t].device))
+            for t in sorted(speeds) if profile.alone_points(by_task[t].device)}
     if description is not None and batch:
         calibrated = CostModel(description, profile, batch)
         if calibrated.split_overhead is not None:

@@ -95,7 +95,7 @@ def plan(model: ModelDescription, cluster: Union[ClusterSpec, Sequence[float]],
         return with_worker_addresses(best, cluster)
     found = [best]
     for devices in _fastest_subsets(cost, cluster):
-        sub = dataclasses.replace(cluster, devices=devices)
+        sub = cluster.subset(devices)
         if budget is not None:  # the exact planner's limit is for the whole call
             options["time_limit"] = max(budget - (time.perf_counter() - t0), 1e-3)
         candidate = planner(model, sub, batch,
@@ -166,11 +166,16 @@ def _proven_over_subsets(best: Plan, found: list, seconds: float) -> Plan:
 
 def _fastest_subsets(cost: CostModel, cluster: ClusterSpec) -> list:
     """The fastest k devices for k < n (device tuples), fastest first; for more
-    than 16 devices only where the speed class changes."""
+    than 16 devices only where the speed class changes. The one device is the
+    fastest on the whole batch by itself (:meth:`ClusterSpec.subset`: at its
+    speeds measured alone, where profiled), not the fastest of all at once."""
     speeds = representative_speeds(cost)
     order = sorted(range(len(speeds)), key=lambda i: -speeds[i])
     n = len(order)
-    ks = range(1, n)
+    ks = range(2, n)
     if n > 16:
         ks = [k for k in ks if speeds[order[k]] != speeds[order[k - 1]]]
-    return [tuple(cluster.devices[i] for i in order[:k]) for k in ks]
+    whole = max(3.0 * cost.model.flops * cost.batch, 1.0)
+    alone = [cluster.subset([d]).devices[0].speed_at(whole) for d in cluster.devices]
+    single = [(cluster.devices[int(np.argmax(alone))],)] if n > 1 else []
+    return single + [tuple(cluster.devices[i] for i in order[:k]) for k in ks]

@@ -12,8 +12,6 @@ of each other, docs/measuring.md).
 """
 from __future__ import annotations
 
-import dataclasses
-
 from meshpar.planning.cluster import ClusterSpec
 from meshpar.planning.cost_model import CostModel
 from meshpar.planning.description import ModelDescription
@@ -93,8 +91,7 @@ def batch_neighbours(p: Plan, model: ModelDescription, cluster: ClusterSpec,
     rows, cols = shape[BATCH_AXIS], shape[MODEL_AXIS]
     if rows < 2:
         return []
-    sub = dataclasses.replace(cluster, devices=tuple(
-        d for d in cluster.devices if d.device in p.devices))
+    sub = cluster.subset([d for d in cluster.devices if d.device in p.devices])
     cost = CostModel(model, sub, p.batch, memory_terms=memory_terms)
     names = [d.device for d in sub.devices]
     perm = [names.index(d) for d in p.devices]
