@@ -140,6 +140,11 @@ def test_throttle_period_is_chosen_checked_and_described():
     assert LocalCluster([0.9, 0.3], throttle="signal").period_us == 20_000
     cycle = LocalCluster([0.9, 0.3], throttle="signal", period_us=4_000)
     assert "duty cycle, period 4 ms" in cycle.describe()
+    assert "pinned one per core" in cycle.describe()
+    # more workers than cores is labelled as the separate case it is
+    crowd = LocalCluster([0.5] * ((os.cpu_count() or 1) + 1), throttle="signal")
+    assert f"not pinned ({len(crowd.speeds)} workers on {os.cpu_count() or 1} cores share them" \
+        in crowd.describe()
     for bad in (999, 1_000_001, "2000", True, float("nan")):
         with pytest.raises(ValueError, match="period_us must be 1000 to 1000000"):
             LocalCluster([0.5], throttle="signal", period_us=bad)

@@ -272,7 +272,10 @@ class LocalCluster:
 
     def describe(self) -> str:
         """One line: number of workers, CPU shares, pinning and throttle method."""
-        pin = "pinned one per core" if self.pin else "not pinned"
+        cores = os.cpu_count() or 1
+        pin = "pinned one per core" if self.pin else "not pinned" + (
+            f" ({len(self.speeds)} workers on {cores} cores share them: a separate case from "
+            "one worker per core)" if len(self.speeds) > cores else "")
         how = {"cgroup": f"cgroup CPU quota, period {self._periods_ms()}",
                "signal": f"SIGSTOP/SIGCONT duty cycle, period {self.period_us / 1000:g} ms",
                "none": "no throttle"}[self.throttle]
