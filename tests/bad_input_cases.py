@@ -508,7 +508,7 @@ CASES = [
          ["plan", "--speeds", "1,1", "--method", "proportional", "--time-limit", "5"],
          "--time-limit goes with --method ga or exact; --method proportional would ignore it"),
     Case("plan-ga-time-limit-nan", "cli", ["plan", "--speeds", "1,1", "--time-limit", "nan"],
-         "--time-limit must be finite and > 0, got nan"),
+         "--time-limit must be > 0 and finite, got nan"),
     Case("plan-batch-too-large-ga", "cli",  # was an OverflowError traceback
          ["plan", "--speeds", "1,1", "--batch", str(10 ** 30)],
          f"batch {10 ** 30} is too large to split (at most 2**53)"),
@@ -814,7 +814,7 @@ CASES = [
     # named the planner's argument ('time_limit (seconds) must be finite'), not the flag
     Case("plan-time-limit-infinite", "cli", ["plan", "--speeds", "1,1", "--method", "exact",
                                              "--time-limit", "inf"],
-         "--time-limit must be finite and > 0, got inf"),
+         "--time-limit must be > 0 and finite, got inf"),
 ]
 
 

@@ -135,13 +135,13 @@ def run(args) -> int:
             value = getattr(args, name)
             if value is not None:
                 if not 0 < value < math.inf:  # NaN too; inf was the planner's 'time_limit'
-                    raise ValueError(f"--{name.replace('_', '-')} must be finite and > 0, "
+                    raise ValueError(f"--{name.replace('_', '-')} must be > 0 and finite, "
                                      f"got {value}")
                 options[name] = value
         options["progress"] = bool(args.progress or sys.stderr.isatty())
     elif args.method == "exact" and args.time_limit is not None:
         if not 0 < args.time_limit < math.inf:
-            raise ValueError(f"--time-limit must be finite and > 0, got {args.time_limit}")
+            raise ValueError(f"--time-limit must be > 0 and finite, got {args.time_limit}")
         options["time_limit"] = args.time_limit
     terms = memory_terms(args.memory_headroom)
     result = plan(model, cluster, args.batch, method=args.method, seed=args.seed,
