@@ -7,9 +7,9 @@ tracing is measured, not assumed (:meth:`SpeedMonitor.overhead`).
 
 A worker's speed is its work over its busy time. Its work on a mesh
 (:func:`worker_work`) is the share of the model it computes: the layers whose
-split dimension is laid out on a model axis are cut by the axis weights, the
-others are replicated on every processor of a row, and the batch axis cuts
-all of it. So a worker's measured busy time maps to a speed that does not
+split dimension is laid out on a model axis are cut as the mesh cuts that
+dimension (its per-layer weights, else the axis weights), the others are
+replicated on every processor of a row, and the batch axis cuts all of it. So a worker's measured busy time maps to a speed that does not
 depend on the plan it ran under, and a re-plan from these speeds converges.
 
 >>> imbalance({0: 0.5, 1: 0.5}, {0: 2.0, 1: 1.0})
@@ -23,6 +23,7 @@ from typing import Callable, Dict, Optional
 import numpy as np
 import tensorflow.compat.v1 as tf
 
+from meshpar.core.splits import split_sizes
 from meshpar.planning.plan import parse_layout
 from meshpar.runtime.client import parse_worker_device
 from meshpar.training.step_trigger import StepTimeTrigger  # noqa: F401 (re-exported)
@@ -102,37 +103,60 @@ def _axis_shares(mesh, name: str, size: int) -> np.ndarray:
     return weights / weights.sum()
 
 
+def _dim_shares(mesh, name: str, size: int, dim: str, dim_size) -> np.ndarray:
+    """The share of dimension ``dim`` (``dim_size`` long) each coordinate of mesh axis
+    ``name`` (``size`` long) holds: its per-dimension weights, else the axis weights,
+    else equal parts, cut into whole pieces by the split rule as the mesh cuts it."""
+    weights = (mesh.dim_split_weights.get(dim) or mesh.split_weights.get(name)
+               or [1.0] * size)
+    try:
+        return np.asarray(split_sizes(int(dim_size), weights, dim), float) / int(dim_size)
+    except (TypeError, ValueError):  # no size, or too small to cut: the weights' quotas
+        weights = np.asarray(weights, float)
+        return weights / weights.sum()
+
+
 def worker_work(mesh, description, layout: str) -> Dict[int, float]:
     """Worker task -> the fraction of one step's FLOPs it computes on ``mesh`` (a
     :class:`~meshpar.training.estimator.MeshSpec` on worker devices) laid out
     by ``layout`` (``"dim:axis;..."``), from the model's layer table
     ``description`` (a ModelDescription).
 
-    Layers whose split dimension is laid out on a non-batch axis are cut by
-    that axis' weights; the rest are replicated along it. The batch axis cuts
-    every layer.
+    A layer whose split dimension is laid out on a non-batch axis is cut along
+    it as the mesh cuts that dimension: by its per-dimension weights (a plan's
+    per-layer ratios) if it has them, else the axis weights, in whole pieces
+    (:func:`~meshpar.core.splits.split_sizes`); along the other non-batch axes
+    it is replicated. The batch axis cuts every layer by its weights.
     """
     names = {name for name, _ in mesh.axes}
     rules = {}
     for dim, axis in parse_layout(layout):  # as Mesh-TF: a dimension's first rule on this mesh
         if axis in names:
             rules.setdefault(dim, axis)
-    total = sum(layer.flops for layer in description.layers) or 1.0
-    split = sum(layer.flops for layer in description.layers
-                if layer.split_dim and rules.get(layer.split_dim, "batch") != "batch")
-    replicated = 1.0 - split / total
     sizes = [size for _, size in mesh.axes]
-    shares = [_axis_shares(mesh, name, size) for name, size in mesh.axes]
+    coords = np.array([np.unravel_index(p, sizes) for p in range(len(mesh.devices))],
+                      int).reshape(len(mesh.devices), len(sizes))
+    work = np.zeros(len(mesh.devices))
+    for layer in description.layers:
+        factor = np.ones(len(mesh.devices))
+        axis = rules.get(layer.split_dim) if layer.split_dim else None
+        if axis is not None and axis != "batch":
+            i = [name for name, _ in mesh.axes].index(axis)
+            factor = _dim_shares(mesh, axis, sizes[i], layer.split_dim,
+                                 layer.split_size)[coords[:, i]]
+        work += layer.flops * factor
+    total = sum(layer.flops for layer in description.layers)
+    work = work / total if total else np.ones(len(mesh.devices))
+    for i, (name, size) in enumerate(mesh.axes):
+        if name == "batch":
+            work = work * _axis_shares(mesh, name, size)[coords[:, i]]
     out = {}
     for pnum, device in enumerate(mesh.devices):
-        work = 1.0
-        for (name, _), share, c in zip(mesh.axes, shares, np.unravel_index(pnum, sizes)):
-            work *= share[c] if name == "batch" else replicated + (1 - replicated) * share[c]
         task, _ = parse_worker_device(device)
         if task is None:
             raise ValueError(f"device {device!r} is not a worker task: re-balancing needs "
                              "a cluster (/job:worker/task:i)")
-        out[task] = out.get(task, 0.0) + float(work)
+        out[task] = out.get(task, 0.0) + float(work[pnum])
     return out
 
 
