@@ -70,3 +70,27 @@ def test_per_dimension_weights_override_the_axis_weights_in_whole_pieces():
                 for layer in description.layers) / total
     assert work[0] == pytest.approx(first, rel=1e-12)
     assert work[0] > work[1]  # the axis weights alone would make them equal
+
+
+def test_the_batch_axis_cuts_whole_samples_of_the_run_batch():
+    """``--speeds 0.9,0.3 --mesh batch:2 --batch 5``: the workers train 4 and 1
+    samples (split_sizes), so their work is 0.8 and 0.2 of the step, not the
+    weights' 0.75 and 0.25 (a speed measured from busy time was 25% too high
+    for the slow worker)."""
+    description = describe_model("resattnet3d-tiny")
+    devices = [f"/job:worker/task:{t}/device:CPU:0" for t in (0, 1)]
+    mesh = MeshSpec("batch:2", "batch:batch", devices, split_weights={"batch": [0.9, 0.3]})
+    assert worker_work(mesh, description, "batch:batch", batch=5) == pytest.approx(
+        {0: 0.8, 1: 0.2})
+    assert worker_work(mesh, description, "batch:batch") == pytest.approx({0: 0.75, 1: 0.25})
+
+
+def test_a_rebalancing_run_counts_its_starting_mesh_at_the_run_batch():
+    from meshpar.training.rebalance import RebalanceOptions, _Run
+
+    description = describe_model("resattnet3d-tiny")
+    devices = [f"/job:worker/task:{t}/device:CPU:0" for t in (0, 1)]
+    mesh = MeshSpec("batch:2", "batch:batch", devices, split_weights={"batch": [0.9, 0.3]})
+    run = _Run(mesh, None, description, 5, RebalanceOptions(), lambda m: "batch:batch",
+               lambda line: None)
+    assert run.work == pytest.approx({0: 0.8, 1: 0.2})

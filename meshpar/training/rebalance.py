@@ -281,7 +281,7 @@ class _Run:
 
         self.batch, self.options, self.layout_of, self.log = batch, options, layout_of, log
         self.tasks = _task_devices(mesh)
-        self.work = worker_work(mesh, description, layout_of(mesh))
+        self.work = worker_work(mesh, description, layout_of(mesh), batch)
         total = max(self.work.values())
         self.speeds = {t: w / total for t, w in self.work.items()}  # the plan's premise
         self.lost: List[int] = []
@@ -337,7 +337,7 @@ class _Run:
                       profile=profile)
         devices = self.client.place(plan.devices, keep_device_type=False)
         new = MeshSpec.from_plan(plan, devices)
-        new_work = worker_work(new, self.description, self.layout_of(new))
+        new_work = worker_work(new, self.description, self.layout_of(new), self.batch)
         gain = None
         if not back and not lost:
             old_t = max(self.work[t] / speeds[t] for t in self.work)
@@ -493,7 +493,7 @@ def _forced(run: _Run, mesh: MeshSpec, step: int) -> dict:
     from meshpar.training.live_speeds import worker_work
 
     return {"step": step, "reason": "schedule", "mesh": mesh,
-            "work": worker_work(mesh, run.description, run.layout_of(mesh)),
+            "work": worker_work(mesh, run.description, run.layout_of(mesh), run.batch),
             "speeds": {}, "predicted_gain": None, "back": [], "lost": [],
             "plan_predicted_step_seconds": None}
 
