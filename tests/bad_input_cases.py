@@ -815,6 +815,12 @@ CASES = [
     Case("plan-time-limit-infinite", "cli", ["plan", "--speeds", "1,1", "--method", "exact",
                                              "--time-limit", "inf"],
          "--time-limit must be > 0 and finite, got inf"),
+    # an empty --devices was read as none: the run trained on emulated devices in silence
+    Case("train-devices-empty", "subprocess", SYNTH + ["--devices", ""],
+         "argument --devices: expected comma-separated device strings, none empty, got ''"),
+    Case("predict-devices-empty-entry", "subprocess",
+         ["predict", "--model-dir", "{d}", "--devices", "a,,b"],
+         "argument --devices: expected comma-separated device strings, none empty, got 'a,,b'"),
 ]
 
 

@@ -48,6 +48,17 @@ def path_text(text: str) -> str:
     return text
 
 
+def device_strings(text: str) -> str:
+    """argparse type: comma-separated device strings, none empty. An empty --devices
+    read as none (the run went to emulated local devices in silence), and an empty
+    entry ('a,,b') is a typo, not a device."""
+    names = [d.strip() for d in text.split(",")]
+    if not all(names):
+        raise argparse.ArgumentTypeError(f"expected comma-separated device strings, none "
+                                         f"empty, got {text!r}")
+    return text
+
+
 def positive_float(text: str) -> float:
     """argparse type: a finite number > 0 (sizes in mm)."""
     try:

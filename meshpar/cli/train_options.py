@@ -8,7 +8,7 @@ import json
 import math
 import sys
 
-from meshpar.cli.parsing import non_negative_int, parse_speeds, path_text
+from meshpar.cli.parsing import device_strings, non_negative_int, parse_speeds, path_text
 
 #: seconds an operation may wait on a worker (``--worker-timeout``)
 DEFAULT_WORKER_TIMEOUT_S = 300.0
@@ -26,7 +26,7 @@ def add_mesh_options(parser) -> None:
     parser.add_argument("--mesh-impl", choices=["meshpar", "mtf"], default="meshpar",
                         help="mtf: lower with Mesh-TensorFlow's own PlacementMeshImpl (even "
                              "splits only), the baseline (default: %(default)s)")
-    parser.add_argument("--devices", help="comma-separated device strings, pnum order "
+    parser.add_argument("--devices", type=device_strings, help="comma-separated device strings, pnum order "
                                           "(default: emulated local devices)")
     parser.add_argument("--cluster", type=path_text,
                         help="run on TF gRPC workers (`meshpar worker`) listed in "
