@@ -26,8 +26,9 @@ def add_mesh_options(parser) -> None:
     parser.add_argument("--mesh-impl", choices=["meshpar", "mtf"], default="meshpar",
                         help="mtf: lower with Mesh-TensorFlow's own PlacementMeshImpl (even "
                              "splits only), the baseline (default: %(default)s)")
-    parser.add_argument("--devices", type=device_strings, help="comma-separated device strings, pnum order "
-                                          "(default: emulated local devices)")
+    parser.add_argument("--devices", type=device_strings,
+                        help="comma-separated device strings, pnum order "
+                             "(default: emulated local devices)")
     parser.add_argument("--cluster", type=path_text,
                         help="run on TF gRPC workers (`meshpar worker`) listed in "
                              "this cluster JSON; 'TF_CONFIG' reads the environment")
