@@ -821,6 +821,15 @@ CASES = [
     Case("predict-devices-empty-entry", "subprocess",
          ["predict", "--model-dir", "{d}", "--devices", "a,,b"],
          "argument --devices: expected comma-separated device strings, none empty, got 'a,,b'"),
+    # a damaged run file's batch or model_overrides: TypeError tracebacks in predict
+    Case("predict-run-file-batch-null", "cli",
+         ["predict", "--model-dir", "{d}/run-batch-null", "--data", "{d}/nope", "--out", "{d}/p.csv"],
+         "run-batch-null/meshpar_run.json: malformed batch=None (a whole number >= 1)"),
+    Case("predict-run-file-unknown-override", "cli",
+         ["predict", "--model-dir", "{d}/run-unknown-override", "--data", "{d}/nope", "--out",
+          "{d}/p.csv"],
+         "run-unknown-override/meshpar_run.json: model 'resattnet3d-tiny' with model_overrides "
+         "{'bogus': 1}: "),
 ]
 
 

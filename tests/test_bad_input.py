@@ -127,7 +127,9 @@ def files(tmp_path_factory, addresses):
     run = {"model": "resattnet3d-tiny", "model_overrides": {}, "labels": ["NC", "AD"],
            "input_shape": [16, 16, 16, 1], "channels": 1}
     for name, text in (("run-int", "5"), ("run-null", json.dumps(dict(run, model_overrides=None))),
-                       ("run-bad-best", json.dumps(run))):
+                       ("run-bad-best", json.dumps(run)),
+                       ("run-batch-null", json.dumps(dict(run, batch=None))),
+                       ("run-unknown-override", json.dumps(dict(run, model_overrides={"bogus": 1})))):
         (d / name / "best").mkdir(parents=True)
         (d / name / "meshpar_run.json").write_text(text)
     (d / "run-bad-best" / "best" / "best.json").write_text("{bad")

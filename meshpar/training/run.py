@@ -134,6 +134,16 @@ def load_run_info(model_dir: str) -> dict:
              if not isinstance(info[k], kind)]
     if wrong:
         raise ValueError(f"{path}: malformed {', '.join(f'{k}={info[k]!r}' for k in wrong)}")
+    batch = info.get("batch", 1)  # predict's default batch: was int()'d, null a TypeError
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise ValueError(f"{path}: malformed batch={batch!r} (a whole number >= 1)")
+    from meshpar import models
+
+    try:  # an override the model has no field for was a TypeError traceback in predict
+        models.get(info["model"], **info["model_overrides"])
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{path}: model {info['model']!r} with model_overrides "
+                         f"{info['model_overrides']!r}: {err}") from None
     return info
 
 
