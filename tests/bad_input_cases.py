@@ -830,6 +830,19 @@ CASES = [
           "{d}/p.csv"],
          "run-unknown-override/meshpar_run.json: model 'resattnet3d-tiny' with model_overrides "
          "{'bogus': 1}: "),
+    # ignored in silence: --data evaluates its own dataset (no phantoms), --only one-device
+    # runs no uneven mesh
+    Case("evaluate-n-with-data", "cli", ["evaluate", "--out", "{d}/ev-data-n", "--data",
+                                         "{d}/one-class", "--labels", "NC,AD", "--n", "50"],
+         "--n goes with phantom tasks; --data evaluates its own dataset, so this run would "
+         "ignore it"),
+    Case("evaluate-tasks-with-data", "cli", ["evaluate", "--out", "{d}/ev-data-t", "--data",
+                                             "{d}/one-class", "--labels", "NC,AD", "--tasks",
+                                             "smci-pmci"],
+         "--tasks goes with phantom tasks"),
+    Case("evaluate-speeds-with-only-one-device", "cli",
+         ["evaluate", "--out", "{d}/ev-one-speeds", "--only", "one-device", "--speeds", "1,nan"],
+         "--speeds goes with the uneven mesh; --only one-device runs without it"),
 ]
 
 

@@ -34,6 +34,13 @@ EPILOG = """examples:
 """
 
 
+#: defaults of the options that only phantom tasks (``tasks``, ``n``, ``phantoms``) or
+#: the uneven mesh (``speeds``, ``mesh``) use: None until then, so that one given where
+#: it would be ignored (with --data, with --only one-device) is refused, not dropped
+DEFAULTS = {"tasks": "ad-nc,smci-pmci", "n": 400, "phantoms": "geometric",
+            "speeds": "0.9,0.3,0.6", "mesh": "batch:1;model:3"}
+
+
 def _int_list(text: str) -> list:
     try:
         values = [int(v) for v in text.split(",") if v.strip()]
@@ -52,18 +59,18 @@ def register(subparsers) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=path_text, required=True,
                         help="results directory (created; reused to resume)")
-    parser.add_argument("--tasks", default="ad-nc,smci-pmci",
+    parser.add_argument("--tasks", default=None,
                         help="phantom tasks: ad-nc, smci-pmci (default: both)")
     parser.add_argument("--data", type=path_text,
                         help="evaluate on this dataset instead of phantoms "
                              "(the seeds then only reshuffle the folds)")
     parser.add_argument("--labels", type=label_names,
                         help="with --data: the two classes, class 0 first")
-    parser.add_argument("--phantoms", choices=["geometric", "template"], default="geometric",
+    parser.add_argument("--phantoms", choices=["geometric", "template"], default=None,
                         help="template: built on the MNI152 template (needs nilearn, "
-                             "`pip install meshpar[template]`) (default: %(default)s)")
-    parser.add_argument("--n", type=int, default=400, help="phantoms per task and seed "
-                                                          "(default: %(default)s)")
+                             "`pip install meshpar[template]`) (default: geometric)")
+    parser.add_argument("--n", type=int, default=None, help="phantoms per task and seed "
+                                                           f"(default: {DEFAULTS['n']})")
     parser.add_argument("--seeds", type=_int_list, default=[0, 1, 2, 3, 4],
                         help="data, fold and training seeds (default: 0,1,2,3,4)")
     parser.add_argument("--folds", type=int, default=5, help="folds by person (default: 5)")
@@ -72,10 +79,11 @@ def register(subparsers) -> None:
     parser.add_argument("--model", default="resattnet3d-wide-48",
                         help="built-in model; its input grid is the phantoms' grid "
                              "(default: %(default)s)")
-    parser.add_argument("--speeds", default="0.9,0.3,0.6",
-                        help="emulated device speeds of the uneven mesh (default: %(default)s)")
-    parser.add_argument("--mesh", default="batch:1;model:3",
-                        help="uneven mesh shape (default: %(default)s)")
+    parser.add_argument("--speeds", default=None,
+                        help=f"emulated device speeds of the uneven mesh (default: "
+                             f"{DEFAULTS['speeds']})")
+    parser.add_argument("--mesh", default=None,
+                        help=f"uneven mesh shape (default: {DEFAULTS['mesh']})")
     parser.add_argument("--only", choices=["one-device", "uneven-mesh"],
                         help="run one configuration instead of both")
     parser.add_argument("--train-args", default="",
@@ -87,6 +95,23 @@ def register(subparsers) -> None:
     parser.add_argument("--json", action="store_true",
                         help="also print the summary as one JSON line, last on stdout")
     parser.set_defaults(func=run)
+
+
+def _refuse_ignored(args) -> None:
+    """ValueError for an option this run would ignore; then the defaults filled in."""
+    unused = []
+    if args.data:
+        unused += [(name, "phantom tasks; --data evaluates its own dataset")
+                   for name in ("tasks", "n", "phantoms")]
+    if args.only == "one-device":
+        unused += [(name, "the uneven mesh; --only one-device runs without it")
+                   for name in ("speeds", "mesh")]
+    for name, why in unused:
+        if getattr(args, name) is not None:
+            raise ValueError(f"--{name} goes with {why}, so this run would ignore it")
+    for name, value in DEFAULTS.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
 
 
 def _tasks(args) -> dict:
@@ -151,6 +176,8 @@ def _check_train_args(train_args) -> None:
 
 
 def _check(args) -> None:
+    """evaluate's own options, before any phantom or directory is made (ValueError)."""
+    _refuse_ignored(args)
     if args.jobs < 1 or args.threads < 1:
         raise ValueError("--jobs and --threads must be >= 1")
     if args.folds < 2:  # before any phantom is written
