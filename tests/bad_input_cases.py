@@ -130,6 +130,16 @@ def _write_dataset(**kwargs):
     return call
 
 
+def _tf_dataset(**kwargs):
+    """``make_tf_dataset`` of the fixture's one-class 16^3 dataset, ``kwargs`` replaced."""
+    def call(d):
+        from meshpar.data.nifti import make_tf_dataset
+
+        return make_tf_dataset(**dict(dict(directory=Path(d) / "one-class", shape=SHAPE,
+                                           batch_size=2), **kwargs))
+    return call
+
+
 def _models_get(d):
     from meshpar import models
 
@@ -843,6 +853,22 @@ CASES = [
     Case("evaluate-speeds-with-only-one-device", "cli",
          ["evaluate", "--out", "{d}/ev-one-speeds", "--only", "one-device", "--speeds", "1,nan"],
          "--speeds goes with the uneven mesh; --only one-device runs without it"),
+    # make_tf_dataset: a fraction was cut (8.5 -> 8, 2.5 passes -> 2), a string read as
+    # its characters, a batch of 2.5 or a bad spacing was a TensorFlow error naming nothing
+    Case("make-tf-dataset-batch-fraction", "api", _tf_dataset(batch_size=2.5),
+         "batch_size must be a whole number >= 1, got 2.5"),
+    Case("make-tf-dataset-batch-true", "api", _tf_dataset(batch_size=True),
+         "batch_size must be a whole number >= 1, got True"),
+    Case("make-tf-dataset-shape-fraction", "api", _tf_dataset(shape=(16.5, 16, 16)),
+         "shape must be three positive sizes, got (16.5, 16, 16)"),
+    Case("make-tf-dataset-labels-a-string", "api", _tf_dataset(label_set="NCAD"),
+         "label set must be non-empty names without repeats, got 'NCAD'"),
+    Case("make-tf-dataset-repeat-fraction", "api", _tf_dataset(repeat=2.5),
+         "repeat must be True, False or a positive int, got 2.5"),
+    Case("make-tf-dataset-parallel-calls-zero", "api", _tf_dataset(num_parallel_calls=0),
+         "num_parallel_calls must be a whole number >= 1, got 0"),
+    Case("make-tf-dataset-spacing-nan", "api", _tf_dataset(spacing=NAN),
+         "spacing must be finite voxel sizes > 0 (mm), got nan"),
 ]
 
 

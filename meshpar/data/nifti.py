@@ -33,6 +33,8 @@ from __future__ import annotations
 import copy
 import functools
 import logging
+import math
+import numbers
 import threading
 from pathlib import Path
 from typing import Callable, Iterator, List, Optional, Sequence, Tuple, Union
@@ -119,20 +121,26 @@ class NiftiDataset:
         channels: int = 1,
     ):
         self.directory = Path(directory)
-        if int(channels) < 1:
-            raise ValueError(f"channels must be >= 1, got {channels}")
-        self.channels = int(channels)
+        self.channels = _whole_at_least(channels, 1, "channels")
         if cache_bytes < 0:
             raise ValueError(f"cache_bytes must be >= 0, got {cache_bytes}")
         self.cache_bytes = int(cache_bytes)
         self._cache: dict = {}  # index -> (example, class id), deterministic loads only
         self._fixed_cache: dict = {}  # index -> channel volumes after the non-random steps
+        # a string is not three sizes (nor "NCAD" the labels N, C, A, D); 8.5 is not cut to 8
+        if isinstance(shape, (str, bytes)) or len(shape) != 3 or not all(
+                _is_whole(s) and s >= 1 for s in shape):
+            raise ValueError(f"shape must be three positive sizes, got {shape!r}")
         self.shape = tuple(int(s) for s in shape)
-        if len(self.shape) != 3 or min(self.shape) < 1:
-            raise ValueError(f"shape must be three positive sizes, got {tuple(shape)}")
-        self.label_set = tuple(str(x) for x in label_set)
-        if len(set(self.label_set)) != len(self.label_set) or not self.label_set:
-            raise ValueError(f"label set must be non-empty names without repeats, got {self.label_set}")
+        names = () if isinstance(label_set, (str, bytes)) else tuple(label_set)
+        if not names or len(set(names)) != len(names) or not all(
+                isinstance(x, str) and x for x in names):
+            raise ValueError(f"label set must be non-empty names without repeats, got {label_set!r}")
+        self.label_set = names
+        if spacing is not None and not all(  # was a TF error at the first batch
+                isinstance(v, numbers.Real) and not isinstance(v, bool) and 0 < v < math.inf
+                for v in np.ravel(np.asarray(spacing, dtype=object))):
+            raise ValueError(f"spacing must be finite voxel sizes > 0 (mm), got {spacing!r}")
         self.skip_bad = skip_bad
         self.transform = transform if transform is not None else default_transform(self.shape, spacing)
         self._skipped: dict = {}
@@ -341,17 +349,18 @@ class NiftiDataset:
         """
         import tensorflow as tf
 
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
-        if start < 0:
-            raise ValueError(f"start must be >= 0, got {start}")
+        batch_size = _whole_at_least(batch_size, 1, "batch_size")
+        start = _whole_at_least(start, 0, "start")
+        if num_parallel_calls != tf.data.AUTOTUNE:
+            num_parallel_calls = _whole_at_least(num_parallel_calls, 1, "num_parallel_calls")
         n = len(self)
         if repeat is True:
             steps = tf.data.Dataset.range(start, 2**62)
         else:
-            epochs = 1 if repeat is False else int(repeat)
-            if epochs < 1:
-                raise ValueError(f"repeat must be True, False or a positive int, got {repeat}")
+            epochs = 1 if repeat is False else repeat
+            if not _is_whole(epochs) or epochs < 1:  # 2.5 was cut to 2 passes
+                raise ValueError(f"repeat must be True, False or a positive int, got {repeat!r}")
+            epochs = int(epochs)
             steps = tf.data.Dataset.range(min(start, n * epochs), n * epochs)
         shape = self.shape
         example_shape = shape + (self.channels,)
@@ -383,6 +392,20 @@ class NiftiDataset:
         ds = ds.map(lambda x, y, ok: (x, y))
         ds = ds.batch(batch_size, drop_remainder=drop_remainder)
         return ds.prefetch(prefetch)
+
+
+def _is_whole(x) -> bool:
+    """Whether ``x`` is an integral number (numpy's too), not a bool, NaN or infinity."""
+    return (isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(x)
+            and int(x) == x)
+
+
+def _whole_at_least(value, least: int, what: str) -> int:
+    """``value`` as an int; ValueError naming ``what`` unless a whole number >= ``least``
+    (TensorFlow's 'Cannot convert 2.5 to EagerTensor' named nothing, true was 1)."""
+    if not _is_whole(value) or value < least:
+        raise ValueError(f"{what} must be a whole number >= {least}, got {value!r}")
+    return int(value)
 
 
 def make_tf_dataset(
