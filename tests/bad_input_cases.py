@@ -92,6 +92,13 @@ def _estimator_of_plan(d):
     return make_estimator("vgg-cifar-small", str(Path(d) / "est"), plan=_plan(d))
 
 
+def _make_estimator(d, **kwargs):
+    """``make_estimator`` of resattnet3d-tiny on one device, ``kwargs`` added."""
+    from meshpar.training.estimator import make_estimator
+
+    return make_estimator("resattnet3d-tiny", str(Path(d) / "est-args"), **kwargs)
+
+
 def _impl_from_plan(d, devices):
     from meshpar.core.mesh_impl import HeterogeneousMeshImpl
 
@@ -869,6 +876,13 @@ CASES = [
          "num_parallel_calls must be a whole number >= 1, got 0"),
     Case("make-tf-dataset-spacing-nan", "api", _tf_dataset(spacing=NAN),
          "spacing must be finite voxel sizes > 0 (mm), got nan"),
+    # accepted by make_estimator, refused by the first training step
+    Case("make-estimator-unknown-optimizer", "api",
+         lambda d: _make_estimator(d, optimizer="bogus"),
+         "unknown optimizer 'bogus'; choose one of adam, momentum, sgd"),
+    Case("make-estimator-optimizer-a-number", "api", lambda d: _make_estimator(d, optimizer=5),
+         "optimizer must be 'adam', 'momentum', 'sgd', an optimizer or a factory of one, got 5",
+         error=TypeError),
 ]
 
 

@@ -112,6 +112,11 @@ def build_model_fn(model, plan=None, *, mesh: Optional[MeshSpec] = None,
         mesh_shape=mesh_shape, layout=layout, devices=devices, split_weights=split_weights,
         dim_split_weights=dim_split_weights))
     learning_rate = number_above(learning_rate, "learning_rate")  # -1 would ascend the loss
+    if isinstance(optimizer, str):  # an unknown name was refused at the first step
+        optim.make_optimizer(optimizer, learning_rate)
+    elif not (callable(optimizer) or isinstance(optimizer, mtf.optimize.Optimizer)):
+        raise TypeError(f"optimizer must be 'adam', 'momentum', 'sgd', an optimizer or a "
+                        f"factory of one, got {optimizer!r}")
     save_checkpoints_steps = integer_at_least(save_checkpoints_steps, "save_checkpoints_steps")
     keep_checkpoint_max = integer_at_least(keep_checkpoint_max, "keep_checkpoint_max",
                                            none_ok=True)
