@@ -96,7 +96,8 @@ def _make_estimator(d, **kwargs):
     """``make_estimator`` of resattnet3d-tiny on one device, ``kwargs`` added."""
     from meshpar.training.estimator import make_estimator
 
-    return make_estimator("resattnet3d-tiny", str(Path(d) / "est-args"), **kwargs)
+    return make_estimator("resattnet3d-tiny", **dict(dict(model_dir=str(Path(d) / "est-args")),
+                                                    **kwargs))
 
 
 def _impl_from_plan(d, devices):
@@ -883,6 +884,13 @@ CASES = [
     Case("make-estimator-optimizer-a-number", "api", lambda d: _make_estimator(d, optimizer=5),
          "optimizer must be 'adam', 'momentum', 'sgd', an optimizer or a factory of one, got 5",
          error=TypeError),
+    # taken by the estimator; TensorFlow's traceback at the first checkpoint / the protobuf's
+    # 'Value out of range: 1000000000000'
+    Case("make-estimator-model-dir-under-a-file", "api",
+         lambda d: _make_estimator(d, model_dir=str(Path(d) / "plan.json" / "run")),
+         "plan.json/run: {d}/plan.json is a file, not a directory"),
+    Case("make-estimator-threads-huge", "api", lambda d: _make_estimator(d, threads=10 ** 12),
+         "threads must be at most 2**31 - 1 (a TF session's int32), got 1000000000000"),
 ]
 
 

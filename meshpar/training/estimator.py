@@ -378,6 +378,9 @@ def run_config(model_dir: str, seed: int = 1, save_summary_steps: int = 100,
     """
     seed = integer_at_least(seed, "seed", 0, none_ok=True)
     threads = integer_at_least(threads, "threads", 0)  # TF: < 0 runs all ops in one thread
+    if threads > 2**31 - 1:  # was the protobuf's 'Value out of range: ...', naming nothing
+        raise ValueError(f"threads must be at most 2**31 - 1 (a TF session's int32), got "
+                         f"{threads}")
     save_summary_steps = integer_at_least(save_summary_steps, "save_summary_steps", none_ok=True)
     log_step_count_steps = integer_at_least(log_step_count_steps, "log_step_count_steps",
                                             none_ok=True)
@@ -408,12 +411,25 @@ def make_estimator(model, model_dir: str, plan=None, *, seed: int = 1, threads: 
     that is not one of that cluster's (no ``TF_CONFIG``): no device here has their
     names. Bad ``params`` are refused here, not at the first step."""
     Recipe.from_params(params)
+    _refuse_file_as_model_dir(model_dir)
     if "TF_CONFIG" not in os.environ:
         _refuse_worker_devices(plan, model_fn_kwargs.get("devices"), model_fn_kwargs.get("mesh"))
     model_fn = build_model_fn(model, plan, **model_fn_kwargs)
     return tf_estimator.Estimator(
         model_fn, model_dir=model_dir, params=dict(params or {}),
         config=run_config(model_dir, seed, save_summary_steps, log_step_count_steps, threads))
+
+
+def _refuse_file_as_model_dir(model_dir) -> None:
+    """ValueError if ``model_dir`` is a file or lies under one: the estimator took it,
+    and TensorFlow failed at the first checkpoint with a traceback."""
+    if model_dir is None or not os.fspath(model_dir):
+        return  # None: a temporary directory; "": the estimator's own error
+    path = os.path.abspath(os.fspath(model_dir))
+    while not os.path.exists(path) and os.path.dirname(path) != path:
+        path = os.path.dirname(path)
+    if not os.path.isdir(path):
+        raise ValueError(f"model_dir {model_dir}: {path} is a file, not a directory")
 
 
 def _refuse_worker_devices(plan, devices, mesh) -> None:
