@@ -386,7 +386,7 @@ def _train(args, spec, lr, params, mesh_kwargs, model_dir, data, client=None,
     mesh = model_fn.mesh
     print(f"model {spec.name}: {spec.describe().params:,} parameters; {data['note']}")
     print(f"mesh {mesh.mesh_shape} ({mesh.size} device(s)), "
-          f"split weights {format_weights(mesh.split_weights)}")
+          f"split weights {format_weights(mesh.split_weights, mesh.dim_split_weights)}")
     print(f"optimizer {args.optimizer} lr {lr:g}, batch {args.batch}, checkpoints in {model_dir}")
     history, bar = _progress(args)
     hooks = [history]

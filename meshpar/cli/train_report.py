@@ -17,7 +17,10 @@ def run_summary(spec, mesh, losses, steps: int, seconds: float, speed: dict,
     throughput (:func:`meshpar.training.throughput.steady_state`)."""
     runs = len(losses)
     summary = {"model": spec.name, "mesh_shape": mesh.mesh_shape, "devices": list(mesh.devices),
-               "split_weights": mesh.split_weights, "steps": steps,
+               "split_weights": mesh.split_weights,
+               # a plan's per-layer ratios override the axis weights of their dimensions
+               "dim_split_weights": getattr(mesh, "dim_split_weights", None) or {},
+               "steps": steps,
                **({"step_runs": runs} if runs != steps else {}),
                "first_loss": losses[0] if losses else None,
                "last_loss": losses[-1] if losses else None,
@@ -93,20 +96,25 @@ def report_rebalancing(result, rows, summary) -> None:
     if result["replans"]:  # the top-level mesh fields are the mesh the run started on
         final = result["replans"][-1]["new"]
         summary["final_mesh"] = final
+        weights = format_weights(final["split_weights"], final.get("dim_split_weights"))
         rows.append(("final mesh", f"{final['mesh_shape']} on {', '.join(final['devices'])}, "
-                                   f"split weights {format_weights(final['split_weights'])}"))
+                                   f"split weights {weights}"))
     if monitor["overhead_fraction"] is not None:
         rows.append(("measuring overhead", f"{monitor['overhead_fraction']:.2%} of step time "
                                            f"({monitor['traced_steps']} steps measured)"))
 
 
-def format_weights(weights: dict) -> str:
+def format_weights(weights: dict, dim_weights: "dict | None" = None) -> str:
     """Split weights for a person to read, 4 significant digits (``3`` rather than
-    ``2.9999999999999996``); the JSON summary keeps them whole. ``even`` for none."""
-    if not weights:
-        return "even"
-    return "{" + ", ".join(f"{axis}: [{', '.join(f'{w:.4g}' for w in ws)}]"
-                           for axis, ws in weights.items()) + "}"
+    ``2.9999999999999996``); the JSON summary keeps them whole. ``even`` for none.
+    ``dim_weights`` (a plan's per-layer ratios, which override the axis weights of
+    their dimensions) follow as ``per dimension {...}``."""
+    def braces(table: dict) -> str:
+        return "{" + ", ".join(f"{name}: [{', '.join(f'{w:.4g}' for w in ws)}]"
+                               for name, ws in table.items()) + "}"
+
+    text = braces(weights) if weights else "even"
+    return f"{text}, per dimension {braces(dim_weights)}" if dim_weights else text
 
 
 def report_trace(hook) -> dict:
