@@ -148,6 +148,16 @@ def _tf_dataset(**kwargs):
     return call
 
 
+def _plan_api(**kwargs):
+    """``planners.plan`` of vgg-cifar-small on speeds 1, 0.5 (batch 4, even), ``kwargs`` added."""
+    def call(d):
+        from meshpar.models import describe_model
+        from meshpar.planning.planners import plan
+
+        return plan(describe_model("vgg-cifar-small"), [1.0, 0.5], 4, method="even", **kwargs)
+    return call
+
+
 def _models_get(d):
     from meshpar import models
 
@@ -891,6 +901,9 @@ CASES = [
          "plan.json/run: {d}/plan.json is a file, not a directory"),
     Case("make-estimator-threads-huge", "api", lambda d: _make_estimator(d, threads=10 ** 12),
          "threads must be at most 2**31 - 1 (a TF session's int32), got 1000000000000"),
+    # planners.plan(shapes=): a fraction was cut (1.5x2 planned as 1x2)
+    Case("plan-api-shape-fraction", "api", _plan_api(shapes=[(1.5, 2)]),
+         "mesh shape must be (rows, cols) of integers, got (1.5, 2)"),
 ]
 
 

@@ -4,6 +4,7 @@ checks of the planners' options."""
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Optional, Sequence
 
 import numpy as np
@@ -156,9 +157,13 @@ def allowed_shapes(cost: CostModel, shapes: Optional[Sequence[tuple]] = None) ->
     out = []
     for shape in shapes:
         try:
-            rows, cols = (int(x) for x in shape)
+            rows, cols = shape
         except (TypeError, ValueError) as err:
             raise ValueError(f"mesh shape must be (rows, cols), got {shape!r}") from err
+        if not all(isinstance(x, numbers.Integral) and not isinstance(x, bool)
+                   for x in (rows, cols)):  # (1.5, 2) was cut to 1x2, "2" read as 2
+            raise ValueError(f"mesh shape must be (rows, cols) of integers, got {shape!r}")
+        rows, cols = int(rows), int(cols)
         if rows < 1 or cols < 1 or rows * cols != cost.n:
             raise ValueError(f"mesh shape {rows}x{cols} does not have {cost.n} devices")
         if rows > cost.batch:
