@@ -49,8 +49,9 @@ def register(subparsers) -> None:
     parser.add_argument("--out", type=path_text, required=True, help="CSV file to write")
     parser.add_argument("--force", action="store_true", help="replace --out if it exists")
     parser.add_argument("--checkpoint", type=path_text, default="latest",
-                        help="latest, best (kept by train --keep-best) or a checkpoint path "
-                             "(default: latest)")
+                        help="latest, best (kept by train --keep-best) or a checkpoint path; "
+                             "a relative one not found here is looked for in --model-dir "
+                             "(model.ckpt-200, as train and predict name it) (default: latest)")
     parser.add_argument("--batch", type=positive_int, default=None,
                         help="prediction batch (default: the training batch)")
     parser.add_argument("--skip-bad", action="store_true",
@@ -145,6 +146,10 @@ def _checkpoint(model_dir: str, which: str, info: dict) -> str:
                              "--keep-best, or without validation subjects); "
                              "use --checkpoint latest")
         return path
+    inside = os.path.join(model_dir, which)  # a name as predict and train print it
+    if (not tf.io.gfile.exists(which + ".index") and not os.path.isabs(which)
+            and tf.io.gfile.exists(inside + ".index")):
+        which = inside
     if not tf.io.gfile.exists(which + ".index"):
         raise ValueError(f"--checkpoint {which}: no such checkpoint ({which}.index missing)")
     _refuse_another_models_checkpoint(which, model_dir, info)
