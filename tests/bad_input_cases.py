@@ -106,6 +106,12 @@ def _impl_from_plan(d, devices):
     return HeterogeneousMeshImpl.from_plan(_plan(d), devices)
 
 
+def _impl_from_plan_of(plan):
+    from meshpar.core.mesh_impl import HeterogeneousMeshImpl
+
+    return HeterogeneousMeshImpl.from_plan(plan, ["a"])
+
+
 def _cluster_load(name):
     def call(d):
         from meshpar.planning.cluster import ClusterSpec
@@ -904,6 +910,21 @@ CASES = [
     # planners.plan(shapes=): a fraction was cut (1.5x2 planned as 1x2)
     Case("plan-api-shape-fraction", "api", _plan_api(shapes=[(1.5, 2)]),
          "mesh shape must be (rows, cols) of integers, got (1.5, 2)"),
+    # HeterogeneousMeshImpl: a repeated axis made a mesh with two axes 'a'; a size of 2.5
+    # or a rule without ':' was Mesh-TF's 'bad input to _parse_string_to_list_of_pairs ...';
+    # layout None a TypeError ('NoneType' object is not iterable); from_plan of a path an
+    # AttributeError
+    Case("impl-mesh-axis-twice", "api", _impl("a:1;a:2", "", n=2),
+         "mesh shape: axis names must differ, got Shape[a=1, a=2]"),
+    Case("impl-mesh-size-fraction", "api", _impl("model:2.5", n=2),
+         "mesh shape: bad shape 'model:2.5', expected axis:size pairs such as batch:2;model:2"),
+    Case("impl-layout-rule-without-axis", "api", _impl(layout="f"),
+         "layout: bad rule in 'f', expected dimension:axis rules"),
+    Case("impl-layout-none", "api", _impl(layout=None),
+         "layout must be a layout string such as 'batch:batch;f:model'", error=TypeError),
+    Case("impl-from-plan-not-a-plan", "api", lambda d: _impl_from_plan_of({"devices": ["a"]}),
+         "plan must be a Plan or the path of a plan file, got {'devices': ['a']}",
+         error=TypeError),
 ]
 
 

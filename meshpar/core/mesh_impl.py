@@ -37,6 +37,7 @@ import contextlib
 import copy
 import hashlib
 import operator
+import os
 import random as _py_random
 from typing import Mapping, Optional, Sequence
 
@@ -74,6 +75,32 @@ def _weights_for_axis(weights, axis, what: str) -> tuple:
         raise ValueError(f"{what} has {len(values)} weights; mesh axis {axis.name!r} has"
                          f" {axis.size} coordinates")
     return tuple(values)
+
+
+def _check_shape_and_layout(shape, layout) -> None:
+    """ValueError for a mesh shape or layout string Mesh-TF refuses with its 'bad input to
+    _parse_string_to_list_of_pairs ...' (e.g. a size of 2.5, a rule without ':') and for a
+    repeated mesh axis ('a:1;a:2' made a mesh with two axes 'a'); TypeError for a layout
+    that is no layout (None). Mesh-TF's own spellings ('a:2,b:3') stay accepted."""
+    if isinstance(shape, str):
+        try:
+            shape = mtf.convert_to_shape(shape)
+        except ValueError:
+            raise ValueError(f"mesh shape: bad shape {shape!r}, expected axis:size pairs "
+                             "such as batch:2;model:2") from None
+    if isinstance(shape, mtf.Shape):
+        names = [d.name for d in shape.dims]
+        if len(set(names)) != len(names):
+            raise ValueError(f"mesh shape: axis names must differ, got {shape}")
+    if isinstance(layout, str):
+        try:
+            mtf.convert_to_layout_rules(layout)
+        except ValueError:
+            raise ValueError(f"layout: bad rule in {layout!r}, expected dimension:axis rules "
+                             "such as batch:batch;conv1_filters:model") from None
+    elif layout is None or isinstance(layout, (int, float, bool)):
+        raise TypeError(f"layout must be a layout string such as 'batch:batch;f:model', "
+                        f"mtf.LayoutRules or (dimension, axis) pairs, got {layout!r}")
 
 
 def _device_list(devices) -> list:
@@ -127,6 +154,7 @@ class HeterogeneousMeshImpl(UnevenCollectives, _pmi.PlacementMeshImpl):
     def __init__(self, shape, layout, devices: Sequence[str],
                  split_weights: Optional[Mapping[str, Sequence[float]]] = None,
                  dim_split_weights: Optional[Mapping[str, Sequence[float]]] = None):
+        _check_shape_and_layout(shape, layout)
         # Not super().__init__: PlacementMeshImpl.__init__ names its own class
         # through a module global, which tests may point at this class.
         mtf.MeshImpl.__init__(self, shape, layout)
@@ -173,6 +201,12 @@ class HeterogeneousMeshImpl(UnevenCollectives, _pmi.PlacementMeshImpl):
 
         ``devices`` replaces the plan's device strings (same count, pnum order).
         """
+        from meshpar.planning.plan import Plan
+
+        if isinstance(plan, (str, os.PathLike)):
+            plan = Plan.load(plan)  # as MeshSpec.from_plan: was 'str' has no attribute 'devices'
+        if not isinstance(plan, Plan):
+            raise TypeError(f"plan must be a Plan or the path of a plan file, got {plan!r}")
         devs = list(plan.devices if devices is None else devices)
         if len(devs) != len(plan.devices):
             raise ValueError(f"plan needs {len(plan.devices)} devices, got {len(devs)}")
