@@ -370,7 +370,8 @@ CASES = [
     Case("worker-cluster-missing-file", "cli", ["worker", "--cluster", "{d}/nope.json", "--task", "0"],
          "nope.json"),
     Case("worker-cluster-no-addresses", "cli", ["worker", "--cluster", "{d}/no-latency.json", "--task", "0"],
-         "must list 'host:port' addresses"),
+         "is a device profile (`meshpar profile --out`), not a TF cluster file (job name -> "
+         "'host:port' addresses"),  # sweep 13: said "job 'devices' must list 'host:port' ..."
     Case("worker-cluster-port-out-of-range", "cli",
          ["worker", "--cluster", "{d}/port-99999.json", "--task", "0"],
          "'localhost:99999' needs a port in 1..65535"),
@@ -925,6 +926,13 @@ CASES = [
     Case("impl-from-plan-not-a-plan", "api", lambda d: _impl_from_plan_of({"devices": ["a"]}),
          "plan must be a Plan or the path of a plan file, got {'devices': ['a']}",
          error=TypeError),
+    # a plan or a device profile given as the TF cluster file: "job 'method' must list
+    # 'host:port' addresses", as if it were a cluster file with odd jobs
+    Case("profile-cluster-is-a-plan", "cli", ["profile", "--cluster", "{d}/plan.json"],
+         "{d}/plan.json is a plan (`meshpar plan --out`), not a TF cluster file"),
+    Case("train-cluster-is-a-profile", "cli",
+         SYNTH + ["--model", "resattnet3d-tiny", "--cluster", "{d}/profile.json", "--speeds", "1,1"],
+         "{d}/profile.json is a device profile (`meshpar profile --out`), not a TF cluster file"),
 ]
 
 

@@ -46,6 +46,11 @@ def load_cluster(path: Optional[str] = None) -> tuple:
         source = "TF_CONFIG"
     if not isinstance(data, dict):
         raise ValueError(f"{source}: expected a JSON object")
+    for keys, what in ((("method", "mesh_shape", "layout"), "a plan (`meshpar plan --out`)"),
+                       (("devices", "bandwidth"), "a device profile (`meshpar profile --out`)")):
+        if all(k in data for k in keys):  # was "job 'method' must list 'host:port' addresses"
+            raise ValueError(f"{source} is {what}, not a TF cluster file (job name -> "
+                             "'host:port' addresses, e.g. {\"worker\": [\"localhost:2222\"]})")
     cluster = data.get("cluster", data)
     task = data.get("task")
     if not isinstance(cluster, dict) or not cluster:
