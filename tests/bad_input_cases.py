@@ -933,6 +933,19 @@ CASES = [
     Case("train-cluster-is-a-profile", "cli",
          SYNTH + ["--model", "resattnet3d-tiny", "--cluster", "{d}/profile.json", "--speeds", "1,1"],
          "{d}/profile.json is a device profile (`meshpar profile --out`), not a TF cluster file"),
+    # save_json_atomic (Plan.save, ClusterSpec.save): a directory was os.replace's
+    # '[Errno 21] Is a directory: <temporary file>'; "" wrote its temporary file beside the
+    # working directory; a path under a file said its directory "does not exist"
+    Case("plan-save-to-a-directory", "api", lambda d: _plan(d).save(d),
+         "{d} is a directory; give a file name", error=IsADirectoryError),
+    Case("plan-save-empty-path", "api", lambda d: _plan(d).save(""),
+         "expected a file name to write, got ''"),
+    Case("cluster-save-under-a-file", "api",
+         lambda d: _from_speeds([1]).save(Path(d) / "plan.json" / "p.json"),
+         "p.json: {d}/plan.json is a file, so no file can be made in it", error=NotADirectoryError),
+    Case("plan-out-under-a-file", "cli",
+         ["plan", "--speeds", "1,1", "--method", "even", "--out", "{d}/plan.json/p.json"],
+         "{d}/plan.json/p.json: {d}/plan.json is a file, so no file can be made in it"),
 ]
 
 

@@ -232,6 +232,9 @@ def refuse_missing_directories(*paths) -> None:
     profile, a plan, a training run), not after it."""
     for path in paths:
         directory = os.path.dirname(os.path.abspath(path)) if path else None
+        if directory and os.path.exists(directory) and not os.path.isdir(directory):
+            raise NotADirectoryError(f"{path}: {directory} is a file, so no file can be made "
+                                     "in it")  # was "its directory ... does not exist"
         if directory and not os.path.isdir(directory):
             raise FileNotFoundError(f"{path}: its directory {directory} does not exist")
         if path and os.path.isdir(path):

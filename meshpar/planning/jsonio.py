@@ -103,11 +103,18 @@ def save_json_atomic(path, data, indent: int = 2) -> None:
     TypeError, ValueError
         ``data`` is not JSON-serialisable (nothing is written).
     OSError
-        The directory does not exist or is not writable.
+        ``path`` is a directory, its directory does not exist (or is a file) or is not
+        writable.
     """
     path = os.fspath(path)
+    if not path.strip():  # "" was the parent of the working directory's temporary file
+        raise ValueError(f"expected a file name to write, got {path!r}")
     directory = os.path.dirname(os.path.abspath(path))
     text = json.dumps(data, indent=indent) + "\n"   # serialise before touching the disk
+    if os.path.isdir(path):  # was os.replace's '[Errno 21] Is a directory: <temporary file>'
+        raise IsADirectoryError(f"{path} is a directory; give a file name")
+    if os.path.exists(directory) and not os.path.isdir(directory):
+        raise NotADirectoryError(f"{path}: {directory} is a file, so no file can be made in it")
     if not os.path.isdir(directory):  # named as given, not as the temporary file
         raise FileNotFoundError(f"{path}: its directory {directory} does not exist")
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".",
