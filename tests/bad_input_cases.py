@@ -946,6 +946,12 @@ CASES = [
     Case("plan-out-under-a-file", "cli",
          ["plan", "--speeds", "1,1", "--method", "even", "--out", "{d}/plan.json/p.json"],
          "{d}/plan.json/p.json: {d}/plan.json is a file, so no file can be made in it"),
+    # a file of the user's at --trace-out was written over once the training had run
+    Case("train-trace-out-over-another-file", "cli",
+         SYNTH + ["--model", "resattnet3d-tiny", "--trace-step", "1", "--trace-out",
+                  "{d}/out-foreign/train.json"],
+         "{d}/out-foreign/train.json exists and is not a Chrome trace; it is kept (remove it, "
+         "or give another --trace-out)"),
 ]
 
 

@@ -30,7 +30,8 @@ import time
 
 from meshpar.cli.parsing import (label_names, non_negative_int, path_text, positive_int,
                                  refuse_missing_directories, refuse_overwriting_inputs,
-                                 refuse_writing_over_run, thread_count)
+                                 refuse_replacing_another_kind, refuse_writing_over_run,
+                                 thread_count)
 from meshpar.cli.train_options import (  # noqa: F401  (mesh_from_speeds: re-exported)
     add_mesh_options, add_rebalance_options, add_recipe_options, add_split_options,
     check_batch_fits_mesh, check_mesh_args, cluster_client, mesh_arguments, mesh_from_speeds,
@@ -198,6 +199,16 @@ def _resolve_batch(args) -> None:
                          f"or leave --batch out")
 
 
+def _read_chrome_trace(path) -> None:
+    """ValueError unless ``path`` holds a Chrome trace (an earlier ``--trace-out``)."""
+    import json
+
+    with open(path, encoding="utf-8") as f:
+        data = json.load(f)
+    if not isinstance(data, dict) or "traceEvents" not in data:
+        raise ValueError(f"{path} is not a Chrome trace")
+
+
 def _check_args(args) -> None:
     _resolve_batch(args)
     if args.steps < 1 or args.batch < 1:
@@ -214,6 +225,9 @@ def _check_args(args) -> None:
                                                     "rebalance_profile"])
     refuse_writing_over_run("--trace-out", args.trace_out, getattr(args, "data", None),
                             args.model_dir)
+    # an earlier trace is replaced; any other file was written over after the training
+    refuse_replacing_another_kind(args.trace_out, _read_chrome_trace, "Chrome trace",
+                                  "--trace-out")
     _check_model_dir(args)
     refuse_unused_recipe_flags(args)  # before any data is read or written
     if args.n_synthetic is not None and not args.synthetic:
