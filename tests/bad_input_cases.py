@@ -952,6 +952,9 @@ CASES = [
                   "{d}/out-foreign/train.json"],
          "{d}/out-foreign/train.json exists and is not a Chrome trace; it is kept (remove it, "
          "or give another --trace-out)"),
+    # a device that is not a string: "'int' object has no attribute 'split'" at the lowering
+    Case("impl-device-a-number", "api", _impl_on([1, 2]),
+         "devices[0] is 1; devices are device strings (e.g. '/cpu:0', or '' for an emulated"),
 ]
 
 

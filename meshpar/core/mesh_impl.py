@@ -108,9 +108,15 @@ def _device_list(devices) -> list:
     characters would be read as devices) nor None."""
     if devices is not None and not isinstance(devices, (str, bytes, Mapping)):
         try:
-            return list(devices)
+            out = list(devices)
         except TypeError:  # not iterable: refused below
-            pass
+            out = None
+        if out is not None:
+            for i, device in enumerate(out):  # 1 was "'int' object has no attribute 'split'"
+                if not isinstance(device, (str, tf.DeviceSpec)):  # at the lowering
+                    raise ValueError(f"devices[{i}] is {device!r}; devices are device strings "
+                                     "(e.g. '/cpu:0', or '' for an emulated device)")
+            return out
     raise ValueError(f"devices must be a sequence of device strings, one per processor "
                      f"(e.g. [''] * n for emulated devices), got {devices!r}")
 
