@@ -955,6 +955,16 @@ CASES = [
     # a device that is not a string: "'int' object has no attribute 'split'" at the lowering
     Case("impl-device-a-number", "api", _impl_on([1, 2]),
          "devices[0] is 1; devices are device strings (e.g. '/cpu:0', or '' for an emulated"),
+    # --worker-timeout inf was an OverflowError traceback; 1e-9 s became 0 ms, TF's "no
+    # timeout"; refused before the (here dead) workers are reached
+    Case("train-worker-timeout-infinite", "cli",
+         SYNTH + ["--model", "resattnet3d-tiny", "--cluster", "{d}/tf-dead.json", "--speeds", "1,1",
+                  "--worker-timeout", "inf"],
+         "worker timeout must be > 0 seconds, from 0.001 (TF counts milliseconds)"),
+    Case("train-worker-timeout-under-a-ms", "cli",
+         SYNTH + ["--model", "resattnet3d-tiny", "--cluster", "{d}/tf-dead.json", "--speeds", "1,1",
+                  "--worker-timeout", "1e-9"],
+         "got 1e-09"),
 ]
 
 

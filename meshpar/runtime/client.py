@@ -123,6 +123,11 @@ def describe_down(down) -> str:
     return ", ".join(f"worker {i} at {address}" for i, address in down)
 
 
+#: The longest worker timeout ``ClusterClient`` takes: about 290 million years in ms,
+#: TF's int64.
+MAX_TIMEOUT_S = (2**63 - 1) // 1000
+
+
 class ClusterClient:
     """Join workers at ``addresses`` as job ``client``; see the module docstring.
 
@@ -142,9 +147,12 @@ class ClusterClient:
 
     def __init__(self, addresses: Sequence[str], device_type: str = "CPU", check: bool = True,
                  timeout_s: float = 300.0):
-        if not timeout_s > 0:
-            raise ValueError(f"worker timeout must be > 0 seconds, got {timeout_s}")
-        self.timeout_ms = int(timeout_s * 1000)
+        # TF counts whole milliseconds, 0 for none (1e-9 s waited forever), in an int64
+        # (inf was an OverflowError traceback)
+        if not 0.001 <= timeout_s <= MAX_TIMEOUT_S:
+            raise ValueError(f"worker timeout must be > 0 seconds, from 0.001 (TF counts "
+                             f"milliseconds) to {MAX_TIMEOUT_S:g}, got {timeout_s}")
+        self.timeout_ms = int(round(timeout_s * 1000))
         import tensorflow.compat.v1 as tf
 
         self.addresses = list(addresses)
