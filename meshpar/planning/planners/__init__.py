@@ -107,6 +107,8 @@ def plan(model: ModelDescription, cluster: Union[ClusterSpec, Sequence[float]],
             best = candidate  # when nothing fits: the plan that overflows least
     if method == "exact":
         best = _proven_over_subsets(best, found, time.perf_counter() - t0)
+    else:  # the whole call's time, every subset's planning included, as for exact
+        best = dataclasses.replace(best, planning_seconds=time.perf_counter() - t0)
     return with_worker_addresses(best, cluster)
 
 
