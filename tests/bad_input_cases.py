@@ -164,6 +164,12 @@ def _plan_api(**kwargs):
     return call
 
 
+def _models_get_name(name):
+    from meshpar import models
+
+    return models.get(name)
+
+
 def _models_get(d):
     from meshpar import models
 
@@ -845,6 +851,8 @@ CASES = [
     # the profile's model (plan's default --model) as a list: "unhashable type: 'list'" traceback
     Case("plan-profile-model-a-list", "cli", ["plan", "--profile", "{d}/profile-model-list.json",
                                               "--method", "even"],
+         "profile-model-list.json: extra field 'model' must be a string, got ['vgg-cifar']"),
+    Case("models-get-a-list", "api", lambda d: _models_get_name(["vgg-cifar"]),
          "unknown model ['vgg-cifar']; choose one of"),
     # named the planner's argument ('time_limit (seconds) must be finite'), not the flag
     Case("plan-time-limit-infinite", "cli", ["plan", "--speeds", "1,1", "--method", "exact",
@@ -965,6 +973,15 @@ CASES = [
          SYNTH + ["--model", "resattnet3d-tiny", "--cluster", "{d}/tf-dead.json", "--speeds", "1,1",
                   "--worker-timeout", "1e-9"],
          "got 1e-09"),
+    # a model-step profile's calibration edited by hand: a list was "list indices must be
+    # integers" (TypeError traceback); a NaN overhead planned in silence (NaN seconds)
+    Case("plan-profile-overhead-a-list", "cli",
+         ["plan", "--profile", "{d}/profile-overhead-list.json", "--method", "even"],
+         "profile-overhead-list.json: extra field 'split_overhead_flops' must be an object of "
+         "numbers, got [1]"),
+    Case("plan-profile-overhead-nan", "cli",
+         ["plan", "--profile", "{d}/profile-overhead-nan.json", "--method", "even"],
+         "extra field 'split_overhead_flops'['batch'] must be a finite number >= 0, got nan"),
 ]
 
 

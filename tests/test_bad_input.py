@@ -100,6 +100,11 @@ def files(tmp_path_factory, addresses):
                                  for dev in good["devices"]])
     (d / "device-no-profile.json").write_text(json.dumps(broken))
     (d / "profile-extra-list.json").write_text(json.dumps(dict(good, extra=[1, 2])))
+    step = {"work": "model-step", "model": "vgg-cifar-small"}  # a model-step profile's extra
+    (d / "profile-overhead-list.json").write_text(json.dumps(dict(
+        good, extra=dict(step, split_overhead_flops=[1]))))
+    (d / "profile-overhead-nan.json").write_text(json.dumps(dict(
+        good, extra=dict(step, split_overhead_flops={"batch": float("nan"), "model": 0}))))
     (d / "profile-model-list.json").write_text(json.dumps(dict(good, extra={"model": ["vgg-cifar"]})))
     rows = [dict(dev) for dev in good["devices"]]
     rows[0]["slice_efficiencies"] = [[0.5, 0.8]]  # misspelt: the measurement was dropped

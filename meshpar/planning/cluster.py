@@ -16,6 +16,7 @@ Example
 from __future__ import annotations
 
 import math
+import numbers
 import os
 from dataclasses import dataclass, field, replace
 from typing import Sequence
@@ -161,6 +162,45 @@ def _refuse_unknown(data: dict, fields: tuple, source: str) -> None:
                          f"{', '.join(fields)}")
 
 
+def _check_calibration(extra: dict) -> None:
+    """ValueError for a hand-edited field of a model-step profile's ``extra`` the cost
+    model reads (``work``, ``model``, ``split_seconds``, ``split_overhead_flops``,
+    ``sync_jitter``): a list or a number where an object goes was a TypeError or
+    AttributeError traceback when planned, a NaN overhead a plan of NaN seconds."""
+    for key in ("work", "model"):
+        if extra.get(key) is not None and not isinstance(extra[key], str):
+            raise ValueError(f"extra field {key!r} must be a string, got {extra[key]!r}")
+
+    def numbers_in(value, what, keys=None, required=()):
+        if not isinstance(value, dict):
+            raise ValueError(f"extra field {what} must be an object of numbers, got {value!r}")
+        for key in required:
+            if key not in value:
+                raise ValueError(f"extra field {what} is missing {key!r}")
+        for key, x in value.items():
+            if (keys is None or key in keys) and x is not None and (
+                    isinstance(x, bool) or not isinstance(x, numbers.Real)
+                    or not 0 <= x < math.inf):
+                raise ValueError(f"extra field {what}[{key!r}] must be a finite number >= 0, "
+                                 f"got {x!r}")
+
+    if extra.get("split_overhead_flops"):
+        numbers_in(extra["split_overhead_flops"], "'split_overhead_flops'",
+                   required=("batch", "model"))
+    if extra.get("sync_jitter"):
+        numbers_in(extra["sync_jitter"], "'sync_jitter'")
+    split = extra.get("split_seconds")
+    if split:
+        numbers_in(split, "'split_seconds'", keys=("batch", "model", "batch_size", "host_drift"))
+        balanced = split.get("balanced")
+        if balanced:
+            numbers_in(balanced, "'split_seconds.balanced'", keys=("batch", "model"))
+            weights = balanced.get("weights")
+            if weights is not None and not isinstance(weights, list):
+                raise ValueError(f"extra field 'split_seconds.balanced' weights must be a list, "
+                                 f"got {weights!r}")
+
+
 def per_device(values: Sequence[float], n: int, what: str = "memory",
                noun: str = "device") -> list:
     """``values`` as one float per ``noun`` of ``n``: one value for all, or ``n``;
@@ -218,6 +258,7 @@ class ClusterSpec:
         object.__setattr__(self, "latency", latency)
         for device in (self.extra or {}).get("alone_profile") or {}:
             self.alone_points(device)  # a hand-edited table is refused here, not when planned
+        _check_calibration(self.extra or {})
 
     def __len__(self) -> int:
         return len(self.devices)
