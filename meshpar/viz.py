@@ -58,11 +58,13 @@ def plot_benchmark(result: dict, path: str) -> str:
 
 
 def plot_ga_convergence(history, ax=None, label: Optional[str] = None, lower_bound=None):
-    """Best predicted step time per generation."""
+    """Best predicted step time per generation (a point for a history of one value:
+    the even, proportional and exact planners' single prediction)."""
     plt = _pyplot()
     if ax is None:
         _, ax = plt.subplots(figsize=(6, 3.5))
-    ax.plot(range(len(history)), [h * 1000 for h in history], label=label or "GA best")
+    ax.plot(range(len(history)), [h * 1000 for h in history], label=label or "GA best",
+            marker="o" if len(history) == 1 else None)
     if lower_bound:
         ax.axhline(lower_bound * 1000, color="grey", linestyle=":", label="lower bound")
     ax.set_xlabel("generation")
