@@ -982,6 +982,10 @@ CASES = [
     Case("plan-profile-overhead-nan", "cli",
          ["plan", "--profile", "{d}/profile-overhead-nan.json", "--method", "even"],
          "extra field 'split_overhead_flops'['batch'] must be a finite number >= 0, got nan"),
+    # ClusterSpec.with_memory: a string's characters were the budgets ("12": 1 and 2 bytes)
+    Case("cluster-with-memory-a-string", "api",
+         lambda d: _from_speeds([1, 1]).with_memory("12"),
+         "memory: expected a number or a list of numbers, got '12'"),
 ]
 
 

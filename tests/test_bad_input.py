@@ -233,3 +233,13 @@ def test_only_addresses_of_this_machine_count_as_local():
     assert is_local_host("127.0.0.1") and is_local_host("localhost")
     assert not is_local_host("192.0.2.1")  # TEST-NET-1 (RFC 5737): never a host's own
     assert not is_local_host("no-such-host.invalid")
+
+
+def test_with_memory_takes_one_number_for_every_device():
+    """The docstring's "one value for every device" as a plain number (it was a TypeError,
+    "'int' object is not iterable"); a list of one still works."""
+    from meshpar.planning.cluster import ClusterSpec
+
+    cluster = ClusterSpec.from_speeds([1.0, 0.5])
+    assert [d.memory_bytes for d in cluster.with_memory(2 ** 30).devices] == [2 ** 30] * 2
+    assert [d.memory_bytes for d in cluster.with_memory([2 ** 30]).devices] == [2 ** 30] * 2

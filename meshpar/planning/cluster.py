@@ -203,9 +203,14 @@ def _check_calibration(extra: dict) -> None:
 
 def per_device(values: Sequence[float], n: int, what: str = "memory",
                noun: str = "device") -> list:
-    """``values`` as one float per ``noun`` of ``n``: one value for all, or ``n``;
-    ValueError naming ``what`` otherwise."""
-    values = [float(v) for v in values]
+    """``values`` as one float per ``noun`` of ``n``: one value for all (a number or a
+    list of one), or ``n``; ValueError naming ``what`` otherwise (a string's characters
+    are not values: with_memory("12") was 1 and 2 bytes; a plain number was a TypeError)."""
+    if isinstance(values, numbers.Real) and not isinstance(values, bool):
+        values = [values]
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+        raise ValueError(f"{what}: expected a number or a list of numbers, got {values!r}")
+    values = [_number(v, f"{what}: value {i}") for i, v in enumerate(values)]
     if len(values) == 1:
         return values * n
     if len(values) != n:
