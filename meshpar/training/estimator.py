@@ -389,10 +389,19 @@ def run_config(model_dir: str, seed: int = 1, save_summary_steps: int = 100,
                                     allow_soft_placement=True)
     if cluster_client is not None:
         session_config = cluster_client.session_config(session_config)
-    config = tf_estimator.RunConfig(model_dir=model_dir, tf_random_seed=seed,
-                                    session_config=session_config,
-                                    save_summary_steps=save_summary_steps,
-                                    log_step_count_steps=log_step_count_steps)
+    # With a client, this process masters the whole mesh: a TF_CONFIG in the environment
+    # (`--cluster TF_CONFIG`: the workers' own, no chief) describes the workers, not a
+    # between-graph job of this process, and RunConfig refused it ('must have one
+    # "chief" node') or took its model_dir and device filters from it.
+    hidden = os.environ.pop("TF_CONFIG", None) if cluster_client is not None else None
+    try:
+        config = tf_estimator.RunConfig(model_dir=model_dir, tf_random_seed=seed,
+                                        session_config=session_config,
+                                        save_summary_steps=save_summary_steps,
+                                        log_step_count_steps=log_step_count_steps)
+    finally:
+        if hidden is not None:
+            os.environ["TF_CONFIG"] = hidden
     if cluster_client is not None:
         # RunConfig takes its masters only from TF_CONFIG, which describes a
         # between-graph job; here one process drives the whole mesh.
