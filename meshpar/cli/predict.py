@@ -65,7 +65,7 @@ def register(subparsers) -> None:
 def run(args) -> int:
     """Write the predictions CSV; print where and how many rows. Returns 0."""
     from meshpar import models
-    from meshpar.training.run import load_run_info
+    from meshpar.training.run import load_run_info, run_model
 
     check_mesh_args(args)
     refuse_overwriting_inputs(args, ["out"], ["plan", "cluster", (
@@ -76,7 +76,7 @@ def run(args) -> int:
     os.environ.setdefault("TF_DETERMINISTIC_OPS", "1")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     info = load_run_info(args.model_dir)
-    spec = models.get(info["model"], **info["model_overrides"])
+    spec = run_model(args.model_dir, info)
     if spec.module is not models.resattnet3d:
         raise ValueError(f"{spec.name} was trained on synthetic images; predict reads NIfTI "
                          "volumes (3-D models)")

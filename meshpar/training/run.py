@@ -137,14 +137,20 @@ def load_run_info(model_dir: str) -> dict:
     batch = info.get("batch", 1)  # predict's default batch: was int()'d, null a TypeError
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise ValueError(f"{path}: malformed batch={batch!r} (a whole number >= 1)")
+    return info
+
+
+def run_model(model_dir: str, info: dict):
+    """The :class:`~meshpar.models.ModelSpec` a run file ``info`` (of ``model_dir``)
+    describes; ValueError naming the file for a model or override that does not build
+    (an override the model has no field for was a TypeError traceback in predict)."""
     from meshpar import models
 
-    try:  # an override the model has no field for was a TypeError traceback in predict
-        models.get(info["model"], **info["model_overrides"])
+    try:
+        return models.get(info["model"], **info["model_overrides"])
     except (TypeError, ValueError) as err:
-        raise ValueError(f"{path}: model {info['model']!r} with model_overrides "
-                         f"{info['model_overrides']!r}: {err}") from None
-    return info
+        raise ValueError(f"{os.path.join(model_dir, RUN_FILE)}: model {info['model']!r} with "
+                         f"model_overrides {info['model_overrides']!r}: {err}") from None
 
 
 def best_checkpoint(model_dir: str) -> Optional[str]:
