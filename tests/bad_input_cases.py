@@ -986,6 +986,13 @@ CASES = [
     Case("cluster-with-memory-a-string", "api",
          lambda d: _from_speeds([1, 1]).with_memory("12"),
          "memory: expected a number or a list of numbers, got '12'"),
+    # named the estimator's params ("params['warmup_steps'] must be an integer >= 0"),
+    # not the flag the user gave
+    Case("train-lr-warmup-steps-negative", "cli", SYNTH + ["--lr-warmup-steps", "-1"],
+         "--lr-warmup-steps must be >= 0, got -1"),
+    Case("train-lr-decay-steps-zero", "cli",
+         SYNTH + ["--lr-schedule", "step", "--lr-decay-steps", "0"],
+         "--lr-decay-steps must be >= 1, got 0"),
 ]
 
 

@@ -122,7 +122,8 @@ def recipe_params(args, class_counts=None) -> dict:
 
 
 def refuse_unused_recipe_flags(args) -> None:
-    """ValueError for a recipe flag that the chosen loss or schedule would ignore."""
+    """ValueError for a recipe flag that the chosen loss or schedule would ignore, or a
+    step count of the schedule out of range."""
     uses = [("--focal-gamma", args.focal_gamma, args.loss == "focal", "--loss focal"),
             ("--lr-decay-steps", args.lr_decay_steps, args.lr_schedule == "step",
              "--lr-schedule step"),
@@ -132,6 +133,11 @@ def refuse_unused_recipe_flags(args) -> None:
     for flag, value, used, needs in uses:
         if value is not None and not used:
             raise ValueError(f"{flag} goes with {needs}; this run would ignore it")
+    # named by the flag: the recipe's own check said "params['warmup_steps'] must be ..."
+    for flag, value, least in (("--lr-warmup-steps", args.lr_warmup_steps, 0),
+                               ("--lr-decay-steps", args.lr_decay_steps, 1)):
+        if value is not None and value < least:
+            raise ValueError(f"{flag} must be >= {least}, got {value}")
 
 
 def _class_weights(text: str, classes: int) -> list:
