@@ -993,6 +993,10 @@ CASES = [
     Case("train-lr-decay-steps-zero", "cli",
          SYNTH + ["--lr-schedule", "step", "--lr-decay-steps", "0"],
          "--lr-decay-steps must be >= 1, got 0"),
+    # a TF cluster file given as the plan: "missing field 'method'"
+    Case("train-plan-is-a-cluster-file", "cli",
+         SYNTH + ["--plan", "{d}/tf-dead.json", "--model", "vgg-cifar-small"],
+         "{d}/tf-dead.json is a TF cluster file (worker addresses), not a plan"),
 ]
 
 

@@ -288,6 +288,12 @@ class Plan:
         if isinstance(data, dict) and "method" not in data and "bandwidth" in data:
             raise ValueError(f"{path} is a device profile (`meshpar profile --out`), not a "
                              f"plan: `meshpar plan --profile {path} --out plan.json` makes one")
+        if isinstance(data, dict) and data and "method" not in data and (
+                "cluster" in data or all(isinstance(v, list) and all(isinstance(a, str) for a in v)
+                                         for v in data.values())):  # was "missing field 'method'"
+            raise ValueError(f"{path} is a TF cluster file (worker addresses), not a plan: "
+                             f"`meshpar profile --cluster {path}`, then `meshpar plan --profile`, "
+                             "makes one")
         return cls.from_dict(data, source=f"plan file {path}")
 
 
