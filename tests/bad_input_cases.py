@@ -164,6 +164,15 @@ def _plan_api(**kwargs):
     return call
 
 
+def _tf_dataset_of_dataset(**kwargs):
+    """``make_tf_dataset`` of a ``NiftiDataset`` of the one-class 16^3 set, ``kwargs`` added."""
+    def call(d):
+        from meshpar.data.nifti import NiftiDataset, make_tf_dataset
+
+        return make_tf_dataset(NiftiDataset(Path(d) / "one-class", SHAPE), batch_size=2, **kwargs)
+    return call
+
+
 def _models_get_name(name):
     from meshpar import models
 
@@ -997,6 +1006,10 @@ CASES = [
     Case("train-plan-is-a-cluster-file", "cli",
          SYNTH + ["--plan", "{d}/tf-dead.json", "--model", "vgg-cifar-small"],
          "{d}/tf-dead.json is a TF cluster file (worker addresses), not a plan"),
+    # a NiftiDataset passed with a shape (or labels, spacing, ...) of its own: ignored in
+    # silence, the batches came at the dataset's 16^3
+    Case("make-tf-dataset-shape-with-a-dataset", "api", _tf_dataset_of_dataset(shape=(32, 32, 32)),
+         "shape: the NiftiDataset passed has its own; build it with them"),
 ]
 
 

@@ -410,13 +410,13 @@ def _whole_at_least(value, least: int, what: str) -> int:
 
 def make_tf_dataset(
     directory: Union[PathLike, NiftiDataset],
-    shape: Sequence[int] = (32, 32, 32),
+    shape: Optional[Sequence[int]] = None,
     batch_size: int = 2,
-    label_set: Sequence[str] = ("NC", "AD"),
+    label_set: Optional[Sequence[str]] = None,
     shuffle: bool = True,
     augment: bool = False,
     seed: int = 0,
-    skip_bad: bool = False,
+    skip_bad: Optional[bool] = None,
     repeat: Union[bool, int] = False,
     *,
     spacing=None,
@@ -427,9 +427,12 @@ def make_tf_dataset(
 ):
     """Stream a NIfTI directory through ``tf.data`` (see :meth:`NiftiDataset.to_tf`).
 
-    Builds a :class:`NiftiDataset` (labels, files and headers are checked now)
-    unless one is passed. The whole set is never held in memory: each element
-    is read from disk when the pipeline asks for it.
+    Builds a :class:`NiftiDataset` (labels, files and headers are checked now;
+    ``shape`` default 32^3, ``label_set`` default ``("NC", "AD")``) unless one is
+    passed: then ``shape``, ``label_set``, ``skip_bad``, ``spacing`` and
+    ``subjects`` are the dataset's own, and one given otherwise is a ValueError
+    (it was ignored in silence). The whole set is never held in memory: each
+    element is read from disk when the pipeline asks for it.
 
     Example
     -------
@@ -439,8 +442,18 @@ def make_tf_dataset(
     """
     if isinstance(directory, NiftiDataset):
         source = directory
+        other = [name for name, given, own in (
+            ("shape", shape, source.shape), ("label_set", label_set, source.label_set),
+            ("skip_bad", skip_bad, source.skip_bad), ("spacing", spacing, object()),
+            ("subjects", subjects, object())) if given is not None and (
+                tuple(given) if isinstance(given, (list, tuple)) else given) != own]
+        if other:
+            raise ValueError(f"{', '.join(other)}: the NiftiDataset passed has its own; build "
+                             "it with them (or pass its directory)")
     else:
-        source = NiftiDataset(directory, shape, label_set, spacing=spacing, skip_bad=skip_bad, subjects=subjects)
+        source = NiftiDataset(directory, (32, 32, 32) if shape is None else shape,
+                              ("NC", "AD") if label_set is None else label_set,
+                              spacing=spacing, skip_bad=bool(skip_bad), subjects=subjects)
     return source.to_tf(batch_size, shuffle=shuffle, augment=augment, seed=seed, repeat=repeat,
                         drop_remainder=drop_remainder, num_parallel_calls=num_parallel_calls,
                         start=start)
