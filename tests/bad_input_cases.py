@@ -1010,6 +1010,12 @@ CASES = [
     # silence, the batches came at the dataset's 16^3
     Case("make-tf-dataset-shape-with-a-dataset", "api", _tf_dataset_of_dataset(shape=(32, 32, 32)),
          "shape: the NiftiDataset passed has its own; build it with them"),
+    # noise 1e300 wrote subjects of inf voxels in silence; no orientation was numpy's
+    # 'a cannot be empty unless no samples are taken'
+    Case("write-dataset-noise-huge", "api", _write_dataset(noise=1e300),
+         "noise must be at most 100 (relative to white matter; default 0.04), got 1e+300"),
+    Case("write-dataset-no-orientation", "api", _write_dataset(orientations=[]),
+         "orientations must be a list of axis codes such as ['RAS', 'LPS'], got []"),
 ]
 
 

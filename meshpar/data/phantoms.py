@@ -531,6 +531,9 @@ def write_dataset(
         if isinstance(ad_fraction, (str, bool)) or not 0.0 <= ad_fraction <= 1.0:
             raise ValueError(f"ad_fraction must be in [0, 1], got {ad_fraction!r}")
         fractions = (1.0 - ad_fraction, ad_fraction)
+    if isinstance(orientations, str) or not len(orientations):  # was numpy's 'a cannot be empty'
+        raise ValueError(f"orientations must be a list of axis codes such as ['RAS', 'LPS'], "
+                         f"got {orientations!r}")
     for codes in orientations:
         orientation_affine(shape, 1.0, codes)  # fail on bad codes before writing anything
     if voxel_mm is None:

@@ -13,6 +13,9 @@ import numpy as np
 #: the voxel sizes a dataset may have: files below MIN_VOXEL_MM read back as singular
 #: (nibabel stores float32 sizes), and past MAX_FOV_MM across the bias field overflows
 MIN_VOXEL_MM, MAX_FOV_MM = 1e-3, 600.0
+#: the largest noise level (relative to white-matter intensity) a dataset may have: a
+#: hundred times the signal is noise alone, and far past it the voxels overflowed to inf
+MAX_NOISE = 100.0
 
 
 def _whole(x) -> bool:
@@ -45,6 +48,9 @@ def check_dataset_arguments(n, shape, label_set, seed, fractions, noise,
         raise ValueError(f"shape must be three sizes of at least 8, got {tuple(shape)}")
     if not _whole(seed) or seed < 0:
         raise ValueError(f"seed must be a whole number >= 0, got {seed!r}")
+    if isinstance(noise, numbers.Real) and noise > MAX_NOISE:  # inf voxels, written in silence
+        raise ValueError(f"noise must be at most {MAX_NOISE:g} (relative to white matter; "
+                         f"default 0.04), got {noise!r}")
     for what, values in (("fractions", fractions), ("noise", (noise,)),
                          ("max_rotation_deg", (max_rotation_deg,))):
         if values is not None and not all(
