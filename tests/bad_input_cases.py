@@ -1016,6 +1016,10 @@ CASES = [
          "noise must be at most 100 (relative to white matter; default 0.04), got 1e+300"),
     Case("write-dataset-no-orientation", "api", _write_dataset(orientations=[]),
          "orientations must be a list of axis codes such as ['RAS', 'LPS'], got []"),
+    # a --model-dir under a file: '[Errno 20] Not a directory: ...', naming no flag
+    Case("train-model-dir-under-a-file", "cli", SYNTH + ["--model-dir", "{d}/plan.json/run"],
+         "--model-dir {d}/plan.json/run: {d}/plan.json is a file, so no directory can be made "
+         "under it"),
 ]
 
 

@@ -29,9 +29,9 @@ import tempfile
 import time
 
 from meshpar.cli.parsing import (label_names, non_negative_int, path_text, positive_int,
-                                 refuse_missing_directories, refuse_overwriting_inputs,
-                                 refuse_replacing_another_kind, refuse_writing_over_run,
-                                 thread_count)
+                                 refuse_file_as_directory, refuse_missing_directories,
+                                 refuse_overwriting_inputs, refuse_replacing_another_kind,
+                                 refuse_writing_over_run, thread_count)
 from meshpar.cli.train_options import (  # noqa: F401  (mesh_from_speeds: re-exported)
     add_mesh_options, add_rebalance_options, add_recipe_options, add_split_options,
     check_batch_fits_mesh, check_mesh_args, cluster_client, mesh_arguments, mesh_from_speeds,
@@ -256,6 +256,7 @@ def _check_model_dir(args) -> None:
         return
     if os.path.exists(args.model_dir) and not os.path.isdir(args.model_dir):
         raise ValueError(f"--model-dir {args.model_dir} is a file, not a directory")
+    refuse_file_as_directory(args.model_dir, "--model-dir")  # under a file: was '[Errno 20]'
     data = getattr(args, "data", None)
     if data and os.path.isdir(args.model_dir) and os.path.isdir(data) and os.path.samefile(
             args.model_dir, data):
