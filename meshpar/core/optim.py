@@ -378,12 +378,18 @@ class AllreduceTogether(mtf.Operation):
         return False
 
     def lower(self, lowering):
-        """Group pending all-reduces by (mesh axes, dtype); one all-reduce a group."""
+        """Group pending all-reduces by (mesh axes, dtype); one all-reduce a group.
+        A sum over mesh axes of size 1 only (a batch axis of one row) is its input:
+        flattening and splitting it back would copy every gradient a step for
+        nothing (vgg-cifar-pairs at batch 8 on one device: 1.8 ms of a 55 ms step)."""
         mesh_impl = lowering.mesh_impl(self)
         groups = {}
         for x, y in zip(self.inputs, self.outputs):
             lowered = lowering.tensors[x]
-            if isinstance(lowered, mtf.LazyAllreduceSum):
+            if isinstance(lowered, mtf.LazyAllreduceSum) and all(
+                    mesh_impl.shape.dims[a].size == 1 for a in lowered.mesh_axes):
+                lowering.set_tensor_lowering(y, lowered.to_laid_out_tensor())
+            elif isinstance(lowered, mtf.LazyAllreduceSum):
                 key = (tuple(sorted(lowered.mesh_axes)), x.dtype)
                 groups.setdefault(key, []).append((y, lowered))
             else:
