@@ -1020,6 +1020,11 @@ CASES = [
     Case("train-model-dir-under-a-file", "cli", SYNTH + ["--model-dir", "{d}/plan.json/run"],
          "--model-dir {d}/plan.json/run: {d}/plan.json is a file, so no directory can be made "
          "under it"),
+    # predict --out under a file: '[Errno 17] File exists' after the whole prediction
+    Case("predict-out-under-a-file", "cli",
+         ["predict", "--model-dir", "{d}/run-bad-best", "--data", "{d}/nan", "--out",
+          "{d}/plan.json/p.csv"],
+         "--out {d}/plan.json/p.csv: {d}/plan.json is a file, so the CSV cannot be written"),
 ]
 
 

@@ -73,6 +73,12 @@ def run(args) -> int:
     refuse_writing_over_run("--out", args.out, args.data, args.model_dir)
     if os.path.exists(args.out) and not args.force:
         raise FileExistsError(f"{args.out} exists; give --force to replace it")
+    above = os.path.dirname(os.path.abspath(args.out))
+    while not os.path.exists(above):  # the CSV's directory is made; ends at the root
+        above = os.path.dirname(above)
+    if not os.path.isdir(above):  # was '[Errno 17] File exists' once every subject was predicted
+        raise NotADirectoryError(f"--out {args.out}: {above} is a file, so the CSV cannot be "
+                                 "written under it")
     os.environ.setdefault("TF_DETERMINISTIC_OPS", "1")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     info = load_run_info(args.model_dir)
