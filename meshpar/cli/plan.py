@@ -60,7 +60,8 @@ def register(subparsers) -> None:
     parser.add_argument("--generations", type=int, default=None, help="GA generations")
     parser.add_argument("--population", type=int, default=None, help="GA population size")
     parser.add_argument("--time-limit", type=float, default=None,
-                        help="ga: stop after this many seconds; exact: give up (exit 2) "
+                        help="ga: return within about this many seconds (device subsets "
+                             "included); exact: give up (exit 2) "
                              "unless the optimum is proven within this many seconds")
     parser.add_argument("--progress", action="store_true",
                         help="show the GA progress bar even when stderr is not a terminal")

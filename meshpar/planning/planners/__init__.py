@@ -66,9 +66,11 @@ def plan(model: ModelDescription, cluster: Union[ClusterSpec, Sequence[float]],
     returns the best of all: a slow device whose share costs more in
     synchronisation than it computes is left idle, rather than slowing the
     whole step (``shapes`` then applies to the whole cluster only; every subset
-    is planned with the same options, so a GA ``time_limit`` applies to each,
-    while the exact planner's ``time_limit`` bounds the whole call and its
-    proven gap is to the least lower bound over all the subsets).
+    is planned with the same options; a ``time_limit`` bounds the whole call:
+    the exact planner's proven gap is then to the least lower bound over all
+    the subsets, and the GA gives half the limit to the whole cluster and
+    shares the rest equally among the subsets, each taking what the runs
+    before it left unused).
     """
     model, cluster = _as_model(model), _as_cluster(cluster)
     batch, seed = integer_at_least(batch, "batch"), integer_at_least(seed, "seed", 0)
@@ -89,15 +91,21 @@ def plan(model: ModelDescription, cluster: Union[ClusterSpec, Sequence[float]],
         options["seed"] = seed
     cost = CostModel(model, cluster, batch, memory_terms=memory_terms)
     t0 = time.perf_counter()
-    budget = options.get("time_limit") if method == "exact" else None
-    best = planner(model, cluster, batch, shapes=shapes, cost=cost, **options)
+    budget = options.get("time_limit")
     if not subsets:
+        best = planner(model, cluster, batch, shapes=shapes, cost=cost, **options)
         return with_worker_addresses(best, cluster)
+    groups = _fastest_subsets(cost, cluster)
+    if budget is not None and method == "ga" and groups:
+        options["time_limit"] = budget / 2
+    best = planner(model, cluster, batch, shapes=shapes, cost=cost, **options)
     found = [best]
-    for devices in _fastest_subsets(cost, cluster):
+    for i, devices in enumerate(groups):
         sub = cluster.subset(devices)
-        if budget is not None:  # the exact planner's limit is for the whole call
-            options["time_limit"] = max(budget - (time.perf_counter() - t0), 1e-3)
+        if budget is not None:  # the limit is for the whole call
+            left = budget - (time.perf_counter() - t0)
+            share = left if method == "exact" else left / (len(groups) - i)
+            options["time_limit"] = max(share, 1e-3)
         candidate = planner(model, sub, batch,
                             cost=CostModel(model, sub, batch, memory_terms=memory_terms),
                             **options)

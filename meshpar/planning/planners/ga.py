@@ -92,6 +92,7 @@ class _Problem:
                  layout_gene: bool = True):
         self.cost = cost
         self.layout_gene = layout_gene
+        self.deadline = None  # time.perf_counter() past which local searches stop
         self.shapes = shapes
         self.n = cost.n
         self.D = cost.dim_sizes.size
@@ -111,6 +112,11 @@ class _Problem:
                 self.seed_perm.append(perm)
                 self.seed_bw.append(bw)
                 self.seed_mw.append(mw)
+
+    def out_of_time(self) -> bool:
+        """Whether the run's ``time_limit`` has passed (local searches then stop
+        where they are, keeping what they improved so far)."""
+        return self.deadline is not None and time.perf_counter() > self.deadline
 
     def proportional_genes(self, perm: np.ndarray, rows: int, cols: int):
         """Log weights of the proportional split for placement ``perm``."""
@@ -180,6 +186,8 @@ class _Problem:
 
         def climb(b, c, fit, steps):
             for _ in range(steps):
+                if self.out_of_time():
+                    break
                 cand_b, cand_c, f, sec, over = step(b, c, fit[0])
                 k = int(np.argmin(f)) if f.size else 0
                 if not f.size or f[k] >= fit[0] * (1 - 1e-12):
@@ -201,7 +209,7 @@ class _Problem:
                         lay, now = flips[k], (f[k], sec[k], over[k])
                         active = np.nonzero(lay)[0]
                         continue
-            if not pairs:
+            if not pairs or self.out_of_time():
                 break
             # Stuck: a kick, then a climb. Kicks: the moves that cost the least
             # time, free the most memory, or free the most memory per second
@@ -243,6 +251,8 @@ class _Problem:
                               self.laid_out(pop, [c], cols)).overflow[0] < 0.9:
             return fit, sec
         for p in prices:
+            if self.out_of_time():
+                break
             trial = pop.take([c])
             self.polish(trial, 0, price=p * sec)
             f, s = self.polish(trial, 0)
@@ -260,6 +270,8 @@ class _Problem:
         split before it can be judged) and the best taken while it improves.
         Returns (fitness, seconds)."""
         for _ in range(rounds):
+            if self.out_of_time():
+                break
             kinds = self.kinds[pop.perm[c]]
             i, j = np.triu_indices(self.n, 1)
             pick = kinds[i] != kinds[j]
@@ -280,7 +292,8 @@ class _Problem:
             self.rebalance_placement(trial, np.arange(2 * i.size))
             trial = trial.take(distinct(self.kinds[trial.perm], rows, cols))
             cand = trial.take(np.argsort(self.climb(trial, 4), kind="stable")[:top])
-            results = [self.polish(cand, t) for t in range(cand.shape.size)]
+            results = [self.polish(cand, t) for t in range(cand.shape.size)
+                       if t == 0 or not self.out_of_time()]
             t = int(np.argmin([r[0] for r in results]))
             if not results[t][0] < fit * (1 - 1e-12):
                 break
@@ -300,6 +313,8 @@ class _Problem:
         active = [np.nonzero(lay[q])[0] if self.per_layer else [] for q in idx]
         fit = penalised(self.cost.evaluate(rows, cols, pop.perm, bsz, csz, lay))
         for _ in range(steps):
+            if self.out_of_time():
+                break
             moves = [unit_moves(bsz[q], csz[q], active[q], self.speeds[pop.perm[q]]
                                 .reshape(rows, cols), self.cost.dim_sizes) for q in idx]
             f = self._fitness_of(rows, cols, pop.perm, lay, moves)
@@ -448,7 +463,11 @@ def plan_ga(model: ModelDescription, cluster: ClusterSpec, batch: int, seed: int
         Stop when the best plan has not improved for this many generations
         (0: run all ``generations``).
     time_limit : float, optional
-        Stop after this many seconds (the result then depends on timing).
+        Return within about this many seconds of the call: the generations
+        stop at the limit, and the local searches (the periodic and the final
+        polish) stop where they are once it has passed, keeping what they
+        improved (the result then depends on timing). Overrun: at most about
+        one generation or one local-search step.
     progress : bool
         Show a tqdm bar on stderr.
     """
@@ -459,6 +478,8 @@ def plan_ga(model: ModelDescription, cluster: ClusterSpec, batch: int, seed: int
     cost = cost or CostModel(model, cluster, batch)
     shape_list = allowed_shapes(cost, shapes)
     problem = _Problem(cost, shape_list, per_layer, layout_gene and per_layer)
+    if time_limit is not None:
+        problem.deadline = t0 + float(time_limit)
     rng = np.random.default_rng(seed)
     n, S = cost.n, len(shape_list)
     n_seeds = 2 * S
@@ -578,7 +599,7 @@ def _polish_niches(problem: _Problem, pop: _Population, fitness, seconds, order,
     one row or one column every placement is the same up to symmetry).
     Every move is evaluated on the whole grid, so above LARGE devices the
     effort shrinks with the device count: only the overall best, only at
-    the end, ``4096 / n`` steps."""
+    the end, ``4096 / n`` steps. Past the problem's deadline, nothing more is tried."""
     if problem.n > LARGE:
         if final:
             c = int(order[0])
@@ -586,6 +607,8 @@ def _polish_niches(problem: _Problem, pop: _Population, fitness, seconds, order,
                                                     pairs=False)
         return
     for s in np.unique(pop.shape):
+        if problem.out_of_time():
+            return
         c = int(order[pop.shape[order] == s][0])
         fitness[c], seconds[c] = problem.polish(pop, c)
         if final:
