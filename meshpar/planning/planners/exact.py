@@ -251,6 +251,7 @@ class _MilpSearch:
                                     if self.cost.active_dims(self.jobs[j][1])[d]})
         best, best_sec = (start, start.predicted_step_seconds) if start.feasible \
             else (None, np.inf)
+        origin = (j, [int(b) for b in bsz])  # the program the best plan belongs to
         self._fallback = start  # the least memory overflow when nothing fits
         items = self._items(best_sec)
         lower, solved, pruned, objective = np.inf, 0, 0, None
@@ -264,6 +265,7 @@ class _MilpSearch:
                 candidate = self._assembled(j, batch_sizes, opts)
                 if candidate.feasible and candidate.predicted_step_seconds < best_sec:
                     best, best_sec, objective = candidate, candidate.predicted_step_seconds, None
+                    origin = (j, batch_sizes)
                 if bound >= best_sec * (1.0 - self.gap):  # proven by the row optima
                     solved += 1
                     lower = min(lower, bound)
@@ -289,7 +291,33 @@ class _MilpSearch:
             if best is None or not better(best, candidate):  # ties: keep the MILP's
                 best, best_sec = candidate, candidate.predicted_step_seconds
                 objective = form.seconds(res.fun)
+                origin = (j, batch_sizes)
+        if best is not None:
+            best = self._settle(best, *origin)
         return self._finish(best, best_sec, lower, len(items), solved, pruned, objective)
+
+    def _settle(self, best: Plan, j: int, batch_sizes) -> Plan:
+        """Ties: of the plans of ``best``'s program (its shape, placement and,
+        with several rows and columns, batch split) as fast as ``best``, the one
+        with the least total of the rows' times (:meth:`Formulation.least_row_time`),
+        so that, when the slowest device sets the step, the others do not take
+        less than their share for no reason; ``best`` if none is found in time.
+        Deterministic (HiGHS is)."""
+        rows, cols, perm = self.jobs[j]
+        left = None if self.time_limit is None else \
+            self.time_limit - (time.perf_counter() - self.t0)
+        if left is not None and left <= 0:
+            return best
+        fixed = batch_sizes if cols > 1 or rows == 1 else None
+        form = formulate(self.cost, self.speeds, rows, cols, perm, fixed)
+        res = form.least_row_time(best.predicted_step_seconds, left, self.gap)
+        if res.x is None:
+            return best
+        tied = self._plan(j, *form.decode(res.x, self.cost))
+        if tied.feasible and tied.predicted_step_seconds <= \
+                best.predicted_step_seconds * (1 + 1e-12):
+            return tied
+        return best
 
     def _finish(self, best, best_sec, lower, programs, solved, pruned, objective) -> Plan:
         if best is None:  # no plan fits: the proportional one that overflows least
@@ -388,9 +416,11 @@ def _best_for_shape(cost: CostModel, rows: int, cols: int):
         ev = cost.evaluate(rows, cols, perm, bsz, csz)
         # Feasible plans by time; if none fits, the least memory overflow.
         key = np.where(ev.feasible, ev.seconds, 1e300 * ev.overflow)
-        i = int(np.argmin(key))
-        if best_key is None or key[i] < best_key:
-            best_key, best_idx = key[i], flat[i]
+        # Ties: the least total of the rows' times (as the MILP's _settle).
+        rows_total = ev.row_seconds.sum(axis=1)
+        i = int(np.lexsort((rows_total, key))[0])
+        if best_key is None or (key[i], rows_total[i]) < best_key:
+            best_key, best_idx = (key[i], rows_total[i]), flat[i]
     idx = [int(v) for v in np.unravel_index(best_idx, axes)]
     perm = places[idx[0]]
     bsz = [float(x) for x in batch_comps[idx[1]]]

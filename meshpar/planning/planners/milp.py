@@ -29,6 +29,7 @@ speed profiles are not covered (see docs/planner.md).
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
@@ -130,6 +131,23 @@ class Formulation:
                     bounds=Bounds(np.array(prog.lb), np.array(prog.ub)),
                     constraints=[LinearConstraint(A, lo, hi)] if A.shape[0] else None,
                     options=options)
+
+    def least_row_time(self, step: float, time_limit: Optional[float], gap: float):
+        """HiGHS result of the tie-break: among this program's plans of step time
+        at most ``step`` seconds, the least total of the rows' times (one
+        column: the least total device time, so no fast device idles while a
+        slower one sets the step)."""
+        total = np.zeros(len(self.program.lb))
+        for _, lin in self.row_terms:
+            for i, c in lin.items():
+                total[i] += c
+        prog = _Program()
+        prog.lb, prog.ub, prog.integer = self.program.lb, self.program.ub, self.program.integer
+        prog.rows = self.program.rows + [{i: float(c) for i, c in enumerate(self.objective) if c}]
+        prog.lo = self.program.lo + [-np.inf]
+        prog.hi = self.program.hi + [(step - self.offset) / self.unit * (1 + 1e-9)]
+        return dataclasses.replace(self, program=prog, objective=total).solve(None, time_limit,
+                                                                              gap)
 
     def seconds(self, value: float) -> float:
         """Step time of an objective value (or bound) of this program."""
