@@ -156,25 +156,37 @@ def test_link_chains_cross_between_neighbouring_workers_at_every_hop(workers):
             assert adds[::-1] == [ends[(h + 1) % 2] for h in range(hops)]
 
 
-def _with_alone(alone_profile):
-    from dataclasses import replace
+def _with_alone(ratios):
+    """Two devices profiled at 1.0 and 0.5 (x 1e11 FLOP/s) at four work sizes, the
+    first also alone at its speed times ``ratios`` (one per size)."""
+    sizes = (1.0, 1e3, 1e6, 1e9)
+    devices = tuple(DeviceSpec(f"w{i}", f"/job:worker/task:{i}/device:CPU:0",
+                               tuple((x, s * 1e11) for x in sizes))
+                    for i, s in enumerate([1.0, 0.5]))
+    alone = {devices[0].device: [[x, r * 1e11] for x, r in zip(sizes, ratios)]}
+    return ClusterSpec(devices, extra={"alone_profile": alone})
 
-    return replace(ClusterSpec.from_speeds([1.0, 0.5]), extra={"alone_profile": alone_profile})
 
-
-def test_one_device_of_a_cluster_is_priced_at_its_speeds_alone():
-    first = "/job:worker/task:0/device:CPU:0"
-    cluster = _with_alone({first: [[1e9, 2e11], [1.0, 1.5e11]]})
+def test_a_device_twice_as_fast_alone_at_every_size_has_that_factor():
+    cluster = _with_alone([1.9, 2.1, 2.0, 2.0])
+    assert cluster.alone_factor(cluster.devices[0]) == pytest.approx(2.0, rel=0.01)
+    assert cluster.alone_factor(cluster.devices[1]) == 1.0    # no alone entry
+    # a subset keeps every device's all-at-once speeds and the profile's fields
     one = cluster.subset([cluster.devices[0]])
-    assert one.devices[0].profile == ((1.0, 1.5e11), (1e9, 2e11))
-    assert one.devices[0].name == "w0" and one.extra == cluster.extra
-    # two devices keep the all-at-once speeds; a device without an alone entry too
-    both = cluster.subset(cluster.devices[::-1])
-    assert [d.profile for d in both.devices] == [d.profile for d in cluster.devices[::-1]]
-    assert cluster.subset([cluster.devices[1]]).devices[0].profile == ((1.0, 0.5e11),)
-    # and a profile without the table is as before
+    assert one.devices == (cluster.devices[0],) and one.extra == cluster.extra
+    assert cluster.subset(cluster.devices[::-1]).devices == cluster.devices[::-1]
+
+
+@pytest.mark.parametrize("ratios", [
+    [0.8, 1.3, 0.9, 1.2],      # noise either way: the mean is within 3 standard errors
+    [0.9, 0.92, 0.91, 0.9],    # slower alone at every size: the host drifted, not the device
+    [2.0, 2.0],                # two sizes: no spread to judge by
+])
+def test_alone_speeds_within_their_noise_or_below_count_for_nothing(ratios):
+    cluster = _with_alone(ratios)
+    assert cluster.alone_factor(cluster.devices[0]) == 1.0
     plain = ClusterSpec.from_speeds([1.0, 0.5])
-    assert plain.subset([plain.devices[0]]).devices == (plain.devices[0],)
+    assert plain.alone_factor(plain.devices[0]) == 1.0
 
 
 @pytest.mark.parametrize("table, message", [

@@ -200,7 +200,7 @@ def test_a_profile_is_scaled_to_the_live_speeds_the_least_slowed_worker_keeping_
     assert scaled.extra["split_seconds"] == profile.extra["split_seconds"]
     # the speeds alone scale with each device's (a one-device re-plan is priced at them)
     for device in scaled.devices:
-        (size, speed), = scaled.subset([device]).devices[0].profile
+        (size, speed), = scaled.alone_points(device.device)
         assert size == 1.0 and speed == pytest.approx(1.5 * device.profile[0][1])
     assert len(scaled.extra["alone_profile"]) == 2
     with pytest.raises(ValueError, match="no device of worker task"):

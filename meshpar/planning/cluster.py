@@ -32,6 +32,9 @@ DEFAULT_MEMORY_BYTES = 16 * 2**30
 #: Link model of a synthetic cluster: 10 GB/s, 10 microseconds.
 DEFAULT_BANDWIDTH = 10e9
 DEFAULT_LATENCY = 10e-6
+#: Standard errors by which a device's mean log alone / all-at-once speed ratio
+#: must be above 0 before a device counts as faster alone (ClusterSpec.alone_factor).
+ALONE_SIGNIFICANCE = 3.0
 
 
 def _number(value, what: str) -> float:
@@ -289,23 +292,39 @@ class ClusterSpec:
         return _positive_pairs(table[device], f"alone_profile of {device}", ("size", "speed"),
                                "[size, flops_per_s]")
 
+    def alone_factor(self, device: "DeviceSpec") -> float:
+        """How much faster ``device`` ran alone than with every worker at once: the
+        geometric mean of its alone / all-at-once speed over the work sizes
+        profiled both ways, where that mean is beyond the profile's noise
+        (:data:`ALONE_SIGNIFICANCE` standard errors of the log ratios, over at
+        least 3 sizes), and at least 1 (a device does not slow down when the
+        others idle; a ratio under 1 at every size is the host drifting
+        between the two timings); else 1. A single pair of timings moves by a
+        fifth on a shared host (0.71-1.33 at one size in stored two-worker
+        profiles, whose workers slow each other by 2-3%), and a one-device
+        plan priced at its raw alone speed won or lost against the splits on
+        that noise."""
+        alone = dict(self.alone_points(device.device))
+        logs = np.log([alone[size] / speed for size, speed in device.profile if size in alone])
+        if logs.size < 3:
+            return 1.0
+        mean, spread = float(logs.mean()), float(logs.std(ddof=1))
+        if mean <= ALONE_SIGNIFICANCE * spread / np.sqrt(logs.size):
+            return 1.0
+        return float(np.exp(mean))
+
     def subset(self, devices: Sequence["DeviceSpec"]) -> "ClusterSpec":
         """The cluster of ``devices`` only (some of these, in the order given), for a
-        plan that leaves the others idle.
+        plan that leaves the others idle; the profile's other fields kept.
 
-        One device alone is priced at the speeds it was measured at alone
-        (:meth:`alone_points`), where the profile has them: the main profile is
-        measured with every worker computing at once, and a device that shares
-        a host with the others (cores, memory bandwidth, a GPU's feeding
-        thread) runs faster when they idle. Seen: three workers on two cores,
-        where the all-at-once profile ranked the 0.5-core worker above the
-        0.9-core one and a one-device plan went to the slower. For two or more
-        of several devices nothing was measured between alone and all at once,
-        and the all-at-once speeds stay."""
-        devices = tuple(devices)
-        if len(devices) == 1 and self.alone_points(devices[0].device):
-            devices = (replace(devices[0], profile=self.alone_points(devices[0].device)),)
-        return replace(self, devices=devices)
+        Each device keeps its all-at-once speeds, even alone: priced at its
+        speeds alone (:meth:`alone_factor`), a one-device plan won or lost
+        against the splits on the profile's noise. Re-planning the 84 stored
+        two-worker profiles that way changed 3 picks (12 with the raw alone
+        points), each to the fast worker alone where the measured best was a
+        batch split 12-26% faster. Which device is the one-device candidate
+        is chosen by its speed alone (:func:`~meshpar.planning.planners.plan`)."""
+        return replace(self, devices=tuple(devices))
 
     def speeds_at(self, size: float) -> np.ndarray:
         """Each device's FLOP/s at work items of ``size`` FLOPs, shape [n]."""
