@@ -412,21 +412,47 @@ def run_config(model_dir: str, seed: int = 1, save_summary_steps: int = 100,
 
 def make_estimator(model, model_dir: str, plan=None, *, seed: int = 1, threads: int = 1,
                    save_summary_steps: int = 100, log_step_count_steps: int = 100,
-                   params: Optional[Mapping] = None,
+                   params: Optional[Mapping] = None, cluster_client=None,
                    **model_fn_kwargs) -> "tf_estimator.Estimator":
     """``tf.estimator.Estimator`` for ``model`` on a mesh (see :func:`build_model_fn`);
     ``params``: the recipe (:class:`~meshpar.training.recipe.Recipe` keys).
     ValueError for a plan, ``mesh=`` or ``devices=`` of worker tasks in a process
     that is not one of that cluster's (no ``TF_CONFIG``): no device here has their
-    names. Bad ``params`` are refused here, not at the first step."""
+    names. Bad ``params`` are refused here, not at the first step.
+
+    ``cluster_client`` (a :class:`~meshpar.runtime.client.ClusterClient`): this
+    process masters the mesh on that cluster's workers (:func:`run_config`), as
+    ``meshpar train --cluster`` does. Without one, a ``TF_CONFIG`` that lists
+    workers and no chief or master (the layout ``meshpar worker`` reads) is
+    mastered the same way, through a client of its workers; a ``TF_CONFIG``
+    with a chief is tf.estimator's own between-graph job."""
     Recipe.from_params(params)
     _refuse_file_as_model_dir(model_dir)
-    if "TF_CONFIG" not in os.environ:
+    if cluster_client is None:
+        cluster_client = _workers_only_tf_config_client()
+    if "TF_CONFIG" not in os.environ and cluster_client is None:
         _refuse_worker_devices(plan, model_fn_kwargs.get("devices"), model_fn_kwargs.get("mesh"))
     model_fn = build_model_fn(model, plan, **model_fn_kwargs)
     return tf_estimator.Estimator(
         model_fn, model_dir=model_dir, params=dict(params or {}),
-        config=run_config(model_dir, seed, save_summary_steps, log_step_count_steps, threads))
+        config=run_config(model_dir, seed, save_summary_steps, log_step_count_steps, threads,
+                          cluster_client=cluster_client))
+
+
+def _workers_only_tf_config_client():
+    """A :class:`~meshpar.runtime.client.ClusterClient` of ``TF_CONFIG``'s workers when
+    it lists a ``worker`` job and no ``chief`` or ``master`` (RunConfig refused that
+    layout: 'If "cluster" is set in TF_CONFIG, it must have one "chief" node'), else
+    None. Not probed here: the session says which worker it cannot reach."""
+    if not os.environ.get("TF_CONFIG"):
+        return None
+    from meshpar.runtime.client import ClusterClient
+    from meshpar.runtime.cluster_files import load_cluster
+
+    jobs, _ = load_cluster(None)
+    if "worker" not in jobs or {"chief", "master"} & set(jobs):
+        return None
+    return ClusterClient(jobs["worker"], check=False)
 
 
 def _refuse_file_as_model_dir(model_dir) -> None:
