@@ -382,10 +382,20 @@ class _Run:
 
 
 def _split_text(record: dict) -> str:
+    """A mesh record for the re-plan log line: shape, worker tasks, and each split's
+    shares, the axis weights then a plan's per-dimension weights (per-layer ratios,
+    which override the axis weights of their dimensions)."""
     tasks = [d.split("/task:")[1].split("/")[0] for d in record["devices"]]
-    weights = ";".join(f"{axis}=" + "/".join(f"{w / sum(ws):.2f}" for w in ws)
-                       for axis, ws in record["split_weights"].items() if len(ws) > 1)
-    return f"{record['mesh_shape']} on tasks {','.join(tasks)} [{weights or 'even'}]"
+
+    def shares(table) -> str:
+        return ";".join(f"{name}=" + "/".join(f"{w / sum(ws):.2f}" for w in ws)
+                        for name, ws in (table or {}).items() if len(ws) > 1)
+
+    weights = shares(record["split_weights"]) or "even"
+    per_dim = shares(record.get("dim_split_weights"))
+    if per_dim:
+        weights += f"; per dimension {per_dim}"
+    return f"{record['mesh_shape']} on tasks {','.join(tasks)} [{weights}]"
 
 
 def _run_segment(train: Callable, client, tasks: Sequence[int], poll: float):
