@@ -142,7 +142,10 @@ def _built_model_graph(name, batch=2):
     return spec, graph
 
 
-@pytest.mark.parametrize("name", ["resattnet3d-tiny", "vgg-cifar-small"])
+# vgg-cifar-small-pairs: the second convolution of a pair (a split contraction) listed
+# its own filters as a split; the model never lays them out (one model axis)
+@pytest.mark.parametrize("name", ["resattnet3d-tiny", "vgg-cifar-small",
+                                  "vgg-cifar-small-pairs"])
 def test_extracted_table_agrees_with_the_hand_written_describe(name):
     spec, graph = _built_model_graph(name)
     extracted = describe_mtf_graph(graph, name)

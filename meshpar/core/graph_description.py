@@ -99,7 +99,10 @@ def describe_mtf_graph(graph, name: str, batch_dim: str = "batch",
     before the next layer) or an einsum or convolution contracting it (an
     all-reduce). A dimension that is only reduced (``reduce_sum``, a loss)
     or reaches the output (the class dimension of logits) gives no split, as
-    in the hand-written tables.
+    in the hand-written tables. A layer that contracts an earlier layer's
+    split dimension (a split contraction, all-reduced) splits nothing of its
+    own: that dimension holds the model axis, so its output stays whole (the
+    second convolution of a ``vgg-cifar-pairs`` pair).
 
     **Forward collectives** are on the rows where the lowering runs them, at
     the size of the tensor it moves (:mod:`meshpar.core.graph_forward`): a
@@ -174,6 +177,7 @@ class _GraphWalk:
                        and batch_dim in dim_names(op.outputs[0])]
         self.produced_by = {op: self.produced(op) for op in self.layers}
         self.extra_flops = {op: 0.0 for op in self.layers}
+        self._splits = {}  # layer -> its split_dim (split_of)
         # trainable Variable -> (owning layer, the non-layer operation reading it or None)
         self.homes = {}
         if self.layers:
@@ -322,12 +326,23 @@ class _GraphWalk:
 
     def split_of(self, op):
         """The last produced dimension that is new to the layer's input and needs a
-        collective when split (the row's ``split_dim``), or None."""
-        seen = set().union(*(self.ancestry.get(t, set()) for t in self.activations(op)))
-        for dim in reversed([d for d in self.produced(op) if d not in seen]):
-            if self.collective(op, dim) is not None:
-                return dim
-        return None
+        collective when split (the row's ``split_dim``), or None; None too for a
+        split contraction (the layer contracts an earlier layer's split dimension:
+        that dimension holds the one model axis, so the layer's own output stays
+        whole, as the second convolution of a split pair)."""
+        if op not in self._splits:
+            self._splits[op] = None
+            contracted = set().union(*(dim_names(t) for t in op.inputs)) \
+                - dim_names(op.outputs[0])
+            if not any(self.split_of(layer) in contracted for layer in self.layers
+                       if self.index[layer] < self.index[op]):
+                seen = set().union(*(self.ancestry.get(t, set())
+                                     for t in self.activations(op)))
+                for dim in reversed([d for d in self.produced(op) if d not in seen]):
+                    if self.collective(op, dim) is not None:
+                        self._splits[op] = dim
+                        break
+        return self._splits[op]
 
     def row(self, op, split_dim=None, comm=None) -> Layer:
         """The layer's row, split on ``split_dim`` (parameters are placed later)."""

@@ -22,9 +22,12 @@ is put on a row whose output is the tensor the lowering really moves
   needed, at the same size). The layer's own row is split on that dimension,
   so its work is divided as the lowering divides it, with
   ``comm="allreduce"`` at its output: the attention scores, not the
-  query/key projections; the logits, not fc1. A layer that also produces a
-  split dimension of its own keeps it, and the all-reduce gets a row of its
-  own after it (kind ``"allreduce"``, no FLOPs).
+  query/key projections; the logits, not fc1. Such a layer splits nothing
+  of its own (:meth:`_GraphWalk.split_of`: the contracted dimension holds
+  the one model axis, which a dimension of its output cannot share: mtf
+  refuses two tensor dimensions on one mesh axis); a row given both would
+  keep its own and put the all-reduce on a row after it (kind
+  ``"allreduce"``, no FLOPs).
 * **No collective.** The rows of the layers that produce a split dimension
   carry none (as the hand-written tables' convolution rows before their pool
   or add row). A layer whose output keeps a split dimension of its operands
