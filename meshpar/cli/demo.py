@@ -27,6 +27,10 @@ EPILOG = """examples:
 """
 
 
+#: Most devices the demo takes: its smallest split layer (conv1_filters) has 13 filters.
+MAX_DEVICES = 13
+
+
 def register(subparsers) -> None:
     """Add ``meshpar demo`` to ``subparsers``."""
     parser = subparsers.add_parser(
@@ -164,6 +168,10 @@ def run(args) -> int:
     RuntimeError if the uneven mesh's results differ from one device's.
     """
     speeds = parse_speeds(args.speeds)
+    if len(speeds) > MAX_DEVICES:  # refused before the header of part 1 is printed
+        raise ValueError(f"--speeds lists {len(speeds)} devices; the demo splits a "
+                         f"{MAX_DEVICES}-filter convolution over them, so at most "
+                         f"{MAX_DEVICES} (every device needs at least one filter)")
     if args.steps < 1 or args.subjects < 8:
         raise ValueError("--steps must be >= 1 and --subjects >= 8")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")

@@ -59,6 +59,7 @@ def register(subparsers) -> None:
     parser.add_argument("--threads", type=thread_count, default=1, help="TF threads (default: 1)")
     add_mesh_options(parser)
     add_split_options(parser)
+    parser.set_defaults(fold_seed=None)  # None: not given (resolve_fold_seed: then 0)
     parser.set_defaults(func=run)
 
 
@@ -67,6 +68,9 @@ def run(args) -> int:
     from meshpar import models
     from meshpar.training.run import load_run_info, run_model
 
+    from meshpar.cli.train_data import resolve_fold_seed
+
+    resolve_fold_seed(args)
     check_mesh_args(args)
     refuse_overwriting_inputs(args, ["out"], ["plan", "cluster", (
         "--data labels", os.path.join(args.data, "labels.csv"))])

@@ -37,7 +37,7 @@ from meshpar.cli.train_options import (  # noqa: F401  (mesh_from_speeds: re-exp
     check_batch_fits_mesh, check_mesh_args, cluster_client, mesh_arguments, mesh_from_speeds,
     read_replans, rebalance_options, recipe_params, refuse_unused_recipe_flags,
     split_request)
-from meshpar.cli.train_data import on_device, prepare_data
+from meshpar.cli.train_data import check_augment, on_device, prepare_data, resolve_fold_seed
 from meshpar.cli.train_report import (evaluate, format_weights, print_table, report_best,
                                       report_rebalancing, report_trace, run_summary)
 from meshpar.models import names_for_help
@@ -115,6 +115,7 @@ def register(subparsers) -> None:
                         help="share of the non-test subjects held out for validation "
                              "(default: 0.25)")
     add_split_options(parser)
+    parser.set_defaults(fold_seed=None)  # None: not given (resolve_fold_seed: then 0)
     add_rebalance_options(parser)
     parser.add_argument("--seed", type=non_negative_int, default=0,
                         help="data and graph seed (default: 0)")
@@ -230,6 +231,9 @@ def _check_args(args) -> None:
                                   "--trace-out")
     _check_model_dir(args)
     refuse_unused_recipe_flags(args)  # before any data is read or written
+    resolve_fold_seed(args)
+    if args.augment is not None:
+        check_augment(args.augment)
     if args.n_synthetic is not None and not args.synthetic:
         raise ValueError("--n-synthetic goes with --synthetic; --data reads its subjects")
     if args.n_synthetic is None:

@@ -23,6 +23,27 @@ def on_device(input_fn, device):
     return placed
 
 
+def resolve_fold_seed(args) -> None:
+    """``--fold-seed`` (default None: not given, then 0) without ``--folds``/``--fold`` or
+    ``--test-fraction`` is a ValueError: there is no test split for it to seed, and it
+    was ignored in silence."""
+    if args.fold_seed is None:
+        args.fold_seed = 0
+    elif args.folds is None and args.fold is None and args.test_fraction is None:
+        raise ValueError(f"--fold-seed {args.fold_seed} goes with --folds/--fold or "
+                         "--test-fraction: it seeds the test split, and none is asked for")
+
+
+def check_augment(text) -> None:
+    """ValueError when ``--augment`` names an augmentation twice (``flip,flip``): each
+    is applied once, so the repeat would be ignored in silence."""
+    names = augmentations(text)
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ValueError(f"--augment: {', '.join(twice)} given twice; each augmentation is "
+                         "applied once (give it once)")
+
+
 def prepare_data(args, spec, scratch, model_dir) -> dict:
     """Input functions, the test set and what the run file records about the data."""
     from meshpar import models
