@@ -172,8 +172,6 @@ def _contended(alone):
     """Two workers whose all-at-once profile says 1.0 and 1.1 (x 1e11 FLOP/s, at
     three work sizes) and whose profiles alone say ``alone`` (within 1%), behind a
     1 s link (no split pays)."""
-    from dataclasses import replace
-
     sizes = (1e6, 1e9, 1e12)
     devices = tuple(DeviceSpec(f"w{i}", f"/job:worker/task:{i}/device:CPU:0",
                                tuple((x, s * 1e11) for x in sizes))
