@@ -191,6 +191,7 @@ def test_alone_speeds_within_their_noise_or_below_count_for_nothing(ratios):
 
 @pytest.mark.parametrize("table, message", [
     ([[1.0, 1e11]], "'alone_profile' must be an object"),
+    (5, "'alone_profile' must be an object"),
     ({"/job:worker/task:0/device:CPU:0": [[1.0, -1.0]]}, "alone_profile of .*task:0.* > 0"),
     ({"/job:worker/task:0/device:CPU:0": "fast"}, "alone_profile of .*task:0.*point 0"),
 ])

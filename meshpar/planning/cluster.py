@@ -264,7 +264,8 @@ class ClusterSpec:
         if math.isnan(latency) or math.isinf(latency) or latency < 0:
             raise ValueError(f"latency must be a finite number >= 0, got {self.latency!r}")
         object.__setattr__(self, "latency", latency)
-        for device in (self.extra or {}).get("alone_profile") or {}:
+        alone = (self.extra or {}).get("alone_profile")
+        for device in alone if isinstance(alone, dict) else [None] * (alone is not None):
             self.alone_points(device)  # a hand-edited table is refused here, not when planned
         _check_calibration(self.extra or {})
 
