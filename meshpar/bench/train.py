@@ -123,7 +123,7 @@ def alone_plan(model_name: str, profile, batch: int, task: int, memory_terms=MEA
     from meshpar.planning.cost_model import CostModel
     from meshpar.planning.planners.common import build_plan
 
-    single = profile.subset([profile.devices[task]])  # priced at its speeds alone
+    single = profile.subset([profile.devices[task]])
     cost = CostModel(describe_model(model_name), single, batch, memory_terms=memory_terms)
     return build_plan(f"alone-{task}", cost, 1, 1, [0], [1.0], [1.0])
 

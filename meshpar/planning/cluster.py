@@ -264,8 +264,7 @@ class ClusterSpec:
         if math.isnan(latency) or math.isinf(latency) or latency < 0:
             raise ValueError(f"latency must be a finite number >= 0, got {self.latency!r}")
         object.__setattr__(self, "latency", latency)
-        alone = (self.extra or {}).get("alone_profile")
-        for device in alone if isinstance(alone, dict) else [None] * (alone is not None):
+        for device in self._alone_table():
             self.alone_points(device)  # a hand-edited table is refused here, not when planned
         _check_calibration(self.extra or {})
 
@@ -277,17 +276,23 @@ class ClusterSpec:
         """TF device string of every device, in cluster order."""
         return [d.device for d in self.devices]
 
+    def _alone_table(self) -> dict:
+        """``extra["alone_profile"]`` (``{}`` where the profile has none); ValueError
+        when it is not an object."""
+        table = (self.extra or {}).get("alone_profile")
+        if table is None:
+            return {}
+        if not isinstance(table, dict):
+            raise ValueError("the profile's extra field 'alone_profile' must be an object: "
+                             "each device string -> its [size, flops_per_s] pairs")
+        return table
+
     def alone_points(self, device: str) -> tuple:
         """The profile of the device ``device`` (a TF device string) measured with the
         other workers idle (``extra["alone_profile"]``, which ``meshpar profile
         --cluster`` writes next to the all-at-once profile), as sorted ``(size,
         flops_per_s)`` pairs; () where the profile has none for it."""
-        table = (self.extra or {}).get("alone_profile")
-        if table is None:
-            return ()
-        if not isinstance(table, dict):
-            raise ValueError("the profile's extra field 'alone_profile' must be an object: "
-                             "each device string -> its [size, flops_per_s] pairs")
+        table = self._alone_table()
         if device not in table:
             return ()
         return _positive_pairs(table[device], f"alone_profile of {device}", ("size", "speed"),

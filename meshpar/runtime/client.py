@@ -364,9 +364,9 @@ class ClusterClient:
             for d, t, (_, kind) in zip(profile.devices, moved, parsed))
         extra = dict(profile.extra)
         if extra.get("alone_profile"):  # keyed by device: renamed with the devices
-            extra["alone_profile"] = {new.device: profile.alone_points(old.device)
+            extra["alone_profile"] = {new.device: points
                                       for old, new in zip(profile.devices, devices)
-                                      if profile.alone_points(old.device)}
+                                      if (points := profile.alone_points(old.device))}
         return dataclasses.replace(profile, devices=devices, extra=extra)
 
     def check_devices(self, devices: Sequence[str]) -> None:

@@ -244,9 +244,8 @@ def scaled_profile(profile, speeds: Dict[int, float], description=None, batch: i
     extra = dict(profile.extra or {})
     if extra.get("alone_profile"):  # the speeds alone scale with the device's
         extra["alone_profile"] = {
-            by_task[t].device: tuple((size, f * scale[t] / norm)
-                                     for size, f in profile.alone_points(by_task[t].device))
-            for t in sorted(speeds) if profile.alone_points(by_task[t].device)}
+            by_task[t].device: tuple((size, f * scale[t] / norm) for size, f in points)
+            for t in sorted(speeds) if (points := profile.alone_points(by_task[t].device))}
     if description is not None and batch:
         calibrated = CostModel(description, profile, batch)
         if calibrated.split_overhead is not None:
