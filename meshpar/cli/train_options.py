@@ -9,6 +9,7 @@ import math
 import sys
 
 from meshpar.cli.parsing import device_strings, non_negative_int, parse_speeds, path_text
+from meshpar.training.recipe import DEFAULT_WEIGHT_DECAY
 
 #: seconds an operation may wait on a worker (``--worker-timeout``)
 DEFAULT_WORKER_TIMEOUT_S = 300.0
@@ -79,7 +80,7 @@ def add_recipe_options(parser) -> None:
                         help="step schedule: factor per decay (default: 0.1)")
     parser.add_argument("--lr-min", type=float, default=None,
                         help="cosine schedule: final learning rate (default: 0)")
-    parser.add_argument("--weight-decay", type=float, default=1e-3,
+    parser.add_argument("--weight-decay", type=float, default=DEFAULT_WEIGHT_DECAY,
                         help="decoupled weight decay (AdamW-style) of kernels, not biases or "
                              "batch-norm parameters (default: %(default)g)")
     parser.add_argument("--clip-norm", type=float, default=None,
