@@ -506,11 +506,20 @@ class HeterogeneousMeshImpl(UnevenCollectives, _pmi.PlacementMeshImpl):
         """A random op (``mtf.random_uniform``, ``mtf.dropout``), slice by slice.
 
         With a TF graph seed (``tf.set_random_seed``, ``RunConfig(tf_random_seed=)``)
-        each slice's op seed comes from the graph seed, the mtf op's name and
-        the slice's position, so a rerun draws the same values (Mesh-TF's own
-        ``PlacementMeshImpl`` draws them from Python's unseeded ``random`` and
-        the per-process string ``hash``, so its dropout masks change every run).
-        Without a graph seed the op seed is random, as there.
+        the op's seed comes from the graph seed and the mtf op's name, so a rerun
+        draws the same values (Mesh-TF's own ``PlacementMeshImpl`` draws them from
+        Python's unseeded ``random`` and the per-process string ``hash``, so its
+        dropout masks change every run). Without a graph seed the op seed is
+        random, as there.
+
+        Uniform draws (``tf.random.uniform``: ``mtf.random_uniform``, hence
+        ``mtf.dropout``) are a counter-based hash of each element's position in
+        the whole tensor (:func:`_uniform_at`): the values do not depend on the
+        mesh, the layout or the split, so a dropout mask on an uneven mesh is
+        the one of one device and the one-device result holds for such models
+        too. Any other ``tf_fn`` draws each slice with a seed from the op seed
+        and the slice's position (copies of one slice agree; another layout
+        draws other values).
         """
         shape = mtf.convert_to_shape(shape)
         graph_seed = tf.get_default_graph().seed
@@ -518,6 +527,17 @@ class HeterogeneousMeshImpl(UnevenCollectives, _pmi.PlacementMeshImpl):
             op_seed = f"{graph_seed},{self._op.name}"
         else:
             op_seed = repr(_py_random.random())
+
+        uniform = _uniform_arguments(tf_fn, kwargs)
+        if uniform is not None:
+            key = hashlib.sha256(op_seed.encode()).digest()
+            keys = (int.from_bytes(key[:4], "little"), int.from_bytes(key[4:8], "little"))
+
+            def draw_uniform(pnum):
+                return _uniform_at(shape.to_integer_list, self.slice_begin(shape, pnum),
+                                   self.slice_shape(shape, pnum), keys, *uniform)
+
+            return self.slicewise(draw_uniform, self.laid_out_pnum())
 
         def draw(pnum):
             # Slices that cover the same part of the tensor get the same seed,
@@ -527,3 +547,63 @@ class HeterogeneousMeshImpl(UnevenCollectives, _pmi.PlacementMeshImpl):
             return tf_fn(self.slice_shape(shape, pnum), seed=seed, **kwargs)
 
         return self.slicewise(draw, self.laid_out_pnum())
+
+
+def _uniform_arguments(tf_fn, kwargs) -> Optional[tuple]:
+    """``(minval, maxval, dtype)`` when ``tf_fn(shape, **kwargs)`` is a uniform draw that
+    :func:`_uniform_at` makes (``tf.random.uniform`` of a float dtype, or of an integer
+    dtype with Python integer bounds less than 2**32 apart); None otherwise."""
+    if tf_fn not in (tf.random.uniform, tf.random_uniform):
+        return None
+    if set(kwargs) - {"minval", "maxval", "dtype", "name"}:
+        return None
+    dtype = tf.as_dtype(kwargs.get("dtype", tf.float32))
+    minval, maxval = kwargs.get("minval", 0), kwargs.get("maxval")
+    if dtype.is_floating:
+        return minval, 1 if maxval is None else maxval, dtype
+    if dtype.is_integer and isinstance(minval, int) and isinstance(maxval, int) \
+            and 0 < maxval - minval <= 2 ** 32:
+        return minval, maxval, dtype
+    return None
+
+
+def _mix32(x):
+    """A bijective 32-bit integer hash (Chris Wellons' "lowbias32") of a uint32 tensor."""
+    def shift_xor(v, bits):
+        return tf.bitwise.bitwise_xor(v, tf.bitwise.right_shift(v, tf.constant(bits, tf.uint32)))
+
+    x = shift_xor(x, 16) * tf.constant(0x7FEB352D, tf.uint32)
+    x = shift_xor(x, 15) * tf.constant(0x846CA68B, tf.uint32)
+    return shift_xor(x, 16)
+
+
+def _uniform_at(full_shape, begin, size, keys, minval, maxval, dtype):
+    """The uniform values of the elements ``begin .. begin + size`` of a tensor of
+    ``full_shape``: each a hash of the element's flat index in the whole tensor and of
+    ``keys`` (two 32-bit words), so any cut of the tensor draws the same values."""
+    strides, stride = [], 1
+    for extent in reversed(full_shape):
+        strides.insert(0, stride)
+        stride *= int(extent)
+    index = tf.zeros(size, tf.int64)
+    for axis, (start, extent, step) in enumerate(zip(begin, size, strides)):
+        line = [1] * len(size)
+        line[axis] = extent
+        index += tf.reshape(tf.range(start, start + extent, dtype=tf.int64) * step, line)
+    low = tf.cast(tf.bitwise.bitwise_and(index, 0xFFFFFFFF), tf.uint32)
+    high = tf.cast(tf.bitwise.right_shift(index, tf.constant(32, tf.int64)), tf.uint32)
+    bits = _mix32(tf.bitwise.bitwise_xor(_mix32(tf.bitwise.bitwise_xor(low, keys[0])),
+                                         _mix32(tf.bitwise.bitwise_xor(high, keys[1]))))
+    if dtype.is_integer:
+        offset = tf.math.floormod(tf.cast(bits, tf.int64), maxval - minval)
+        return tf.cast(offset + minval, dtype)
+    if dtype == tf.float64:  # 53 random bits: 27 from a second hash of these
+        more = tf.bitwise.right_shift(_mix32(tf.bitwise.bitwise_xor(bits, tf.constant(0x9E3779B9, tf.uint32))),
+                                      tf.constant(5, tf.uint32))
+        unit = (tf.cast(tf.bitwise.right_shift(bits, tf.constant(6, tf.uint32)), tf.float64)
+                * 2.0 ** 27 + tf.cast(more, tf.float64)) * 2.0 ** -53
+    else:  # 24 bits: every value exact in float32, all below 1
+        unit = tf.cast(tf.bitwise.right_shift(bits, tf.constant(8, tf.uint32)),
+                       tf.float32) * 2.0 ** -24
+    low_t = tf.cast(minval, unit.dtype)
+    return tf.cast(low_t + unit * (tf.cast(maxval, unit.dtype) - low_t), dtype)
