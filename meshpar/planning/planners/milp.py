@@ -29,16 +29,60 @@ speed profiles are not covered (see docs/planner.md).
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import os
+import sys
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
 import numpy as np
-from scipy.optimize import Bounds, LinearConstraint, milp
+from scipy.optimize import Bounds, LinearConstraint
+from scipy.optimize import milp as _scipy_milp
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
 from meshpar.planning.cost_model import LOSS_ELEMS, CostModel, ring_allreduce_seconds
+
+
+@contextlib.contextmanager
+def _solver_output_to_stderr():
+    """Send what the solver prints on the process's standard output to its standard
+    error while the block runs. HiGHS (scipy 1.17) prints debugging lines such as
+    ``HighsMipSolverData::transformNewIntegerFeasibleSolution tmpSolver.run();`` with
+    C's ``printf`` whatever ``disp`` says, which put them in front of ``meshpar plan
+    --json``'s one JSON object (vgg-cifar, speeds 1,0.5,0.3,0.2,0.1, batch 7)."""
+    try:
+        sys.stdout.flush()
+        saved = os.dup(1)
+    except (AttributeError, OSError, ValueError):  # no file descriptor 1: nothing to guard
+        saved = None
+    if saved is None:
+        yield
+        return
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        _flush_c_stdout()  # C's buffered lines go where they were written, not to stdout later
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def _flush_c_stdout() -> None:
+    """``fflush(NULL)``: C's stdio buffers written out now."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).fflush(None)
+    except (OSError, AttributeError, TypeError):  # no C library to ask (not POSIX)
+        pass
+
+
+def milp(*args, **kwargs):
+    """``scipy.optimize.milp`` with HiGHS's own prints kept off standard output."""
+    with _solver_output_to_stderr():
+        return _scipy_milp(*args, **kwargs)
 
 
 def not_linear(cost: CostModel) -> list:
