@@ -9,7 +9,7 @@ import math
 import sys
 
 from meshpar.cli.parsing import device_strings, non_negative_int, parse_speeds, path_text
-from meshpar.training.recipe import DEFAULT_WEIGHT_DECAY
+from meshpar.training.defaults import DEFAULT_WEIGHT_DECAY  # no TensorFlow: every parser
 
 #: seconds an operation may wait on a worker (``--worker-timeout``)
 DEFAULT_WORKER_TIMEOUT_S = 300.0

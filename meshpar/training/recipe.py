@@ -43,14 +43,9 @@ import mesh_tensorflow as mtf
 
 from meshpar.core.optim import make_optimizer
 from meshpar.core.splits import integer_at_least
+from meshpar.training.defaults import DEFAULT_WEIGHT_DECAY  # re-exported: TF-free home
 
 __all__ = ["Recipe", "ClipByGlobalNorm", "balanced_accuracy", "PARAM_KEYS", "DEFAULT_WEIGHT_DECAY"]
-
-#: The decoupled weight decay of ``meshpar train``'s default recipe (the one the
-#: accuracy protocol measured, docs/training.md). A library :class:`Recipe`
-#: decays nothing unless asked; the model-step profile times its step with this
-#: decay, since the decay is a pass of its own over every kernel each step.
-DEFAULT_WEIGHT_DECAY = 1e-3
 
 PARAM_KEYS = ("loss", "class_weights", "focal_gamma", "metrics", "lr_schedule", "warmup_steps",
               "total_steps", "decay_steps", "decay_rate", "min_lr", "weight_decay", "clip_norm")
