@@ -13,7 +13,7 @@
    (batch split only), ``proportional`` (filter split by standalone speed) and
    ``ga`` (the GABRA planner's best plan per mesh shape from the measured speed
    profiles, each timed briefly on the cluster, the fastest kept);
-4. print a table and write JSON (and a PNG with --plot).
+4. print a table and write JSON and a PNG (no PNG with --no-plot).
 
 The workload is a training step of a 3-D convolution (forward, filter
 gradient, SGD update) whose input lives on the workers as a variable, so no

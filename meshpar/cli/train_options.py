@@ -372,15 +372,17 @@ def rebalance_options(args):
              for k in ("every", "trigger", "threshold", "patience", "method", "profile",
                        "measure", "budget")
              if getattr(args, f"rebalance_{k}") is not None]
+    misplaced = (f"{' and '.join(given)} {'goes' if len(given) == 1 else 'go'} with "
+                 "--rebalance or --elastic")
     if not (args.rebalance or args.elastic or args.replay_replans):
         if given:
-            raise ValueError(f"{', '.join(given)} go(es) with --rebalance or --elastic")
+            raise ValueError(misplaced)
         return None
     flag = "--rebalance" if args.rebalance else "--elastic" if args.elastic else "--replay-replans"
     if not args.cluster:
         raise ValueError(f"{flag} needs --cluster (the workers it measures and re-plans over)")
     if given and not (args.rebalance or args.elastic):
-        raise ValueError(f"{', '.join(given)} go(es) with --rebalance or --elastic")
+        raise ValueError(misplaced)
     if args.mesh_impl != "meshpar":
         raise ValueError(f"{flag} re-plans uneven splits: use --mesh-impl meshpar")
     if getattr(args, "keep_best", None):
