@@ -180,3 +180,14 @@ def test_a_mesh_axis_that_splits_nothing_is_said():
     assert ("note: nothing is split on mesh axis model: its 4 devices each compute the same "
             "work, no faster than one") in format_plan(copied).splitlines()
     assert "nothing is split" not in format_plan(split)
+
+
+@pytest.mark.parametrize("method", ["exact", "proportional", "even"])
+def test_a_seed_given_to_a_planner_that_draws_nothing_is_refused(capsys, method):
+    """Only the GA draws random numbers: another method with --seed would plan the
+    same whatever the seed, in silence."""
+    rc = main(["plan", "--speeds", "1.0,0.5", "--model", "vgg-cifar-small", "--batch", "4",
+               "--method", method, "--seed", "3"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1, err
+    assert f"--seed goes with --method ga; --method {method} would ignore it" in err[0]

@@ -56,7 +56,8 @@ def register(subparsers) -> None:
     parser.add_argument("--memory-headroom", type=float, default=None,
                         help=MEMORY_HEADROOM_HELP)
     parser.add_argument("--method", choices=METHODS, default="ga")
-    parser.add_argument("--seed", type=non_negative_int, default=0, help="GA seed (default: 0)")
+    parser.add_argument("--seed", type=non_negative_int, default=None,
+                        help="GA seed (default: 0; the other methods draw nothing)")
     parser.add_argument("--generations", type=int, default=None, help="GA generations")
     parser.add_argument("--population", type=int, default=None, help="GA population size")
     parser.add_argument("--time-limit", type=float, default=None,
@@ -78,7 +79,8 @@ def register(subparsers) -> None:
 
 def _refuse_ignored_options(args) -> None:
     """ValueError for a GA option given to a planner that would silently ignore it."""
-    given = [("--generations", "ga", args.generations is not None),
+    given = [("--seed", "ga", args.seed is not None),
+             ("--generations", "ga", args.generations is not None),
              ("--population", "ga", args.population is not None),
              ("--progress", "ga", args.progress),
              ("--time-limit", "ga or exact", args.time_limit is not None)]
@@ -145,7 +147,8 @@ def run(args) -> int:
             raise ValueError(f"--time-limit must be > 0 and finite, got {args.time_limit}")
         options["time_limit"] = args.time_limit
     terms = memory_terms(args.memory_headroom)
-    result = plan(model, cluster, args.batch, method=args.method, seed=args.seed,
+    result = plan(model, cluster, args.batch, method=args.method,
+                  seed=0 if args.seed is None else args.seed,
                   subsets=not args.all_devices, memory_terms=terms, **options)
     if not result.feasible:
         ratios = memory_ratios(result, cluster)
