@@ -9,7 +9,7 @@ op's seed: any cut of the tensor draws the same values.
 import numpy as np
 import pytest
 
-from mtf_helpers import HeterogeneousMeshImpl, mtf, new_graph, run_lowered, session, tf
+from mtf_helpers import HeterogeneousMeshImpl, mtf, new_graph, session, tf
 
 from meshpar.core import optim
 
@@ -24,25 +24,36 @@ MESHES = [
 ]
 
 
-def _draw(mesh_shape, layout, weights, seed=11, **kwargs):
+def _draw(mesh_shape, layout, weights, seed=11, runs=1, **kwargs):
+    """The values of a [7, 3, 13] ``mtf.random_uniform`` in ``runs`` session runs
+    (the first run's alone when ``runs`` is 1)."""
     graph, mesh = new_graph(seed)
     shape = mtf.Shape([mtf.Dimension("batch", 7), mtf.Dimension("h", 3), mtf.Dimension("f", 13)])
     out = mtf.random_uniform(mesh, shape, **kwargs)
     n = int(np.prod([int(a.split(":")[1]) for a in mesh_shape.split(";")]))
-    return run_lowered(graph, mesh, HeterogeneousMeshImpl(mesh_shape, layout, [""] * n,
-                                                          split_weights=weights), [out])[0]
+    impl = HeterogeneousMeshImpl(mesh_shape, layout, [""] * n, split_weights=weights)
+    lowering = mtf.Lowering(graph, {mesh: impl})
+    values = lowering.export_to_tf_tensor(out)
+    with session() as sess:
+        draws = [sess.run(values) for _ in range(runs)]
+    return draws[0] if runs == 1 else np.stack(draws)
 
 
 @pytest.mark.parametrize("mesh_shape, layout, weights", MESHES[1:])
 @pytest.mark.parametrize("kwargs", [{}, dict(minval=-2.0, maxval=3.0, dtype=tf.float64),
                                     dict(minval=-5, maxval=7, dtype=tf.int32)])
 def test_uniform_draws_do_not_depend_on_the_mesh(mesh_shape, layout, weights, kwargs):
-    one = _draw(*MESHES[0], **kwargs)
-    np.testing.assert_array_equal(_draw(mesh_shape, layout, weights, **kwargs), one)
+    """Run after run: each run draws new values, the same on every mesh."""
+    one = _draw(*MESHES[0], runs=3, **kwargs)
+    assert not np.array_equal(one[0], one[1]) and not np.array_equal(one[1], one[2])
+    np.testing.assert_array_equal(_draw(mesh_shape, layout, weights, runs=3, **kwargs), one)
 
 
 def test_uniform_draws_are_uniform_follow_the_seed_and_stay_in_range():
     values = _draw("all:1", "", None, seed=3).ravel()
+    runs = _draw("batch:2;model:3", "batch:batch;f:model", {"batch": [1, 4], "model": [1, 1, 6]},
+                 seed=3, runs=30).reshape(30, -1)
+    assert abs(np.corrcoef(runs[:-1].ravel(), runs[1:].ravel())[0, 1]) < 0.03  # run to run
     more = np.concatenate([_draw("all:1", "", None, seed=s).ravel() for s in range(4, 40)])
     assert 0.0 <= more.min() and more.max() < 1.0
     assert abs(more.mean() - 0.5) < 0.01 and abs(more.var() - 1 / 12) < 0.005
@@ -57,7 +68,8 @@ def test_uniform_draws_are_uniform_follow_the_seed_and_stay_in_range():
 
 
 def _dropout_net_run(mesh_shape, layout, weights, steps=3, seed=5):
-    """A conv net with dropout trained by the race-free Adam step: per-step losses."""
+    """A conv net with dropout trained by the race-free Adam step: per-step losses
+    (each step another mask)."""
     rng = np.random.RandomState(0)
     x_np = rng.randn(5, 6, 6, 3).astype(np.float32)
     y_np = rng.randint(0, 3, 5).astype(np.int32)

@@ -514,11 +514,12 @@ class HeterogeneousMeshImpl(UnevenCollectives, _pmi.PlacementMeshImpl):
 
         Uniform draws (``tf.random.uniform``: ``mtf.random_uniform``, hence
         ``mtf.dropout``) are a counter-based hash of each element's position in
-        the whole tensor (:func:`_uniform_at`): the values do not depend on the
-        mesh, the layout or the split, so a dropout mask on an uneven mesh is
-        the one of one device and the one-device result holds for such models
-        too. Any other ``tf_fn`` draws each slice with a seed from the op seed
-        and the slice's position (copies of one slice agree; another layout
+        the whole tensor and of a key drawn anew at every run, the same on every
+        processor (:func:`_uniform_at`): the values do not depend on the mesh,
+        the layout or the split, so a dropout mask on an uneven mesh is the one
+        of one device, step after step, and the one-device result holds for such
+        models too. Any other ``tf_fn`` draws each slice with a seed from the op
+        seed and the slice's position (copies of one slice agree; another layout
         draws other values).
         """
         shape = mtf.convert_to_shape(shape)
@@ -530,10 +531,17 @@ class HeterogeneousMeshImpl(UnevenCollectives, _pmi.PlacementMeshImpl):
 
         uniform = _uniform_arguments(tf_fn, kwargs)
         if uniform is not None:
-            key = hashlib.sha256(op_seed.encode()).digest()
-            keys = (int.from_bytes(key[:4], "little"), int.from_bytes(key[4:8], "little"))
+            digest = hashlib.sha256(op_seed.encode()).digest()
+            fixed = [int.from_bytes(digest[i:i + 4], "little") for i in (0, 4)]
+            run_seed = int.from_bytes(digest[8:12], "little") >> 1
 
             def draw_uniform(pnum):
+                # New values at every run, as tf.random.uniform draws: a key drawn per
+                # run by a stateful generator that every processor holds with the same
+                # seed, so that all draw the same key in the same run.
+                per_run = tf.cast(tf.random.uniform([2], 0, 2 ** 31 - 1, tf.int32,
+                                                    seed=run_seed), tf.uint32)
+                keys = tf.bitwise.bitwise_xor(per_run, tf.constant(fixed, tf.uint32))
                 return _uniform_at(shape.to_integer_list, self.slice_begin(shape, pnum),
                                    self.slice_shape(shape, pnum), keys, *uniform)
 
@@ -580,7 +588,8 @@ def _mix32(x):
 def _uniform_at(full_shape, begin, size, keys, minval, maxval, dtype):
     """The uniform values of the elements ``begin .. begin + size`` of a tensor of
     ``full_shape``: each a hash of the element's flat index in the whole tensor and of
-    ``keys`` (two 32-bit words), so any cut of the tensor draws the same values."""
+    ``keys`` (a uint32 tensor of two words), so any cut of the tensor draws the same
+    values."""
     strides, stride = [], 1
     for extent in reversed(full_shape):
         strides.insert(0, stride)
@@ -591,15 +600,19 @@ def _uniform_at(full_shape, begin, size, keys, minval, maxval, dtype):
         line[axis] = extent
         index += tf.reshape(tf.range(start, start + extent, dtype=tf.int64) * step, line)
     low = tf.cast(tf.bitwise.bitwise_and(index, 0xFFFFFFFF), tf.uint32)
-    high = tf.cast(tf.bitwise.right_shift(index, tf.constant(32, tf.int64)), tf.uint32)
+    if stride > 2 ** 32:  # the high words of the flat indices are not all 0
+        high = tf.cast(tf.bitwise.right_shift(index, tf.constant(32, tf.int64)), tf.uint32)
+    else:
+        high = tf.zeros([], tf.uint32)
     bits = _mix32(tf.bitwise.bitwise_xor(_mix32(tf.bitwise.bitwise_xor(low, keys[0])),
                                          _mix32(tf.bitwise.bitwise_xor(high, keys[1]))))
     if dtype.is_integer:
         offset = tf.math.floormod(tf.cast(bits, tf.int64), maxval - minval)
         return tf.cast(offset + minval, dtype)
     if dtype == tf.float64:  # 53 random bits: 27 from a second hash of these
-        more = tf.bitwise.right_shift(_mix32(tf.bitwise.bitwise_xor(bits, tf.constant(0x9E3779B9, tf.uint32))),
-                                      tf.constant(5, tf.uint32))
+        more = tf.bitwise.right_shift(
+            _mix32(tf.bitwise.bitwise_xor(bits, tf.constant(0x9E3779B9, tf.uint32))),
+            tf.constant(5, tf.uint32))
         unit = (tf.cast(tf.bitwise.right_shift(bits, tf.constant(6, tf.uint32)), tf.float64)
                 * 2.0 ** 27 + tf.cast(more, tf.float64)) * 2.0 ** -53
     else:  # 24 bits: every value exact in float32, all below 1
