@@ -98,8 +98,9 @@ def register(subparsers) -> None:
                         help="learning rate (default: adam 1e-3, momentum 0.01, sgd 0.05); "
                              "the peak of --lr-schedule")
     add_recipe_options(parser)
-    parser.add_argument("--labels", type=label_names, default=("NC", "AD"),
-                        help="class names in labels.csv, class 0 first (default: NC,AD)")
+    parser.add_argument("--labels", type=label_names, default=None,
+                        help="class names in labels.csv, class 0 first (default: NC,AD); "
+                             "NIfTI data only")
     parser.add_argument("--channels", type=int, default=None,
                         help="input channels; C > 1 reads 4-D NIfTI files holding C co-registered "
                              "volumes, channels last (default: the model's, 1 for MRI)")
@@ -160,7 +161,8 @@ def check_argv(argv) -> None:
     spec = _model_spec(args)
     from meshpar.training.recipe import Recipe
 
-    Recipe.from_params(recipe_params(args)).check_learning_rate(_learning_rate(args))
+    Recipe.from_params(recipe_params(args, classes=spec.config.num_classes)).check_learning_rate(
+        _learning_rate(args))
     if not args.cluster:
         check_batch_fits_mesh(args.batch, mesh_arguments(args, spec))
 
@@ -314,7 +316,7 @@ def run(args) -> int:
             args.keep_best = False
             if args.checkpoint_every_auto:
                 args.checkpoint_every = None
-        params = recipe_params(args, data.get("class_counts"))
+        params = recipe_params(args, data.get("class_counts"), spec.config.num_classes)
         # refused before the run file is written: a bad flag must not change a saved run
         from meshpar.training.inputs import checkpoint_step
         from meshpar.training.recipe import Recipe

@@ -7,6 +7,9 @@ import os
 
 from meshpar.cli.train_options import augmentations, split_request
 
+#: ``--labels``' default: the class names of labels.csv, class 0 first
+DEFAULT_LABELS = ("NC", "AD")
+
 
 def on_device(input_fn, device):
     """The input pipeline runs in this process (job ``client``), next to its
@@ -57,6 +60,10 @@ def prepare_data(args, spec, scratch, model_dir) -> dict:
                 or args.augment is not None and augmentations(args.augment)):
             raise ValueError(f"{spec.name}'s synthetic images have no people to fold or "
                              "volumes to augment: --folds/--test-fraction/--augment need NIfTI")
+        if args.labels is not None:  # was ignored: the images are classes 0 and 1
+            raise ValueError(f"{spec.name}'s synthetic images are of classes 0 and 1 of its "
+                             f"{spec.config.num_classes}: --labels names the classes of "
+                             "labels.csv (NIfTI data)")
         held_out = inputs.synthetic_validation_count(args.n_synthetic, args.val_fraction)
         if args.n_synthetic - held_out < args.batch:
             raise ValueError(f"--batch {args.batch} is larger than the "
@@ -64,9 +71,12 @@ def prepare_data(args, spec, scratch, model_dir) -> dict:
                              f"{args.n_synthetic}, --val-fraction {args.val_fraction})")
         train_fn, eval_fn = inputs.synthetic_image_fns(
             args.n_synthetic, shape, args.val_fraction, args.batch, args.seed, model_dir)
+        counts = inputs.synthetic_class_counts(args.n_synthetic, args.val_fraction,
+                                               spec.config.num_classes)
         return dict(train_fn=train_fn, eval_fn=eval_fn, test=None, labels=["0", "1"],
                     note=f"{args.n_synthetic} synthetic images",
-                    validation_samples=held_out)
+                    validation_samples=held_out,
+                    class_counts=counts)
     return _nifti_data(args, spec, scratch, model_dir)
 
 
@@ -76,7 +86,7 @@ def _nifti_data(args, spec, scratch, model_dir) -> dict:
     from meshpar.training import inputs
 
     shape = spec.config.input_shape
-    label_set = tuple(args.labels)
+    label_set = tuple(args.labels or DEFAULT_LABELS)
     if len(label_set) != spec.config.num_classes:
         raise ValueError(f"--labels names {len(label_set)} classes but {spec.name} has "
                          f"{spec.config.num_classes}")

@@ -93,11 +93,12 @@ def lr_warmup_steps(args) -> int:
     return args.steps // 10 if args.lr_warmup_steps is None else args.lr_warmup_steps
 
 
-def recipe_params(args, class_counts=None) -> dict:
+def recipe_params(args, class_counts=None, classes=None) -> dict:
     """The estimator ``params`` of the recipe flags (see :mod:`meshpar.training.estimator`).
 
     ``--class-weights balanced`` weighs class c by ``n / (classes * n_c)`` over
-    the training subjects' ``class_counts``.
+    the training subjects' ``class_counts``; explicit weights are one per class
+    of the model (``classes``, default: one per counted class, else 2).
     """
     params = {"loss": args.loss, "lr_schedule": args.lr_schedule,
               "warmup_steps": lr_warmup_steps(args), "total_steps": args.steps,
@@ -114,11 +115,16 @@ def recipe_params(args, class_counts=None) -> dict:
     if args.loss == "weighted_cross_entropy":
         if weights is None or weights == "balanced":
             if not class_counts or min(class_counts) < 1:
-                raise ValueError("--class-weights balanced needs every class in the training set")
+                held = (f" (training samples per class: {', '.join(map(str, class_counts))})"
+                        if class_counts else "")
+                raise ValueError("--class-weights balanced needs every class in the training "
+                                 f"set{held}; give one weight per class instead")
             n, k = sum(class_counts), len(class_counts)
             params["class_weights"] = [n / (k * c) for c in class_counts]
         else:
-            params["class_weights"] = _class_weights(weights, len(class_counts or [0, 0]))
+            if classes is None:
+                classes = len(class_counts or [0, 0])
+            params["class_weights"] = _class_weights(weights, int(classes))
     return params
 
 

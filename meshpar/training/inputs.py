@@ -27,7 +27,8 @@ PAD_LABEL = -1
 
 __all__ = ["PAD_LABEL", "test_split", "check_split_request", "split_three_ways",
            "checkpoint_step", "train_input_fn", "eval_input_fn", "pad_last_batch",
-           "predict_input_fn", "predict_probabilities", "synthetic_image_fns"]
+           "predict_input_fn", "predict_probabilities", "synthetic_image_fns",
+           "synthetic_class_counts"]
 
 
 def test_split(subjects: Sequence, folds: Optional[int] = None, fold: Optional[int] = None,
@@ -184,6 +185,14 @@ def _another_models_checkpoint(error, checkpoint: str) -> Optional[ValueError]:
 def synthetic_validation_count(n: int, val_fraction: float) -> int:
     """How many of :func:`synthetic_image_fns`' ``n`` images validate (the first ones)."""
     return int(round(n * val_fraction))
+
+
+def synthetic_class_counts(n: int, val_fraction: float, classes: int) -> list:
+    """Training images per class of :func:`synthetic_image_fns` (``classes`` entries:
+    image i is of class ``i % 2``; the first :func:`synthetic_validation_count`
+    validate)."""
+    labels = np.arange(synthetic_validation_count(n, val_fraction), n) % 2
+    return [int(c) for c in np.bincount(labels, minlength=classes)]
 
 
 def synthetic_image_fns(n: int, shape: Sequence[int], val_fraction: float, batch: int,
