@@ -147,20 +147,28 @@ def test_prediction_on_an_uneven_mesh_gives_the_one_device_logits(name):
                                    atol=2e-6 * max(1.0, np.abs(reference[1]).max()))
 
 
-@pytest.mark.parametrize("name", ["resattnet3d-tiny", "vgg-cifar-small-pairs"])
-def test_the_exact_planners_per_layer_weights_and_device_order_match_one_device(name):
-    """The exact planner's plan for four devices of other speeds on a 2 x 2 mesh:
-    per-dimension weights (its layout genes) and a device order that is not the
-    speed order; the plan is used with local devices in its order."""
+PLANNED = [
+    ("resattnet3d-tiny", "exact", (2, 2), [0.3, 1.0, 0.6, 0.9]),
+    ("vgg-cifar-small-pairs", "exact", (2, 2), [0.3, 1.0, 0.6, 0.9]),
+    ("vgg-cifar-small-pairs", "ga", (1, 3), [1.0, 0.5, 0.2]),
+]
+
+
+@pytest.mark.parametrize("name, method, shape, speeds", PLANNED)
+def test_planned_per_layer_weights_layouts_and_device_orders_match_one_device(
+        name, method, shape, speeds):
+    """A planner's plan for devices of other speeds: per-dimension weights, the
+    dimensions its layout genes split (the GA may leave some whole) and a device
+    order that is not the speed order; used with local devices in its order."""
     from meshpar.planning import planners
     from meshpar.planning.cluster import ClusterSpec
 
-    plan = planners.plan(models.describe_model(name), ClusterSpec.from_speeds(
-        [0.3, 1.0, 0.6, 0.9]), BATCH, method="exact", shapes=[(2, 2)])
-    assert plan.dim_split_weights and any(
-        len(set(w)) > 1 for w in plan.dim_split_weights.values())
+    plan = planners.plan(models.describe_model(name), ClusterSpec.from_speeds(speeds), BATCH,
+                         method=method, shapes=[shape])
+    weights = list(plan.dim_split_weights.values()) + list(plan.split_weights.values())
+    assert any(len(set(w)) > 1 for w in weights)  # an uneven plan
     mesh = MeshSpec.from_plan(plan, devices=[""] * len(plan.devices))
-    _assert_same(_reference(name), _train(models.get(name), mesh), f"{name} exact plan")
+    _assert_same(_reference(name), _train(models.get(name), mesh), f"{name} {method} plan")
 
 
 def test_local_batch_norm_on_one_row_meshes_is_one_devices_batch_norm():
