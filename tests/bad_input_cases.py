@@ -1025,6 +1025,13 @@ CASES = [
          ["predict", "--model-dir", "{d}/run-bad-best", "--data", "{d}/nan", "--out",
           "{d}/plan.json/p.csv"],
          "--out {d}/plan.json/p.csv: {d}/plan.json is a file, so the CSV cannot be written"),
+    # --steps with --skip-training was ignored in silence (the demo never trains)
+    Case("demo-steps-with-skip-training", "cli", ["demo", "--skip-training", "--steps", "5"],
+         "--steps goes with the training part; --skip-training leaves it out"),
+    # 9 subjects passed the check (>= 8) and failed in train after parts 1 and 2 had run:
+    # 'meshpar train: error: --batch 8 is larger than the 7 training subjects'
+    Case("demo-subjects-fewer-than-a-batch", "cli", ["demo", "--subjects", "9"],
+         "--subjects must be >= 10, got 9"),
 ]
 
 

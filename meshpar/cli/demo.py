@@ -30,6 +30,11 @@ EPILOG = """examples:
 #: Most devices the demo takes: its smallest split layer (conv1_filters) has 13 filters.
 MAX_DEVICES = 13
 
+DEFAULT_STEPS, DEFAULT_SUBJECTS = 200, 96
+#: The demo trains batches of 8; ``meshpar train`` holds out a quarter of each class
+#: (at least one) for validation, which leaves 8 to train on from 10 phantoms (9: 7)
+BATCH, MIN_SUBJECTS = 8, 10
+
 
 def register(subparsers) -> None:
     """Add ``meshpar demo`` to ``subparsers``."""
@@ -38,9 +43,12 @@ def register(subparsers) -> None:
         description=__doc__, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--speeds", default=DEFAULT_SPEEDS,
                         help="relative speeds of the emulated devices (default %(default)s)")
-    parser.add_argument("--steps", type=int, default=200, help="training steps (default %(default)s)")
-    parser.add_argument("--subjects", type=int, default=96,
-                        help="synthetic subjects to write (default %(default)s)")
+    # None: not given (with --skip-training they are refused, not ignored)
+    parser.add_argument("--steps", type=int, default=None,
+                        help=f"training steps (default {DEFAULT_STEPS})")
+    parser.add_argument("--subjects", type=int, default=None,
+                        help=f"synthetic subjects to write, at least {MIN_SUBJECTS} "
+                             f"(default {DEFAULT_SUBJECTS})")
     parser.add_argument("--skip-training", action="store_true",
                         help="stop after the split check and the plans")
     parser.set_defaults(func=run)
@@ -172,17 +180,26 @@ def run(args) -> int:
         raise ValueError(f"--speeds lists {len(speeds)} devices; the demo splits a "
                          f"{MAX_DEVICES}-filter convolution over them, so at most "
                          f"{MAX_DEVICES} (every device needs at least one filter)")
-    if args.steps < 1 or args.subjects < 8:
-        raise ValueError("--steps must be >= 1 and --subjects >= 8")
+    for flag, value in (("--steps", args.steps), ("--subjects", args.subjects)):
+        if args.skip_training and value is not None:
+            raise ValueError(f"{flag} goes with the training part; --skip-training leaves "
+                             "it out, so this run would ignore it")
+    steps = DEFAULT_STEPS if args.steps is None else args.steps
+    subjects = DEFAULT_SUBJECTS if args.subjects is None else args.subjects
+    if steps < 1:
+        raise ValueError(f"--steps must be >= 1, got {steps}")
+    if subjects < MIN_SUBJECTS:  # was train's error after parts 1 and 2 had run
+        raise ValueError(f"--subjects must be >= {MIN_SUBJECTS}, got {subjects}: training "
+                         f"holds a quarter of them out for validation and needs {BATCH} "
+                         f"for one batch")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     start = time.time()
     diff = show_uneven_split(speeds)
     if diff > 1e-5:
         raise RuntimeError(f"uneven mesh differs from one device by {diff:.2e}")
-    batch = 8
-    plan = show_plans(speeds, batch)
+    plan = show_plans(speeds, BATCH)
     if not args.skip_training:
-        status = train_on_plan(plan, args.steps, args.subjects, batch)
+        status = train_on_plan(plan, steps, subjects, BATCH)
         if status:
             return status
     print(f"\ndone in {time.time() - start:.0f} s")
