@@ -1032,6 +1032,16 @@ CASES = [
     # 'meshpar train: error: --batch 8 is larger than the 7 training subjects'
     Case("demo-subjects-fewer-than-a-batch", "cli", ["demo", "--subjects", "9"],
          "--subjects must be >= 10, got 9"),
+    # a model named twice (or by its alias) was benchmarked twice, hours each, and its
+    # profile kept once
+    Case("bench-train-model-twice", "cli", ["bench", "train", "--models", "vgg-cifar,vgg-cifar"],
+         "--models names vgg-cifar twice; each model is benchmarked once"),
+    Case("bench-memory-model-by-its-alias", "cli",
+         ["bench", "memory", "--models", "resattnet3d,resattnet3d-full"],
+         "--models names resattnet3d-full twice (as resattnet3d)"),
+    # --verify-rounds without --verify was ignored in silence (no verified row)
+    Case("bench-train-verify-rounds-without-verify", "cli",
+         ["bench", "train", "--verify-rounds", "3"], "--verify-rounds goes with --verify K"),
 ]
 
 

@@ -94,11 +94,14 @@ def test_verified_plan_picks_the_fastest_median_of_trials_taken_in_turns():
                                   trial, log=lambda *a: None, rounds=0)
 
 
-def test_bench_train_cli_default_verify_rounds_is_the_library_default():
-    from meshpar.cli import build_parser
+def test_bench_train_cli_default_verify_rounds_is_the_library_default(monkeypatch):
+    from meshpar.cli import main
 
-    args = build_parser().parse_args(["bench", "train", "--verify", "2"])
-    assert args.verify_rounds == bench_train.VERIFY_ROUNDS
+    seen = {}
+    monkeypatch.setattr(bench_train, "run_benchmark", lambda *a, **kw: seen.update(kw) or {})
+    monkeypatch.setattr(bench_train, "format_table", lambda result: "")
+    assert main(["bench", "train", "--verify", "2"]) == 0
+    assert seen["verify_rounds"] == bench_train.VERIFY_ROUNDS
 
 
 def test_the_verified_row_runs_in_the_rounds_after_its_trials(monkeypatch):

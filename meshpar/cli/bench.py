@@ -76,9 +76,9 @@ def register(subparsers) -> None:
                             "candidates, timed first in trial runs taking turns (default 0: "
                             "no row)")
     train.add_argument("--verify-rounds", type=positive_int, metavar="R",
-                       default=2,  # meshpar.bench.train.VERIFY_ROUNDS, not imported at parse
+                       default=None,  # None: not given (2, meshpar.bench.train.VERIFY_ROUNDS)
                        help="trial runs of each --verify candidate; the fastest median is "
-                            "picked (default %(default)s)")
+                            "picked (default 2)")
     train.add_argument("--no-together", action="store_true",
                        help="leave out the run of every worker alone, all at once, in each "
                             "round (the ideal of a host whose workers all compute: they "
@@ -176,6 +176,16 @@ def _models_speeds_budget(args) -> tuple:
         raise ValueError("--models names no model")
     if not all(models):  # as --speeds: an empty entry is a typo, not "no model"
         raise ValueError(f"--models must be comma-separated model names, got {args.models!r}")
+    from meshpar.models import ALIASES
+
+    seen = {}
+    for name in models:  # each was benchmarked again (hours), its profile kept once
+        same = ALIASES.get(name, name)
+        if same in seen:
+            also = "" if seen[same] == name else f" (as {seen[same]})"
+            raise ValueError(f"--models names {name} twice{also}; each model is "
+                             "benchmarked once")
+        seen[same] = name
     if args.batch < 1:
         raise ValueError(f"--batch must be >= 1, got {args.batch}")
     budget = None if args.memory_mib is None else parse_memory_mib(args.memory_mib)
@@ -239,7 +249,12 @@ def run_train(args) -> int:
     from meshpar.bench import train as bench_train
 
     _local_options(args)
+    if args.verify_rounds is not None and not args.verify:  # was ignored in silence
+        raise ValueError("--verify-rounds goes with --verify K (K > 0): without it there are "
+                         "no candidates to try, so this run would ignore it")
     models, speeds, memory, terms = _models_speeds_budget(args)
+    verify_rounds = bench_train.VERIFY_ROUNDS if args.verify_rounds is None else \
+        args.verify_rounds
     log = _log(args)
     result = bench_train.run_benchmark(models, speeds, cluster_file=args.cluster,
                                        steps=args.steps, batch=args.batch, seed=args.seed,
@@ -247,7 +262,7 @@ def run_train(args) -> int:
                                        memory_bytes=memory, memory_terms=terms,
                                        enforce=args.enforce,
                                        profile_repeats=args.profile_repeats,
-                                       verify=args.verify, verify_rounds=args.verify_rounds,
+                                       verify=args.verify, verify_rounds=verify_rounds,
                                        period_us=_period_us(args),
                                        together_row=not args.no_together)
     return _report(args, bench_train, result, log)
