@@ -30,7 +30,7 @@ def _close_tf_graph_contexts():
 #: runs the rest of the suite.
 CLUSTER_MODULES = frozenset({
     "test_bench_hetero", "test_bench_memory", "test_bench_train", "test_determinism",
-    "test_equivalence_rebalance",
+    "test_equivalence_rebalance", "test_equivalence_workers",
     "test_generality_tf_config", "test_local_cluster", "test_placement", "test_rebalance",
     "test_worker_failure"})
 
