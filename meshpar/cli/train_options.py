@@ -169,7 +169,8 @@ def mesh_from_speeds(speeds, mesh_shape=None):
     (:func:`meshpar.planning.planners.common.proportional_weights`): on a
     one-axis mesh the weights are the speeds; on ``batch:R;model:M`` each
     column's share follows its slowest device and each row's share the rate
-    at which the row finishes.
+    at which the row finishes, whichever order the mesh lists the two axes in
+    (``model:M;batch:R`` gives each axis the same rule).
     """
     import numpy as np
 
@@ -190,10 +191,12 @@ def mesh_from_speeds(speeds, mesh_shape=None):
                          f"lay out {' and '.join(LAID_OUT_AXES)}")
     if len(axes) == 1:  # the rule's weights are the speeds (up to scale)
         return mesh_shape, {axes[0][0]: list(speeds)}
-    (_, rows), (_, cols) = axes
-    row_w, col_w = proportional_weights(np.asarray(speeds, float), np.arange(n), rows, cols)
-    return mesh_shape, {axes[0][0]: [float(w) for w in row_w],
-                        axes[1][0]: [float(w) for w in col_w]}
+    (first, rows), (second, cols) = axes
+    grid = np.asarray(speeds, float).reshape(rows, cols)  # pnum = row * cols + col
+    if second == "batch":  # the rule is by axis name: lay the batch axis along the rows
+        (first, rows), (second, cols), grid = (second, cols), (first, rows), grid.T
+    row_w, col_w = proportional_weights(grid.reshape(-1), np.arange(n), rows, cols)
+    return mesh_shape, {first: [float(w) for w in row_w], second: [float(w) for w in col_w]}
 
 
 def check_mesh_args(args) -> None:
