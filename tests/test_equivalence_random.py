@@ -108,3 +108,19 @@ def test_a_model_with_dropout_trains_on_uneven_meshes_like_one_device():
                                                               "model": [1, 5]})]:
         np.testing.assert_allclose(_dropout_net_run(mesh_shape, layout, weights), one,
                                    rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [tf.float16, tf.bfloat16, tf.float32])
+def test_low_precision_draws_stay_below_one_on_every_mesh(dtype):
+    """Drawn with as many bits as the dtype's significand holds: none rounds up to
+    1.0 (with 24 bits, float16 and bfloat16 drew 1.0 about once in 4096 and 256)."""
+    graph, mesh = new_graph(3)
+    shape = mtf.Shape([mtf.Dimension("batch", 64), mtf.Dimension("f", 1000)])
+    out = mtf.random_uniform(mesh, shape, dtype=dtype)
+    impl = HeterogeneousMeshImpl("model:3", "f:model", [""] * 3,
+                                 split_weights={"model": [3, 2, 1]})
+    values = mtf.Lowering(graph, {mesh: impl}).export_to_tf_tensor(out)
+    with session() as sess:
+        drawn = sess.run(tf.cast(values, tf.float32))
+    assert drawn.min() >= 0.0 and drawn.max() < 1.0
+    assert abs(drawn.mean() - 0.5) < 0.01

@@ -615,8 +615,9 @@ def _uniform_at(full_shape, begin, size, keys, minval, maxval, dtype):
             tf.constant(5, tf.uint32))
         unit = (tf.cast(tf.bitwise.right_shift(bits, tf.constant(6, tf.uint32)), tf.float64)
                 * 2.0 ** 27 + tf.cast(more, tf.float64)) * 2.0 ** -53
-    else:  # 24 bits: every value exact in float32, all below 1
-        unit = tf.cast(tf.bitwise.right_shift(bits, tf.constant(8, tf.uint32)),
-                       tf.float32) * 2.0 ** -24
+    else:  # as many bits as the dtype's significand holds: exact and below 1 in it
+        digits = {tf.float16: 11, tf.bfloat16: 8}.get(dtype, 24)
+        unit = tf.cast(tf.bitwise.right_shift(bits, tf.constant(32 - digits, tf.uint32)),
+                       tf.float32) * 2.0 ** -digits
     low_t = tf.cast(minval, unit.dtype)
     return tf.cast(low_t + unit * (tf.cast(maxval, unit.dtype) - low_t), dtype)
