@@ -1042,6 +1042,15 @@ CASES = [
     # --verify-rounds without --verify was ignored in silence (no verified row)
     Case("bench-train-verify-rounds-without-verify", "cli",
          ["bench", "train", "--verify-rounds", "3"], "--verify-rounds goes with --verify K"),
+    # a task named twice was run once in silence (--seeds and --test-folds refuse repeats)
+    Case("evaluate-task-twice", "cli", ["evaluate", "--out", "{d}/ev-tasks", "--tasks",
+                                        "ad-nc,smci-pmci,ad-nc"],
+         "--tasks repeats a task: 'ad-nc,smci-pmci,ad-nc'"),
+    # --channels 2 on the one-channel phantoms failed in the first train run, after
+    # every cohort's phantoms were written
+    Case("evaluate-train-channels-on-phantoms", "cli",
+         ["evaluate", "--out", "{d}/ev-channels", "--train-args=--channels 2"],
+         "--channels 2: the phantoms have one channel; more need --data"),
 ]
 
 

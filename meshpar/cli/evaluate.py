@@ -130,6 +130,8 @@ def _tasks(args) -> dict:
     if unknown or not names:
         raise ValueError(f"--tasks: unknown task(s) {unknown or names}; choose from "
                          f"{', '.join(TASKS)}")
+    if len(set(names)) != len(names):  # was run once in silence, as --seeds and
+        raise ValueError(f"--tasks repeats a task: {args.tasks!r}")  # --test-folds refuse
     return {t: TASKS[t] for t in names}
 
 
@@ -205,7 +207,11 @@ def _check_runs(args, tasks, fold_ids, configs, train_args, out) -> None:
                            out / "check", out / "check")
         argv = protocol.train_command(one, args.model, train_args, args.threads)
         try:
-            check_argv(argv[4:])
+            parsed = check_argv(argv[4:])
+            if not args.data and parsed.channels not in (None, 1):  # failed in the first
+                # train, after every phantom was written
+                raise ValueError(f"--channels {parsed.channels}: the phantoms have one "
+                                 "channel; more need --data")
         except ValueError as err:
             raise ValueError(f"{config.name} configuration: {err}") from None
 

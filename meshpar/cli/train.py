@@ -149,11 +149,11 @@ class _RefusingParser(argparse.ArgumentParser):
         raise ValueError(f"meshpar train: {message}")
 
 
-def check_argv(argv) -> None:
+def check_argv(argv) -> argparse.Namespace:
     """The checks ``meshpar train <argv>`` makes on its arguments before any work, for a
     caller that launches it later (``meshpar evaluate``, before it writes its
     phantoms): ValueError with train's own message. Data and clusters are not
-    opened here."""
+    opened here. Returns the parsed arguments."""
     sub = _RefusingParser(prog="meshpar").add_subparsers()
     register(sub)
     args = sub.choices["train"].parse_args(list(argv))
@@ -165,6 +165,7 @@ def check_argv(argv) -> None:
         _learning_rate(args))
     if not args.cluster:
         check_batch_fits_mesh(args.batch, mesh_arguments(args, spec))
+    return args
 
 
 def _learning_rate(args) -> float:
