@@ -83,7 +83,8 @@ def register(subparsers) -> None:
                         help=f"emulated device speeds of the uneven mesh (default: "
                              f"{DEFAULTS['speeds']})")
     parser.add_argument("--mesh", default=None,
-                        help=f"uneven mesh shape (default: {DEFAULTS['mesh']})")
+                        help=f"uneven mesh shape (default: {DEFAULTS['mesh']} for the default "
+                             "speeds, batch:1;model:N for N given --speeds)")
     parser.add_argument("--only", choices=["one-device", "uneven-mesh"],
                         help="run one configuration instead of both")
     parser.add_argument("--train-args", default="",
@@ -109,6 +110,10 @@ def _refuse_ignored(args) -> None:
     for name, why in unused:
         if getattr(args, name) is not None:
             raise ValueError(f"--{name} goes with {why}, so this run would ignore it")
+    if args.speeds is not None and args.mesh is None:  # the default mesh fits 3 devices:
+        from meshpar.cli.parsing import parse_speeds  # one model column per given speed
+
+        args.mesh = f"batch:1;model:{len(parse_speeds(args.speeds))}"
     for name, value in DEFAULTS.items():
         if getattr(args, name) is None:
             setattr(args, name, value)
