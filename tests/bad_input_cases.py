@@ -185,6 +185,15 @@ def _models_get(d):
     return models.get("resnet50")
 
 
+def _run_config(**kwargs):
+    """``estimator.run_config`` into a new directory, ``kwargs`` added."""
+    def call(d):
+        from meshpar.training.estimator import run_config
+
+        return run_config(str(Path(d) / "run-config"), **kwargs)
+    return call
+
+
 def _split_rule(total, weights):
     def call(d):
         from meshpar.core.splits import split_sizes
@@ -1051,6 +1060,16 @@ CASES = [
     Case("evaluate-train-channels-on-phantoms", "cli",
          ["evaluate", "--out", "{d}/ev-channels", "--train-args=--channels 2"],
          "--channels 2: the phantoms have one channel; more need --data"),
+    # TensorFlow takes graph seeds modulo 2**31 - 1: --seed 2147483647 trained from the
+    # weights of --seed 0 (its data split differed), in silence
+    Case("train-seed-past-tensorflows", "subprocess", SYNTH + ["--seed", "2147483647"],
+         "must be at most 2147483646, got 2147483647: TensorFlow takes seeds modulo "
+         "2**31 - 1, so it would be seed 0"),
+    Case("evaluate-seed-past-tensorflows", "cli",
+         ["evaluate", "--out", "{d}/ev-seed", "--seeds", "1,2147483648"],
+         "--seeds: must be at most 2147483646, got 2147483648"),
+    Case("run-config-seed-past-tensorflows", "api", _run_config(seed=2**31),
+         "seed must be at most 2147483646, got 2147483648"),
 ]
 
 

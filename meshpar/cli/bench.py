@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from meshpar.cli.parsing import (MEMORY_HEADROOM_HELP, memory_terms, non_negative_int,
+from meshpar.cli.parsing import (MEMORY_HEADROOM_HELP, memory_terms, non_negative_int, seed_int,
                                  parse_memory_mib, parse_speeds, path_text, positive_int,
                                  refuse_file_as_directory)
 from meshpar.planning.jsonio import dumps_strict
@@ -105,7 +105,7 @@ def register(subparsers) -> None:
                              "worker that grows past it is killed (cgroup, as root) and its "
                              "strategy reported out of memory")
     memory.add_argument("--memory-headroom", type=float, default=None, help=MEMORY_HEADROOM_HELP)
-    memory.add_argument("--seed", type=non_negative_int, default=0)
+    memory.add_argument("--seed", type=seed_int, default=0)
     memory.add_argument("--out", type=path_text, default=None, help="directory for memory.json")
     memory.add_argument("--json", action="store_true", help="print the result as JSON")
     memory.set_defaults(func=run_memory, no_plot=True)
@@ -127,7 +127,7 @@ def _cluster_and_output_options(parser, name: str) -> None:
                         help="the LocalCluster throttle's period, 1 to 1000 ms (default: 10 "
                              "for the cgroup quota, 20 for the signal duty cycle); a worker "
                              "whose quota would be under 1 ms gets a longer one")
-    parser.add_argument("--seed", type=non_negative_int, default=0)
+    parser.add_argument("--seed", type=seed_int, default=0)
     parser.add_argument("--out", type=path_text, default=None,
                         help=f"directory for {name}.json and {name}.png")
     parser.add_argument("--no-plot", action="store_true")

@@ -22,8 +22,8 @@ import sys
 import time
 from pathlib import Path
 
-from meshpar.cli.parsing import (label_names, path_text, refuse_file_as_directory,
-                                 thread_count)
+from meshpar.cli.parsing import (MAX_SEED, label_names, path_text, refuse_file_as_directory,
+                                 seed_too_large, thread_count)
 from meshpar.planning.jsonio import dumps_strict
 
 EPILOG = """examples:
@@ -194,6 +194,9 @@ def _check(args) -> None:
         raise ValueError(f"--n {args.n} is too small for {args.folds} folds of both classes")
     if any(seed < 0 for seed in args.seeds):
         raise ValueError(f"--seeds must be >= 0, got {args.seeds}")
+    for seed in args.seeds:  # each is a train run's --seed
+        if seed > MAX_SEED:
+            raise ValueError(f"--seeds: {seed_too_large(seed)}")
     if len(set(args.seeds)) != len(args.seeds):
         raise ValueError(f"--seeds repeats a seed: {args.seeds}")
     if args.data and not Path(args.data).is_dir():

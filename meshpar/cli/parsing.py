@@ -18,6 +18,25 @@ def non_negative_int(text: str) -> int:
     return value
 
 
+#: The largest seed TensorFlow keeps apart from the others: it takes graph seeds modulo
+#: 2**31 - 1, so ``--seed 2147483647`` initialised the same weights as ``--seed 0``
+MAX_SEED = 2**31 - 2
+
+
+def seed_int(text: str) -> int:
+    """argparse type: a seed that reaches TensorFlow, 0 to :data:`MAX_SEED`."""
+    value = non_negative_int(text)
+    if value > MAX_SEED:
+        raise argparse.ArgumentTypeError(seed_too_large(value))
+    return value
+
+
+def seed_too_large(value: int) -> str:
+    """Why ``value`` (> :data:`MAX_SEED`) is no seed for a TF graph."""
+    return (f"must be at most {MAX_SEED}, got {value}: TensorFlow takes seeds modulo "
+            f"2**31 - 1, so it would be seed {value % (MAX_SEED + 1)}")
+
+
 #: more TF threads than any machine has cores; TensorFlow's own message for a count past
 #: its int32 field ("Value out of range") named no option
 MAX_THREADS = 4096

@@ -28,7 +28,7 @@ import sys
 import tempfile
 import time
 
-from meshpar.cli.parsing import (label_names, non_negative_int, path_text, positive_int,
+from meshpar.cli.parsing import (label_names, path_text, positive_int, seed_int,
                                  refuse_file_as_directory, refuse_missing_directories,
                                  refuse_overwriting_inputs, refuse_replacing_another_kind,
                                  refuse_writing_over_run, thread_count)
@@ -118,7 +118,7 @@ def register(subparsers) -> None:
     add_split_options(parser)
     parser.set_defaults(fold_seed=None)  # None: not given (resolve_fold_seed: then 0)
     add_rebalance_options(parser)
-    parser.add_argument("--seed", type=non_negative_int, default=0,
+    parser.add_argument("--seed", type=seed_int, default=0,
                         help="data and graph seed (default: 0)")
     parser.add_argument("--threads", type=thread_count, default=1,
                         help="TF intra/inter-op threads (default 1: deterministic)")

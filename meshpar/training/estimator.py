@@ -377,6 +377,9 @@ def run_config(model_dir: str, seed: int = 1, save_summary_steps: int = 100,
     process.
     """
     seed = integer_at_least(seed, "seed", 0, none_ok=True)
+    if seed is not None and seed > 2**31 - 2:  # TF keeps seeds modulo 2**31 - 1
+        raise ValueError(f"seed must be at most {2**31 - 2}, got {seed}: TensorFlow takes "
+                         f"seeds modulo 2**31 - 1, so it would be seed {seed % (2**31 - 1)}")
     threads = integer_at_least(threads, "threads", 0)  # TF: < 0 runs all ops in one thread
     if threads > 2**31 - 1:  # was the protobuf's 'Value out of range: ...', naming nothing
         raise ValueError(f"threads must be at most 2**31 - 1 (a TF session's int32), got "
