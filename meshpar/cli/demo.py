@@ -138,10 +138,12 @@ def show_plans(speeds, batch: int):
     cluster = ClusterSpec.from_speeds(speeds)
     model = describe_model("resattnet3d-small")
     print(f"\n== 2. Plans for resattnet3d-small, batch {batch}, on {len(speeds)} devices"
-          f" (cost model from speeds)")
+          f" (cost model from speeds; proportional and ga, as `meshpar plan`, may leave"
+          f" the slowest idle)")
     plans = {}
-    for method in ("even", "proportional", "ga"):
-        plans[method] = make_plan(model, cluster, batch, method=method, seed=0)
+    for method in ("even", "proportional", "ga"):  # the last two: what `meshpar plan` returns
+        plans[method] = make_plan(model, cluster, batch, method=method, seed=0,
+                                  subsets=method != "even")
     base = plans["even"].predicted_step_seconds
     print(f"   {'method':13s} {'mesh':22s} {'predicted step':>15s} {'vs even':>8s}")
     for method, p in plans.items():
