@@ -18,6 +18,21 @@ def _pyplot():
     return plt
 
 
+def save_figure(fig, path, dpi: int = 100) -> None:
+    """``fig.savefig(path)`` through a temporary file: a save that fails part-way
+    leaves an earlier PNG at ``path`` as it was."""
+    import os
+
+    import matplotlib
+
+    from meshpar.planning.jsonio import write_atomic
+
+    # the format of path's extension, else matplotlib's default (png), as savefig(path)
+    # takes it: the temporary file's name has another
+    form = os.path.splitext(os.fspath(path))[1][1:] or matplotlib.rcParams["savefig.format"]
+    write_atomic(path, lambda tmp: fig.savefig(tmp, dpi=dpi, format=form))
+
+
 def plot_benchmark(result: dict, path: str) -> str:
     """Bars of measured samples/s per strategy against the ideal line, and the
     per-worker busy time of one ``even`` and one ``ga`` step."""
@@ -52,7 +67,7 @@ def plot_benchmark(result: dict, path: str) -> str:
         ax2.set_title("per-worker busy time")
         ax2.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    save_figure(fig, path, dpi=100)
     plt.close(fig)
     return path
 
@@ -207,7 +222,7 @@ def plot_plan(plan, path: str, model=None, cluster=None) -> str:
         cluster = cluster.subset([d for d in cluster.devices if d.device in used])
         plot_device_timeline(plan, cost=CostModel(model, cluster, plan.batch), ax=axes[2])
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    save_figure(fig, path, dpi=100)
     plt.close(fig)
     return path
 
@@ -258,6 +273,6 @@ def plot_train_benchmark(result: dict, path: str) -> str:
         ax.set_ylabel("share of the traced step")
         ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    save_figure(fig, path, dpi=100)
     plt.close(fig)
     return path

@@ -89,3 +89,70 @@ def test_strict_json_writes_null_for_what_json_cannot_hold():
     text = dumps_strict(data)
     assert "NaN" not in text.replace('"NaN"', "") and "Infinity" not in text
     json.loads(text, parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))
+
+
+# ------------------------------------------- write_atomic: PNGs, benchmark results, traces
+def _interrupted(text):
+    """A writer that gets half of ``text`` out and is then interrupted."""
+    def write(path):
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text[: len(text) // 2])
+        raise KeyboardInterrupt
+    return write
+
+
+def test_an_interrupted_write_keeps_the_earlier_file_and_leaves_no_temp_file(tmp_path):
+    path = tmp_path / "accuracy.json"
+    path.write_text("earlier\n", encoding="utf-8")
+    with pytest.raises(KeyboardInterrupt):
+        jsonio.write_atomic(path, _interrupted("a much longer new result\n"))
+    assert path.read_text(encoding="utf-8") == "earlier\n"
+    assert os.listdir(tmp_path) == ["accuracy.json"]
+
+
+def test_an_interrupted_benchmark_save_keeps_the_earlier_result(tmp_path, monkeypatch):
+    """bench's train.json (hours of runs) was opened for writing, truncated, before the
+    new result was written: an interrupted or failed write lost the earlier one."""
+    from meshpar.bench import results
+
+    results.save_result({"benchmark": "train", "rows": [1]}, str(tmp_path), "train")
+    earlier = (tmp_path / "train.json").read_text(encoding="utf-8")
+    monkeypatch.setattr(results, "_write_text", lambda path, text: _interrupted(text)(path))
+    with pytest.raises(KeyboardInterrupt):
+        results.save_result({"benchmark": "train", "rows": [1, 2]}, str(tmp_path), "train")
+    assert (tmp_path / "train.json").read_text(encoding="utf-8") == earlier
+    assert sorted(os.listdir(tmp_path)) == ["train.json"]
+
+
+def test_a_figure_that_fails_to_save_keeps_the_earlier_png(tmp_path):
+    """savefig wrote straight into the PNG: one that failed part-way left it cut."""
+    from meshpar.viz import _pyplot, save_figure
+
+    plt = _pyplot()
+    path = tmp_path / "plan.png"
+    fig = plt.figure(figsize=(2, 2))
+    save_figure(fig, path)
+    earlier = path.read_bytes()
+    assert earlier.startswith(b"\x89PNG")
+
+    def broken(target, **kwargs):
+        with open(target, "wb") as f:
+            f.write(earlier[:10])
+        raise OSError("No space left on device")
+
+    fig.savefig = broken
+    with pytest.raises(OSError, match="No space left"):
+        save_figure(fig, path)
+    plt.close(fig)
+    assert path.read_bytes() == earlier
+    assert os.listdir(tmp_path) == ["plan.png"]
+
+
+def test_a_figure_path_without_an_extension_is_still_a_png(tmp_path):
+    from meshpar.viz import _pyplot, save_figure
+
+    plt = _pyplot()
+    fig = plt.figure(figsize=(2, 2))
+    save_figure(fig, tmp_path / "plan")
+    plt.close(fig)
+    assert (tmp_path / "plan").read_bytes().startswith(b"\x89PNG")

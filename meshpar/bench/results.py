@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import os
 
-from meshpar.planning.jsonio import dumps_strict
+from meshpar.planning.jsonio import dumps_strict, write_atomic
 
 
 def check_result_paths(out_dir, name: str, plot: bool, flag: str = "--out") -> None:
@@ -40,10 +40,16 @@ def _is_result(path: str, name: str) -> bool:
 def save_result(result: dict, out_dir: str, name: str, plot=None) -> list:
     """Write ``name.json`` (and ``name.png`` drawn by ``plot(result, path)``) into
     ``out_dir``; return the paths."""
+    text = dumps_strict(result, indent=2)  # before the earlier result is touched
     os.makedirs(out_dir, exist_ok=True)
     paths = [os.path.join(out_dir, f"{name}.json")]
-    with open(paths[0], "w", encoding="utf-8") as f:
-        f.write(dumps_strict(result, indent=2))
+    # through a temporary file: a write that fails part-way keeps the earlier result
+    write_atomic(paths[0], lambda tmp: _write_text(tmp, text))
     if plot is not None:
         paths.append(plot(result, os.path.join(out_dir, f"{name}.png")))
     return paths
+
+
+def _write_text(path: str, text: str) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from meshpar.cli.parsing import (MAX_SEED, label_names, path_text, refuse_file_as_directory,
                                  seed_too_large, thread_count)
-from meshpar.planning.jsonio import dumps_strict
+from meshpar.planning.jsonio import dumps_strict, write_atomic
 
 EPILOG = """examples:
   meshpar evaluate --out acc                      both tasks, 5 seeds, fold 0 of 5 each
@@ -287,8 +287,9 @@ def run(args) -> int:
                            "threads": args.threads, "seconds": time.perf_counter() - started},
               "tasks": summary}
     out.mkdir(parents=True, exist_ok=True)
-    (out / "accuracy.json").write_text(dumps_strict(result, indent=1) + "\n",
-                                       encoding="utf-8")
+    text = dumps_strict(result, indent=1) + "\n"  # an earlier accuracy.json is kept
+    write_atomic(out / "accuracy.json",          # until this one is whole
+                 lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
     report.plot_summary(summary, out / "accuracy.png")
     print(report.format_table(summary))
     print(f"wrote {out / 'accuracy.json'} and {out / 'accuracy.png'}")

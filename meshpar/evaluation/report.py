@@ -210,6 +210,8 @@ def plot_summary(summary: dict, path) -> str:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from meshpar.viz import save_figure
+
     tasks = list(summary)
     fig, axes = plt.subplots(1, len(tasks), figsize=(6.5 * len(tasks), 4.2), squeeze=False)
     for ax, task in zip(axes[0], tasks):
@@ -237,6 +239,6 @@ def plot_summary(summary: dict, path) -> str:
         ax.legend(fontsize=7, loc="lower left")
     fig.tight_layout()
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
     return str(path)

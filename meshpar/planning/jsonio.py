@@ -8,6 +8,7 @@ function               what
 =====================  ==========================================================
 ``load_json``          parse a file; errors name the file and what is wrong
 ``save_json_atomic``   write to a temporary file beside the target, then rename
+``write_atomic``       the same for any writer (a PNG, a CSV, a trace)
 ``strict_json``        NaN and infinities as null: JSON every parser reads
 =====================  ==========================================================
 
@@ -24,7 +25,7 @@ import numbers
 import os
 import tempfile
 
-__all__ = ["load_json", "save_json_atomic", "strict_json", "dumps_strict"]
+__all__ = ["load_json", "save_json_atomic", "write_atomic", "strict_json", "dumps_strict"]
 
 
 def strict_json(data):
@@ -124,6 +125,29 @@ def save_json_atomic(path, data, indent: int = 2) -> None:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, _mode_for(path))
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def write_atomic(path, write) -> None:
+    """Call ``write(tmp)`` to write a temporary file beside ``path``, then rename it
+    over ``path``: a write that fails part-way (an error, a full disk, an interrupted
+    process) leaves an existing ``path`` as it was. The temporary name ends with
+    ``path``'s extension (matplotlib's ``savefig`` takes its format from it); the new
+    file gets the permissions of the file it replaces."""
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".",
+                               suffix=os.path.splitext(path)[1], dir=directory)
+    os.close(fd)
+    try:
+        write(tmp)
         os.chmod(tmp, _mode_for(path))
         os.replace(tmp, path)
     except BaseException:

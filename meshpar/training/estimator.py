@@ -563,6 +563,13 @@ class StepTraceHook(tf_estimator.SessionRunHook):
         if self.chrome_trace:  # for chrome://tracing or Perfetto
             from tensorflow.python.client import timeline
 
-            with open(self.chrome_trace, "w", encoding="utf-8") as f:
-                f.write(timeline.Timeline(stats).generate_chrome_trace_format())
+            from meshpar.planning.jsonio import write_atomic
 
+            text = timeline.Timeline(stats).generate_chrome_trace_format()
+            # through a temporary file: an earlier trace is kept until this one is whole
+            write_atomic(self.chrome_trace, lambda tmp: _write_text(tmp, text))
+
+
+def _write_text(path: str, text: str) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
