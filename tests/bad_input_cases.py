@@ -316,7 +316,7 @@ CASES = [
          "field 'split_weights' must be an object of number lists"),
     # --- meshpar evaluate: every run's train arguments checked before any phantom
     Case("evaluate-bad-speeds", "cli", ["evaluate", "--out", "{d}/ev", "--speeds", "0.9,,0.3"],
-         "uneven-mesh configuration: --speeds must be comma-separated numbers"),
+         "--speeds must be comma-separated numbers, got '0.9,,0.3'"),
     Case("evaluate-unknown-train-arg", "cli", ["evaluate", "--out", "{d}/ev",
                                                "--train-args=--bogus"],
          "one-device configuration: meshpar train: unrecognized arguments: --bogus"),
