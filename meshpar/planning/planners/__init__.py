@@ -65,8 +65,10 @@ def plan(model: ModelDescription, cluster: Union[ClusterSpec, Sequence[float]],
     alone, ``k = 1 .. n-1`` (at speed-class boundaries when ``n > 16``), and
     returns the best of all: a slow device whose share costs more in
     synchronisation than it computes is left idle, rather than slowing the
-    whole step (``shapes`` then applies to the whole cluster only; every subset
-    is planned with the same options; a ``time_limit`` bounds the whole call:
+    whole step; when none of those fits in memory, the ``k`` devices with the
+    most memory are planned too (``shapes`` then applies to the whole cluster
+    only; every subset is planned with the same options; a ``time_limit`` bounds
+    the whole call:
     the exact planner's proven gap is then to the least lower bound over all
     the subsets, and the GA gives half the limit to the whole cluster and
     shares the rest equally among the subsets, each taking what the runs
@@ -100,19 +102,26 @@ def plan(model: ModelDescription, cluster: Union[ClusterSpec, Sequence[float]],
         options["time_limit"] = budget / 2
     best = planner(model, cluster, batch, shapes=shapes, cost=cost, **options)
     found = [best]
-    for i, devices in enumerate(groups):
-        sub = cluster.subset(devices)
-        if budget is not None:  # the limit is for the whole call
-            left = budget - (time.perf_counter() - t0)
-            share = left if method == "exact" else left / (len(groups) - i)
-            options["time_limit"] = max(share, 1e-3)
-        candidate = planner(model, sub, batch,
-                            cost=CostModel(model, sub, batch, memory_terms=memory_terms),
-                            **options)
-        found.append(candidate)
-        if better(candidate, best) if candidate.feasible or best.feasible else \
-                max(memory_ratios(candidate, cluster)) < max(memory_ratios(best, cluster)):
-            best = candidate  # when nothing fits: the plan that overflows least
+
+    def each(subsets_: list, best: Plan) -> Plan:
+        for i, devices in enumerate(subsets_):
+            sub = cluster.subset(devices)
+            if budget is not None:  # the limit is for the whole call
+                left = budget - (time.perf_counter() - t0)
+                share = left if method == "exact" else left / (len(subsets_) - i)
+                options["time_limit"] = max(share, 1e-3)
+            candidate = planner(model, sub, batch,
+                                cost=CostModel(model, sub, batch, memory_terms=memory_terms),
+                                **options)
+            found.append(candidate)
+            if better(candidate, best) if candidate.feasible or best.feasible else \
+                    max(memory_ratios(candidate, cluster)) < max(memory_ratios(best, cluster)):
+                best = candidate  # when nothing fits: the plan that overflows least
+        return best
+
+    best = each(groups, best)
+    if not best.feasible:  # memory, not speed, may be what leaves a device out
+        best = each(_roomiest_subsets(cluster, groups), best)
     if method == "exact":
         best = _proven_over_subsets(best, found, time.perf_counter() - t0)
     else:  # the whole call's time, every subset's planning included, as for exact
@@ -172,6 +181,18 @@ def _proven_over_subsets(best: Plan, found: list, seconds: float) -> Plan:
         extra["gap"] = max(0.0, (best.predicted_step_seconds - lower)
                            / best.predicted_step_seconds)
     return dataclasses.replace(best, extra=extra, planning_seconds=seconds)
+
+
+def _roomiest_subsets(cluster: ClusterSpec, tried: Sequence[tuple]) -> list:
+    """The k devices with the most memory for k < n (device tuples, roomiest first),
+    those not in ``tried``: when none of the fastest k fits, a slower device with
+    more memory may hold the model alone (speeds 0.9/0.3/0.6 with 10/100/10 MiB:
+    only the 0.3 device fits, which no fastest-k subset holds without the others).
+    Ties keep the listing order."""
+    order = sorted(range(len(cluster.devices)), key=lambda i: -cluster.devices[i].memory_bytes)
+    seen = {tuple(group) for group in tried}
+    groups = [tuple(cluster.devices[i] for i in order[:k]) for k in range(1, len(order))]
+    return [g for g in groups if g not in seen]
 
 
 def _fastest_subsets(cost: CostModel, cluster: ClusterSpec) -> list:
