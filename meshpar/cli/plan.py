@@ -66,6 +66,9 @@ def register(subparsers) -> None:
                              "unless the optimum is proven within this many seconds")
     parser.add_argument("--progress", action="store_true",
                         help="show the GA progress bar even when stderr is not a terminal")
+    parser.add_argument("--mesh", help="plan this mesh shape only, e.g. 'batch:2;model:2' (axes "
+                                       "batch and model, every device of the cluster; as "
+                                       "train --mesh); default: the best shape")
     parser.add_argument("--all-devices", action="store_true",
                         help="use every device even where leaving the slowest ones idle is "
                              "predicted faster (default: the best of all and of the fastest k)")
@@ -88,6 +91,20 @@ def _refuse_ignored_options(args) -> None:
         if present and args.method not in methods.split(" or "):
             raise ValueError(f"{flag} goes with --method {methods}; --method {args.method} "
                              "would ignore it")
+
+
+def _refuse_unknown_image_format(path) -> None:
+    """ValueError for a ``--plot`` name whose extension matplotlib writes no image as
+    (it said so once the plan was made: "Format 'xyz' is not supported")."""
+    extension = os.path.splitext(path or "")[1][1:]
+    if not extension:  # no extension: a PNG
+        return
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    known = FigureCanvasBase.get_supported_filetypes()
+    if extension.lower() not in known:
+        raise ValueError(f"--plot {path}: matplotlib writes no '{extension}' image; give a "
+                         "name ending in .png")
 
 
 def _read_png(path) -> None:
@@ -124,6 +141,7 @@ def run(args) -> int:
 
     refuse_replacing_another_kind(args.out, Plan.load, "plan")
     refuse_replacing_another_kind(args.plot, _read_png, "PNG image", "--plot")
+    _refuse_unknown_image_format(args.plot)
     cluster = (ClusterSpec.from_speeds(parse_speeds(args.speeds)) if args.speeds is not None
                else ClusterSpec.load(args.profile))
     if args.model is None:
@@ -147,9 +165,10 @@ def run(args) -> int:
             raise ValueError(f"--time-limit must be > 0 and finite, got {args.time_limit}")
         options["time_limit"] = args.time_limit
     terms = memory_terms(args.memory_headroom)
+    shapes = None if args.mesh is None else [_mesh_rows_cols(args.mesh, len(cluster))]
     result = plan(model, cluster, args.batch, method=args.method,
-                  seed=0 if args.seed is None else args.seed,
-                  subsets=not args.all_devices, memory_terms=terms, **options)
+                  seed=0 if args.seed is None else args.seed, shapes=shapes,
+                  subsets=not (args.all_devices or shapes), memory_terms=terms, **options)
     if not result.feasible:
         ratios = memory_ratios(result, cluster)
         worst = ratios.index(max(ratios))
@@ -174,6 +193,25 @@ def run(args) -> int:
     else:
         print(format_plan(result, cluster))
     return 0
+
+
+def _mesh_rows_cols(text: str, devices: int) -> tuple:
+    """``--mesh`` as the planner's ``(rows, cols)``: ``batch:R;model:M`` in either order,
+    one axis alone, or ``all:N`` (ValueError for other axes or another device count)."""
+    from meshpar.planning.plan import parse_mesh_shape
+
+    axes = parse_mesh_shape(text, "--mesh")
+    other = [name for name, size in axes if name not in ("batch", "model")
+             and not (len(axes) == 1 and name == "all")]
+    if other:
+        raise ValueError(f"--mesh {text}: axis {other[0]!r}; a plan's mesh has the axes "
+                         "batch and model (e.g. batch:2;model:2)")
+    sizes = dict(axes)
+    rows, cols = sizes.get("batch", 1), sizes.get("model", sizes.get("all", 1))
+    if rows * cols != devices:
+        raise ValueError(f"--mesh {text} has {rows * cols} processors but the cluster has "
+                         f"{devices} devices: a plan for a mesh uses every device")
+    return rows, cols
 
 
 def _size(nbytes: float) -> str:
