@@ -1070,6 +1070,11 @@ CASES = [
          "--seeds: must be at most 2147483646, got 2147483648"),
     Case("run-config-seed-past-tensorflows", "api", _run_config(seed=2**31),
          "seed must be at most 2147483646, got 2147483648"),
+    # an extension matplotlib has no writer for: "Format 'xyz' is not supported" once the
+    # plan was made (the GA may take minutes)
+    Case("plan-plot-unknown-format", "cli",
+         ["plan", "--speeds", "1,0.5", "--plot", "{d}/plan.xyz"],
+         "--plot {d}/plan.xyz: matplotlib writes no 'xyz' image; give a name ending in .png"),
 ]
 
 
