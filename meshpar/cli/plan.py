@@ -93,6 +93,20 @@ def _refuse_ignored_options(args) -> None:
                              "would ignore it")
 
 
+def _refuse_unknown_image_format(path) -> None:
+    """ValueError for a ``--plot`` name whose extension matplotlib writes no image as
+    (it said so once the plan was made: "Format 'xyz' is not supported")."""
+    extension = os.path.splitext(path or "")[1][1:]
+    if not extension:  # no extension: a PNG
+        return
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    known = FigureCanvasBase.get_supported_filetypes()
+    if extension.lower() not in known:
+        raise ValueError(f"--plot {path}: matplotlib writes no '{extension}' image; give a "
+                         "name ending in .png")
+
+
 def _read_png(path) -> None:
     """ValueError unless ``path`` starts with the PNG signature (an earlier --plot)."""
     with open(path, "rb") as f:
@@ -127,6 +141,7 @@ def run(args) -> int:
 
     refuse_replacing_another_kind(args.out, Plan.load, "plan")
     refuse_replacing_another_kind(args.plot, _read_png, "PNG image", "--plot")
+    _refuse_unknown_image_format(args.plot)
     cluster = (ClusterSpec.from_speeds(parse_speeds(args.speeds)) if args.speeds is not None
                else ClusterSpec.load(args.profile))
     if args.model is None:
