@@ -1075,6 +1075,10 @@ CASES = [
     Case("plan-plot-unknown-format", "cli",
          ["plan", "--speeds", "1,0.5", "--plot", "{d}/plan.xyz"],
          "--plot {d}/plan.xyz: matplotlib writes no 'xyz' image; give a name ending in .png"),
+    # --quick with --model was ignored in silence: every batch up to --batch was timed
+    Case("profile-quick-with-model", "cli",
+         ["profile", "--cluster", "{d}/live-worker.json", "--model", "vgg-cifar-small",
+          "--quick"], "--quick picks two small conv3d sizes; --model times batches"),
 ]
 
 

@@ -68,6 +68,10 @@ def run(args) -> int:
                          " machine is profiled)")
     if args.batch is not None and args.model is None:
         raise ValueError("--batch goes with --model (the conv3d profile has no batch)")
+    if args.quick and args.model is not None:  # was ignored: the model's batches were timed
+        raise ValueError("--quick picks two small conv3d sizes; --model times batches 1, 2, "
+                         "4, .. --batch instead, so it would ignore it (give a smaller "
+                         "--batch for a shorter profile)")
     batch = DEFAULT_BATCH if args.batch is None else args.batch
     if batch < 1:
         raise ValueError(f"--batch must be >= 1, got {batch}")
