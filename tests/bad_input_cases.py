@@ -1079,6 +1079,9 @@ CASES = [
     Case("profile-quick-with-model", "cli",
          ["profile", "--cluster", "{d}/live-worker.json", "--model", "vgg-cifar-small",
           "--quick"], "--quick picks two small conv3d sizes; --model times batches"),
+    # --no-plot without --out was ignored in silence (nothing is written without --out)
+    Case("bench-hetero-no-plot-without-out", "cli", ["bench", "hetero", "--quick", "--no-plot"],
+         "--no-plot goes with --out (where hetero.png would be written)"),
 ]
 
 

@@ -197,6 +197,9 @@ def _check_out(args, name: str) -> None:
     written, said before anything is measured."""
     from meshpar.bench.results import check_result_paths
 
+    if args.no_plot and not args.out and name != "memory":  # memory draws no plot
+        raise ValueError(f"--no-plot goes with --out (where {name}.png would be written); "
+                         "without it no plot is drawn, so this run would ignore it")
     refuse_file_as_directory(args.out)
     check_result_paths(args.out, name, plot=not args.no_plot)
 
