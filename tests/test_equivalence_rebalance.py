@@ -58,6 +58,6 @@ def test_replanned_run_ends_where_one_device_and_an_unplanned_run_end(tmp_path, 
         assert sorted(got) == sorted(want), run
         assert int(got["global_step"]) == STEPS, run
         for name, value in want.items():
-            scale = max(1.0, float(np.abs(value).max()))
-            np.testing.assert_allclose(got[name], value, rtol=0, atol=5e-6 * scale,
+            scale = float(np.abs(value).max())  # Adam's moments are tiny
+            np.testing.assert_allclose(got[name], value, rtol=0, atol=3e-5 * scale + 1e-9,
                                        err_msg=f"{run}: {name}")

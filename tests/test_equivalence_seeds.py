@@ -47,8 +47,8 @@ def _assert_close(got, want, what):
     assert sorted(got) == sorted(want), what
     assert int(got["global_step"]) == int(want["global_step"]) == STEPS
     for name, value in want.items():
-        scale = max(1.0, float(np.abs(value).max()))
-        np.testing.assert_allclose(got[name], value, rtol=0, atol=5e-6 * scale,
+        scale = float(np.abs(value).max())  # Adam's moments are tiny
+        np.testing.assert_allclose(got[name], value, rtol=0, atol=3e-5 * scale + 1e-9,
                                    err_msg=f"{what}: {name}")
 
 

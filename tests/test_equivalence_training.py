@@ -8,9 +8,9 @@ with a single unit of a split, a batch that no axis size divides, the mesh axes
 in the other order, per-layer weights from the exact planner's layout with its
 device order, and local batch norm on a one-row mesh. Losses, forward outputs,
 weights, Adam slots and batch-norm moving averages must agree to float32
-rounding (relative 2e-6 of each variable's scale; Adam divides a gradient by its
-own size, so an element whose gradient is near zero moves by up to the learning
-rate on rounding alone: those are compared to 1e-4 of the learning rate).
+rounding: within 3e-5 of each variable's largest value (measured: up to 1e-5,
+where batch-norm statistics of a few samples or Adam's division of a near-zero
+gradient by its own size amplify the rounding).
 """
 import numpy as np
 import pytest
@@ -67,11 +67,10 @@ def _assert_same(reference, other, what):
                                atol=5e-6 * max(1.0, np.abs(ref_logits).max()), err_msg=what)
     assert sorted(variables) == sorted(ref_vars), what
     for name, want in ref_vars.items():
-        got = variables[name]
-        scale = max(1.0, float(np.abs(want).max()))
-        # Adam's step is ~LR * sign(gradient) where a gradient is near zero
-        tol = max(2e-6 * scale, 1e-4 * LR) if "/adam" not in name else 2e-6 * scale + 1e-4
-        np.testing.assert_allclose(got, want, rtol=0, atol=tol, err_msg=f"{what}: {name}")
+        # each variable to its own scale (Adam's second moments are ~1e-7)
+        tol = 3e-5 * float(np.abs(want).max()) + 1e-9
+        np.testing.assert_allclose(variables[name], want, rtol=0, atol=tol,
+                                   err_msg=f"{what}: {name}")
 
 
 MESHES = {
