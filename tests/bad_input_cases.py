@@ -1082,6 +1082,12 @@ CASES = [
     # --no-plot without --out was ignored in silence (nothing is written without --out)
     Case("bench-hetero-no-plot-without-out", "cli", ["bench", "hetero", "--quick", "--no-plot"],
          "--no-plot goes with --out (where hetero.png would be written)"),
+    # trained to the end, then 'keep-best: no validation subjects; keeping the last
+    # checkpoint' on stderr, exit 0
+    Case("train-keep-best-without-validation", "cli",
+         SYNTH + TRAIN + ["--keep-best", "--checkpoint-every", "1"],
+         "--keep-best scores each checkpoint on the validation subjects; --val-fraction 0 "
+         "holds none out"),
 ]
 
 

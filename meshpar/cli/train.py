@@ -277,6 +277,9 @@ def _resolve_keep_best(args) -> None:
     does not re-plan; whether there are validation subjects is known later
     (``args.keep_best_auto`` lets that case turn it off without a warning)."""
     args.keep_best_auto = args.keep_best is None
+    if args.keep_best and args.val_fraction == 0:  # was a note on stderr, after training
+        raise ValueError("--keep-best scores each checkpoint on the validation subjects; "
+                         "--val-fraction 0 holds none out")
     if args.keep_best and args.checkpoint_every is None:
         raise ValueError("--keep-best scores the checkpoints of --checkpoint-every N: give N "
                          f"(without the flag, keep-best is on by default every {KEEP_BEST_EVERY})")
