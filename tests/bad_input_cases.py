@@ -1088,6 +1088,9 @@ CASES = [
          SYNTH + TRAIN + ["--keep-best", "--checkpoint-every", "1"],
          "--keep-best scores each checkpoint on the validation subjects; --val-fraction 0 "
          "holds none out"),
+    # a labels.csv with two 'label' columns: the first was read, in silence
+    Case("data-check-label-column-twice", "cli", ["data", "check", "{d}/label-column-twice"],
+         "labels.csv: column 'label' appears 2 times in the header; give it once"),
 ]
 
 

@@ -153,6 +153,10 @@ def files(tmp_path_factory, addresses):
         (d / "foreign-model" / name).write_text("kept\n")
     for kind in ("corrupt", "truncated", "gzcut", "rank", "nan", "one-class"):
         _nifti_set(d / kind, kind)
+    (d / "label-column-twice").mkdir()  # which 'label' holds the diagnosis?
+    save_nifti(d / "label-column-twice" / "s0.nii.gz", blob(SHAPE, seed=0))
+    (d / "label-column-twice" / "labels.csv").write_text("subject,label,Label\n"
+                                                         "s0.nii.gz,NC,AD\n")
     (d / "dir-subject").mkdir()  # labels.csv names a directory as a subject's file
     (d / "dir-subject" / "s0.nii.gz").mkdir()
     save_nifti(d / "dir-subject" / "s1.nii.gz", blob(SHAPE, seed=1))

@@ -95,6 +95,12 @@ def read_labels(
     if not rows:
         raise BadLabelsError(csv_path, "is empty (expected a header with 'subject' and 'label')")
     header = rows[0]
+    lowered = [h.strip().lower() for h in header]
+    for name in (subject_column, label_column, group_column, id_column):
+        times = lowered.count(name.lower())
+        if times > 1:  # the first was read, in silence
+            raise BadLabelsError(csv_path, f"column {name!r} appears {times} times in the "
+                                           "header; give it once")
     columns = {}
     for key, name in (("subject", subject_column), ("label", label_column)):
         columns[key] = _find_column(header, name)
