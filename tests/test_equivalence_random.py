@@ -124,3 +124,49 @@ def test_low_precision_draws_stay_below_one_on_every_mesh(dtype):
         drawn = sess.run(tf.cast(values, tf.float32))
     assert drawn.min() >= 0.0 and drawn.max() < 1.0
     assert abs(drawn.mean() - 0.5) < 0.01
+
+
+def _step_keyed_masks(mesh_shape, layout, weights, steps, start=0):
+    """Dropout masks of ``steps`` steps from global step ``start`` in a new session,
+    the mesh keyed by the global step as the estimator keys it."""
+    graph, mesh = new_graph(11)
+    global_step = tf.train.get_or_create_global_step()
+    dims = mtf.Shape([mtf.Dimension("batch", 6), mtf.Dimension("f", 13)])
+    y = mtf.dropout(mtf.import_tf_tensor(mesh, tf.ones([6, 13]), dims), True, keep_prob=0.5)
+    n = int(np.prod([int(a.split(":")[1]) for a in mesh_shape.split(";")]))
+    impl = HeterogeneousMeshImpl(mesh_shape, layout, [""] * n, split_weights=weights)
+    impl.random_step = global_step
+    out = mtf.Lowering(graph, {mesh: impl}).export_to_tf_tensor(y)
+    with tf.control_dependencies([out]):
+        step = tf.assign_add(global_step, 1)
+    with session() as sess:
+        sess.run(tf.global_variables_initializer())
+        sess.run(global_step.assign(start))
+        return np.stack([sess.run([out, step])[0] for _ in range(steps)])
+
+
+def test_masks_keyed_by_the_step_resume_where_an_uninterrupted_run_goes_on():
+    """With the step as key (the estimator's global step), a run resumed at step 2 in
+    a new session draws the masks of steps 2 and 3 of an uninterrupted run, on any
+    mesh; without it the generators start again with each session."""
+    uninterrupted = _step_keyed_masks("all:1", "", None, 4)
+    assert len({m.tobytes() for m in uninterrupted}) == 4
+    np.testing.assert_array_equal(_step_keyed_masks("all:1", "", None, 2, start=2),
+                                  uninterrupted[2:])
+    np.testing.assert_array_equal(
+        _step_keyed_masks("batch:2;model:3", "batch:batch;f:model",
+                          {"batch": [1, 2], "model": [3, 1, 1]}, 2, start=2),
+        uninterrupted[2:])
+
+
+def test_the_estimator_keys_random_ops_by_its_global_step():
+    from meshpar.models import VggCifarConfig
+    from meshpar.training.estimator import MeshSpec, as_spec, lower_model
+
+    spec = as_spec(VggCifarConfig.small(image_shape=(4, 4), filters=(3,), dense_units=(),
+                                        name="vgg-4"))
+    new_graph()
+    global_step = tf.train.get_or_create_global_step()
+    lowering, logits, _, _ = lower_model(spec, tf.zeros([2, 4, 4, 3]), tf.zeros([2], tf.int32),
+                                         MeshSpec("batch:2"), True)
+    assert lowering.mesh_impl(logits).random_step is global_step

@@ -200,6 +200,9 @@ class HeterogeneousMeshImpl(UnevenCollectives, _pmi.PlacementMeshImpl):
         self._sizes_cache = {}
         self._staged_imports = set()  # names of TF tensors imported through staging areas
         self.staging_puts = []        # their put ops (shared by every for_op view)
+        #: a TF integer scalar counting the training steps (the estimator sets its global
+        #: step): uniform random ops then key each step's draws by it (see :meth:`random`)
+        self.random_step = None
 
     @classmethod
     def from_plan(cls, plan, devices: Optional[Sequence[str]] = None) -> "HeterogeneousMeshImpl":
@@ -514,11 +517,11 @@ class HeterogeneousMeshImpl(UnevenCollectives, _pmi.PlacementMeshImpl):
 
         Uniform draws (``tf.random.uniform``: ``mtf.random_uniform``, hence
         ``mtf.dropout``) are a counter-based hash of each element's position in
-        the whole tensor and of a key drawn anew at every run, the same on every
-        processor (:func:`_uniform_at`): the values do not depend on the mesh,
-        the layout or the split, so a dropout mask on an uneven mesh is the one
-        of one device, step after step, and the one-device result holds for such
-        models too. Any other ``tf_fn`` draws each slice with a seed from the op
+        the whole tensor and of a key that changes at every step, the same on every
+        processor (:func:`_uniform_at`, :meth:`_step_key`): the values do not depend
+        on the mesh, the layout or the split, so a dropout mask on an uneven mesh is
+        the one of one device, step after step, and the one-device result holds for
+        such models too. Any other ``tf_fn`` draws each slice with a seed from the op
         seed and the slice's position (copies of one slice agree; another layout
         draws other values).
         """
@@ -536,12 +539,9 @@ class HeterogeneousMeshImpl(UnevenCollectives, _pmi.PlacementMeshImpl):
             run_seed = int.from_bytes(digest[8:12], "little") >> 1
 
             def draw_uniform(pnum):
-                # New values at every run, as tf.random.uniform draws: a key drawn per
-                # run by a stateful generator that every processor holds with the same
-                # seed, so that all draw the same key in the same run.
-                per_run = tf.cast(tf.random.uniform([2], 0, 2 ** 31 - 1, tf.int32,
-                                                    seed=run_seed), tf.uint32)
-                keys = tf.bitwise.bitwise_xor(per_run, tf.constant(fixed, tf.uint32))
+                # New values at every step, the same key on every processor
+                keys = tf.bitwise.bitwise_xor(self._step_key(run_seed),
+                                              tf.constant(fixed, tf.uint32))
                 return _uniform_at(shape.to_integer_list, self.slice_begin(shape, pnum),
                                    self.slice_shape(shape, pnum), keys, *uniform)
 
@@ -555,6 +555,23 @@ class HeterogeneousMeshImpl(UnevenCollectives, _pmi.PlacementMeshImpl):
             return tf_fn(self.slice_shape(shape, pnum), seed=seed, **kwargs)
 
         return self.slicewise(draw, self.laid_out_pnum())
+
+
+    def _step_key(self, seed: int):
+        """Two uint32 words that change at every step, the same on every processor: a
+        hash of :attr:`random_step` when it is set (a resumed run draws what an
+        uninterrupted one would), else drawn at every run by a stateful generator that
+        every processor holds with the seed ``seed`` (it starts again with each session)."""
+        if self.random_step is None:
+            return tf.cast(tf.random.uniform([2], 0, 2 ** 31 - 1, tf.int32, seed=seed),
+                           tf.uint32)
+        step = tf.cast(self.random_step, tf.int64)
+        low = tf.cast(tf.bitwise.bitwise_and(step, 0xFFFFFFFF), tf.uint32)
+        high = tf.cast(tf.bitwise.right_shift(step, tf.constant(32, tf.int64)), tf.uint32)
+        first = _mix32(tf.bitwise.bitwise_xor(
+            _mix32(tf.bitwise.bitwise_xor(low, tf.constant(seed, tf.uint32))), high))
+        return tf.stack([first, _mix32(tf.bitwise.bitwise_xor(
+            first, tf.constant(0x9E3779B9, tf.uint32)))])
 
 
 def _uniform_arguments(tf_fn, kwargs) -> Optional[tuple]:

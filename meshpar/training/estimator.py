@@ -237,6 +237,8 @@ def lower_model(spec: models.ModelSpec, features, labels, mesh: MeshSpec, is_tra
     impl = mesh.make_impl(spec)
     if mesh.upstream:
         _check_even_divisible(graph, impl)
+    else:  # random ops (dropout) key each step's draws by the step: resumed runs agree
+        impl.random_step = tf.train.get_global_step()
     if stage_on_devices:
         if mesh.upstream:
             raise ValueError("staging on the devices needs meshpar's mesh, not upstream=True")
