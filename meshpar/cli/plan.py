@@ -59,7 +59,9 @@ def register(subparsers) -> None:
     parser.add_argument("--seed", type=non_negative_int, default=None,
                         help="GA seed (default: 0; the other methods draw nothing)")
     parser.add_argument("--generations", type=int, default=None, help="GA generations")
-    parser.add_argument("--population", type=int, default=None, help="GA population size")
+    parser.add_argument("--population", type=int, default=None,
+                        help="GA population size (at least 3 per mesh shape + 2; the plan's "
+                             "extra.population says what ran)")
     parser.add_argument("--time-limit", type=float, default=None,
                         help="ga: return within about this many seconds (device subsets "
                              "included); exact: give up (exit 2) "
@@ -253,7 +255,7 @@ def format_plan(result, cluster=None, max_rows: int = 16) -> str:
             lines.append(f"layout            {result.extra['layout']}")
     if len(result.history) > 1:
         lines.append(f"GA history        {result.history[0]:.6g} -> {result.history[-1]:.6g} s "
-                     f"over {len(result.history)} generations")
+                     f"over {len(result.history) - 1} generations")
     lines.append("split sizes:")
     for dim, sizes in result.split_sizes.items():
         shown = ",".join(str(s) for s in sizes[:max_rows])

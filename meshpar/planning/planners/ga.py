@@ -440,8 +440,11 @@ def plan_ga(model: ModelDescription, cluster: ClusterSpec, batch: int, seed: int
     seed : int
         Seed of the numpy Generator; same seed, same plan.
     population, generations : int
-        Population size (raised to the number of mesh shapes if smaller) and
-        number of generations.
+        Population size (raised, if smaller, to three per mesh shape plus two:
+        every shape's two seed plans and room for their children; the plan's
+        ``extra["population"]`` is the size that ran) and most generations
+        (``extra["generations"]``: how many ran; ``history`` has one more
+        entry, the first population's best).
     per_layer : bool
         One weight vector per split dimension (per-layer ratios) instead of
         one per mesh axis.
@@ -587,7 +590,8 @@ def plan_ga(model: ModelDescription, cluster: ClusterSpec, batch: int, seed: int
     elapsed = time.perf_counter() - t0
     result = build_plan("ga", cost, rows, cols, pop.perm[best], bw, axis_w, dim_weights,
                         history=history, layout=active,
-                        extra={"generations": len(history), "population": P,
+                        # history: the first population's best, then one per generation
+                        extra={"generations": len(history) - 1, "population": P,
                                "seed": seed, "init": init, "layout_gene": problem.layout_gene})
     return dataclasses.replace(result, planning_seconds=elapsed)
 
