@@ -43,7 +43,7 @@ from typing import Mapping, Optional, Sequence
 
 import meshpar  # noqa: F401  (installs the mesh_tensorflow import shim)
 from meshpar import _compat
-from meshpar.core import lowering
+from meshpar.core import lowering, random_draws
 from meshpar.core.collectives import EVEN, UnevenCollectives, UnevenLayoutError  # noqa: F401  (re-exported)
 from meshpar.core.splits import even_sizes, offsets, split_sizes, validate_weights
 from meshpar.core.staging import staging_area
@@ -518,7 +518,7 @@ class HeterogeneousMeshImpl(UnevenCollectives, _pmi.PlacementMeshImpl):
         Uniform draws (``tf.random.uniform``: ``mtf.random_uniform``, hence
         ``mtf.dropout``) are a counter-based hash of each element's position in
         the whole tensor and of a key that changes at every step, the same on every
-        processor (:func:`_uniform_at`, :meth:`_step_key`): the values do not depend
+        processor (:func:`meshpar.core.random_draws.uniform_at`, :meth:`_step_key`): the values do not depend
         on the mesh, the layout or the split, so a dropout mask on an uneven mesh is
         the one of one device, step after step, and the one-device result holds for
         such models too. Any other ``tf_fn`` draws each slice with a seed from the op
@@ -532,7 +532,7 @@ class HeterogeneousMeshImpl(UnevenCollectives, _pmi.PlacementMeshImpl):
         else:
             op_seed = repr(_py_random.random())
 
-        uniform = _uniform_arguments(tf_fn, kwargs)
+        uniform = random_draws.uniform_arguments(tf_fn, kwargs)
         if uniform is not None:
             digest = hashlib.sha256(op_seed.encode()).digest()
             fixed = [int.from_bytes(digest[i:i + 4], "little") for i in (0, 4)]
@@ -542,7 +542,7 @@ class HeterogeneousMeshImpl(UnevenCollectives, _pmi.PlacementMeshImpl):
                 # New values at every step, the same key on every processor
                 keys = tf.bitwise.bitwise_xor(self._step_key(run_seed),
                                               tf.constant(fixed, tf.uint32))
-                return _uniform_at(shape.to_integer_list, self.slice_begin(shape, pnum),
+                return random_draws.uniform_at(shape.to_integer_list, self.slice_begin(shape, pnum),
                                    self.slice_shape(shape, pnum), keys, *uniform)
 
             return self.slicewise(draw_uniform, self.laid_out_pnum())
@@ -556,7 +556,6 @@ class HeterogeneousMeshImpl(UnevenCollectives, _pmi.PlacementMeshImpl):
 
         return self.slicewise(draw, self.laid_out_pnum())
 
-
     def _step_key(self, seed: int):
         """Two uint32 words that change at every step, the same on every processor: a
         hash of :attr:`random_step` when it is set (a resumed run draws what an
@@ -565,76 +564,4 @@ class HeterogeneousMeshImpl(UnevenCollectives, _pmi.PlacementMeshImpl):
         if self.random_step is None:
             return tf.cast(tf.random.uniform([2], 0, 2 ** 31 - 1, tf.int32, seed=seed),
                            tf.uint32)
-        step = tf.cast(self.random_step, tf.int64)
-        low = tf.cast(tf.bitwise.bitwise_and(step, 0xFFFFFFFF), tf.uint32)
-        high = tf.cast(tf.bitwise.right_shift(step, tf.constant(32, tf.int64)), tf.uint32)
-        first = _mix32(tf.bitwise.bitwise_xor(
-            _mix32(tf.bitwise.bitwise_xor(low, tf.constant(seed, tf.uint32))), high))
-        return tf.stack([first, _mix32(tf.bitwise.bitwise_xor(
-            first, tf.constant(0x9E3779B9, tf.uint32)))])
-
-
-def _uniform_arguments(tf_fn, kwargs) -> Optional[tuple]:
-    """``(minval, maxval, dtype)`` when ``tf_fn(shape, **kwargs)`` is a uniform draw that
-    :func:`_uniform_at` makes (``tf.random.uniform`` of a float dtype, or of an integer
-    dtype with Python integer bounds less than 2**32 apart); None otherwise."""
-    if tf_fn not in (tf.random.uniform, tf.random_uniform):
-        return None
-    if set(kwargs) - {"minval", "maxval", "dtype", "name"}:
-        return None
-    dtype = tf.as_dtype(kwargs.get("dtype", tf.float32))
-    minval, maxval = kwargs.get("minval", 0), kwargs.get("maxval")
-    if dtype.is_floating:
-        return minval, 1 if maxval is None else maxval, dtype
-    if dtype.is_integer and isinstance(minval, int) and isinstance(maxval, int) \
-            and 0 < maxval - minval <= 2 ** 32:
-        return minval, maxval, dtype
-    return None
-
-
-def _mix32(x):
-    """A bijective 32-bit integer hash (Chris Wellons' "lowbias32") of a uint32 tensor."""
-    def shift_xor(v, bits):
-        return tf.bitwise.bitwise_xor(v, tf.bitwise.right_shift(v, tf.constant(bits, tf.uint32)))
-
-    x = shift_xor(x, 16) * tf.constant(0x7FEB352D, tf.uint32)
-    x = shift_xor(x, 15) * tf.constant(0x846CA68B, tf.uint32)
-    return shift_xor(x, 16)
-
-
-def _uniform_at(full_shape, begin, size, keys, minval, maxval, dtype):
-    """The uniform values of the elements ``begin .. begin + size`` of a tensor of
-    ``full_shape``: each a hash of the element's flat index in the whole tensor and of
-    ``keys`` (a uint32 tensor of two words), so any cut of the tensor draws the same
-    values."""
-    strides, stride = [], 1
-    for extent in reversed(full_shape):
-        strides.insert(0, stride)
-        stride *= int(extent)
-    index = tf.zeros(size, tf.int64)
-    for axis, (start, extent, step) in enumerate(zip(begin, size, strides)):
-        line = [1] * len(size)
-        line[axis] = extent
-        index += tf.reshape(tf.range(start, start + extent, dtype=tf.int64) * step, line)
-    low = tf.cast(tf.bitwise.bitwise_and(index, 0xFFFFFFFF), tf.uint32)
-    if stride > 2 ** 32:  # the high words of the flat indices are not all 0
-        high = tf.cast(tf.bitwise.right_shift(index, tf.constant(32, tf.int64)), tf.uint32)
-    else:
-        high = tf.zeros([], tf.uint32)
-    bits = _mix32(tf.bitwise.bitwise_xor(_mix32(tf.bitwise.bitwise_xor(low, keys[0])),
-                                         _mix32(tf.bitwise.bitwise_xor(high, keys[1]))))
-    if dtype.is_integer:
-        offset = tf.math.floormod(tf.cast(bits, tf.int64), maxval - minval)
-        return tf.cast(offset + minval, dtype)
-    if dtype == tf.float64:  # 53 random bits: 27 from a second hash of these
-        more = tf.bitwise.right_shift(
-            _mix32(tf.bitwise.bitwise_xor(bits, tf.constant(0x9E3779B9, tf.uint32))),
-            tf.constant(5, tf.uint32))
-        unit = (tf.cast(tf.bitwise.right_shift(bits, tf.constant(6, tf.uint32)), tf.float64)
-                * 2.0 ** 27 + tf.cast(more, tf.float64)) * 2.0 ** -53
-    else:  # as many bits as the dtype's significand holds: exact and below 1 in it
-        digits = {tf.float16: 11, tf.bfloat16: 8}.get(dtype, 24)
-        unit = tf.cast(tf.bitwise.right_shift(bits, tf.constant(32 - digits, tf.uint32)),
-                       tf.float32) * 2.0 ** -digits
-    low_t = tf.cast(minval, unit.dtype)
-    return tf.cast(low_t + unit * (tf.cast(maxval, unit.dtype) - low_t), dtype)
+        return random_draws.step_key(self.random_step, seed)

@@ -1,0 +1,90 @@
+"""Counter-based uniform draws: each element of a random tensor is a hash of its
+position in the whole tensor and of a key, so any cut of the tensor over a mesh
+(uneven splits, any layout or device order) draws the values one device draws.
+:meth:`meshpar.core.mesh_impl.HeterogeneousMeshImpl.random` uses it for
+``mtf.random_uniform`` and hence ``mtf.dropout``."""
+from __future__ import annotations
+
+from typing import Optional
+
+import tensorflow.compat.v1 as tf
+
+
+def uniform_arguments(tf_fn, kwargs) -> Optional[tuple]:
+    """``(minval, maxval, dtype)`` when ``tf_fn(shape, **kwargs)`` is a uniform draw that
+    :func:`uniform_at` makes (``tf.random.uniform`` of a float dtype, or of an integer
+    dtype with Python integer bounds less than 2**32 apart); None otherwise."""
+    if tf_fn not in (tf.random.uniform, tf.random_uniform):
+        return None
+    if set(kwargs) - {"minval", "maxval", "dtype", "name"}:
+        return None
+    dtype = tf.as_dtype(kwargs.get("dtype", tf.float32))
+    minval, maxval = kwargs.get("minval", 0), kwargs.get("maxval")
+    if dtype.is_floating:
+        return minval, 1 if maxval is None else maxval, dtype
+    if dtype.is_integer and isinstance(minval, int) and isinstance(maxval, int) \
+            and 0 < maxval - minval <= 2 ** 32:
+        return minval, maxval, dtype
+    return None
+
+
+def mix32(x):
+    """A bijective 32-bit integer hash (Chris Wellons' "lowbias32") of a uint32 tensor."""
+    def shift_xor(v, bits):
+        return tf.bitwise.bitwise_xor(v, tf.bitwise.right_shift(v, tf.constant(bits, tf.uint32)))
+
+    x = shift_xor(x, 16) * tf.constant(0x7FEB352D, tf.uint32)
+    x = shift_xor(x, 15) * tf.constant(0x846CA68B, tf.uint32)
+    return shift_xor(x, 16)
+
+
+def uniform_at(full_shape, begin, size, keys, minval, maxval, dtype):
+    """The uniform values of the elements ``begin .. begin + size`` of a tensor of
+    ``full_shape``: each a hash of the element's flat index in the whole tensor and of
+    ``keys`` (a uint32 tensor of two words), so any cut of the tensor draws the same
+    values."""
+    strides, stride = [], 1
+    for extent in reversed(full_shape):
+        strides.insert(0, stride)
+        stride *= int(extent)
+    index = tf.zeros(size, tf.int64)
+    for axis, (start, extent, step) in enumerate(zip(begin, size, strides)):
+        line = [1] * len(size)
+        line[axis] = extent
+        index += tf.reshape(tf.range(start, start + extent, dtype=tf.int64) * step, line)
+    low = tf.cast(tf.bitwise.bitwise_and(index, 0xFFFFFFFF), tf.uint32)
+    if stride > 2 ** 32:  # the high words of the flat indices are not all 0
+        high = tf.cast(tf.bitwise.right_shift(index, tf.constant(32, tf.int64)), tf.uint32)
+    else:
+        high = tf.zeros([], tf.uint32)
+    bits = mix32(tf.bitwise.bitwise_xor(mix32(tf.bitwise.bitwise_xor(low, keys[0])),
+                                         mix32(tf.bitwise.bitwise_xor(high, keys[1]))))
+    if dtype.is_integer:
+        offset = tf.math.floormod(tf.cast(bits, tf.int64), maxval - minval)
+        return tf.cast(offset + minval, dtype)
+    if dtype == tf.float64:  # 53 random bits: 27 from a second hash of these
+        more = tf.bitwise.right_shift(
+            mix32(tf.bitwise.bitwise_xor(bits, tf.constant(0x9E3779B9, tf.uint32))),
+            tf.constant(5, tf.uint32))
+        unit = (tf.cast(tf.bitwise.right_shift(bits, tf.constant(6, tf.uint32)), tf.float64)
+                * 2.0 ** 27 + tf.cast(more, tf.float64)) * 2.0 ** -53
+    else:  # as many bits as the dtype's significand holds: exact and below 1 in it
+        digits = {tf.float16: 11, tf.bfloat16: 8}.get(dtype, 24)
+        unit = tf.cast(tf.bitwise.right_shift(bits, tf.constant(32 - digits, tf.uint32)),
+                       tf.float32) * 2.0 ** -digits
+    low_t = tf.cast(minval, unit.dtype)
+    return tf.cast(low_t + unit * (tf.cast(maxval, unit.dtype) - low_t), dtype)
+
+
+def step_key(step, seed: int):
+    """Two uint32 words for training step ``step`` (a TF integer scalar) and ``seed``
+    (a Python integer below 2**31): a hash of the two, so every processor that
+    computes it in one step holds the same key, and a resumed run the key an
+    uninterrupted one would have."""
+    step = tf.cast(step, tf.int64)
+    low = tf.cast(tf.bitwise.bitwise_and(step, 0xFFFFFFFF), tf.uint32)
+    high = tf.cast(tf.bitwise.right_shift(step, tf.constant(32, tf.int64)), tf.uint32)
+    first = mix32(tf.bitwise.bitwise_xor(
+        mix32(tf.bitwise.bitwise_xor(low, tf.constant(seed, tf.uint32))), high))
+    return tf.stack([first, mix32(tf.bitwise.bitwise_xor(
+        first, tf.constant(0x9E3779B9, tf.uint32)))])
