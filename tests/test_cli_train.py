@@ -258,3 +258,26 @@ def test_a_nan_validation_loss_is_never_kept_over_a_number_nor_keeps_one_out(tmp
     assert best_record(str(tmp_path))["step"] == 4
     assert sorted(p.name for p in (tmp_path / "best").iterdir()) == ["best.json",
                                                                    "model.ckpt-4.index"]
+
+
+def test_a_resume_with_another_recipe_says_so(capsys, tmp_path):
+    """A resumed run may change its loss, weight decay, learning rate or augmentation
+    (as its batch and schedule, which have notes of their own), but it said nothing and
+    the run file was rewritten to the new recipe as if every step had trained with it;
+    the learning rate was not recorded at all."""
+    model_dir = tmp_path / "m"
+    base = ["train", "--synthetic", "--model", "resattnet3d-tiny", "--n-synthetic", "8",
+            "--batch", "2", "--val-fraction", "0", "--no-progress", "--model-dir",
+            str(model_dir), "--lr-schedule", "constant"]
+    assert main(base + ["--steps", "1"]) == 0
+    assert json.loads((model_dir / "meshpar_run.json").read_text())["lr"] == 1e-3
+    capsys.readouterr()
+    assert main(base + ["--steps", "2", "--weight-decay", "0", "--augment", "none",
+                        "--lr", "0.01"]) == 0
+    err = capsys.readouterr().err
+    assert ("meshpar train: note: the run this resumes trained with augment=['flip'], "
+            "lr=0.001, weight_decay=0.001; from step 1 on it trains with augment=[], "
+            "lr=0.01, weight_decay=0.0") in err, err
+    assert main(base + ["--steps", "3", "--weight-decay", "0", "--augment", "none",
+                        "--lr", "0.01"]) == 0
+    assert "resumes trained with" not in capsys.readouterr().err  # the same recipe again

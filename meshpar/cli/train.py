@@ -330,7 +330,10 @@ def run(args) -> int:
         first_step = checkpoint_step(model_dir)
         # said once the resume is accepted
         note = "\n".join(n for n in (schedule_change_note(model_dir, params, first_step),
-                                     _batch_change_note(model_dir, args.batch, first_step)) if n)
+                                     _batch_change_note(model_dir, args.batch, first_step),
+                                     _recipe_change_note(model_dir, params, lr,
+                                                         data.get("augment", []), first_step))
+                          if n)
         if client is not None:
             for key in ("train_fn", "eval_fn"):
                 data[key] = on_device(data[key], client.client_device)
@@ -356,6 +359,36 @@ def _batch_change_note(model_dir: str, batch: int, step: int) -> str:
         return ""
     return (f"meshpar train: note: the run this resumes trained with --batch {old}; from "
             f"step {step} on it trains with --batch {batch}")
+
+
+#: recipe fields schedule_change_note speaks for
+_SCHEDULE_FIELDS = ("lr_schedule", "warmup_steps", "total_steps")
+
+
+def _recipe_change_note(model_dir: str, params: dict, lr: float, augment, step: int) -> str:
+    """A note when the run this one resumes trained with another recipe (loss, weight
+    decay, clipping, ...), learning rate or augmentation: accepted, but the run file then
+    describes only the steps from ``step`` on (it was rewritten in silence); empty
+    otherwise."""
+    from meshpar.training.run import RUN_FILE, load_run_info
+
+    if step <= 0 or not os.path.isfile(os.path.join(model_dir, RUN_FILE)):
+        return ""
+    info = load_run_info(model_dir)
+    old = dict(info.get("recipe") or {}, augment=info.get("augment"), lr=info.get("lr"))
+    new = dict(_recorded_recipe(params), augment=list(augment), lr=lr)
+    changed = [k for k in sorted(set(old) | set(new)) if k not in _SCHEDULE_FIELDS
+               and old.get(k) is not None and old.get(k) != new.get(k)]
+    if not changed:
+        return ""
+    return (f"meshpar train: note: the run this resumes trained with "
+            f"{', '.join(f'{k}={old.get(k)!r}' for k in changed)}; from step {step} on it "
+            f"trains with {', '.join(f'{k}={new.get(k)!r}' for k in changed)}")
+
+
+def _recorded_recipe(params: dict) -> dict:
+    """The recipe fields the run file keeps."""
+    return {k: v for k, v in params.items() if isinstance(v, (int, float, str, list))}
 
 
 def _replay_schedule(args, spec) -> list:
@@ -384,7 +417,7 @@ def _save_run(args, spec, model_dir, data, params, write: bool = True) -> None:
         "data": "synthetic" if args.synthetic else os.path.abspath(args.data),
         **({"subjects": data["subjects"]} if "subjects" in data else {}),
         "keep_best": bool(args.keep_best),
-        "recipe": {k: v for k, v in params.items() if isinstance(v, (int, float, str, list))},
+        "recipe": _recorded_recipe(params), "lr": _learning_rate(args),
     })
 
 
