@@ -29,7 +29,8 @@ from meshpar.models.resattnet3d import ResAttNet3DConfig
 from meshpar.models.vgg_cifar import VggCifarConfig
 
 __all__ = ["resattnet3d", "vgg_cifar", "ResAttNet3DConfig", "VggCifarConfig", "ModelSpec",
-           "get", "names", "names_for_help", "input_shape", "describe_model"]
+           "get", "names", "names_for_help", "input_shape", "known_input_shape",
+           "describe_model"]
 
 
 class ModelSpec(NamedTuple):
@@ -56,8 +57,10 @@ class ModelSpec(NamedTuple):
 
     @property
     def input_shape(self) -> tuple:
-        """Per-sample input shape, channels last (``(D, H, W, C)`` or ``(H, W, C)``)."""
-        return input_shape(self.config)
+        """Per-sample input shape, channels last (``(D, H, W, C)`` or ``(H, W, C)``): a
+        network of one's own gives it by an ``input_shape(config)`` function in its module.
+        """
+        return input_shape(self.config, self.module)
 
 
 # name -> (module, config factory, the factory's keyword arguments)
@@ -117,13 +120,28 @@ def get(name: str, **overrides) -> ModelSpec:
     return ModelSpec(name, module, make(**{**defaults, **overrides}))
 
 
-def input_shape(config) -> tuple:
-    """Per-sample input shape of a config, channels last."""
+def input_shape(config, module=None) -> tuple:
+    """Per-sample input shape of a config, channels last; ``module``'s
+    ``input_shape(config)`` where it has one (a network of one's own), else
+    ValueError for a config that is not a registered network's."""
+    if callable(getattr(module, "input_shape", None)):
+        return tuple(int(n) for n in module.input_shape(config))
     if isinstance(config, ResAttNet3DConfig):
         return tuple(config.input_shape) + (config.in_channels,)
     if isinstance(config, VggCifarConfig):
         return tuple(config.image_shape) + (config.in_channels,)
-    raise ValueError(f"unknown model config {config!r}")
+    raise ValueError(f"unknown model config {config!r}: a network of one's own gives its "
+                     "per-sample input shape (channels last) by an input_shape(config) "
+                     "function in its module")
+
+
+def known_input_shape(spec: ModelSpec):
+    """``spec``'s per-sample input shape, or None where its module does not say (a
+    network of one's own without ``input_shape(config)``)."""
+    if callable(getattr(spec.module, "input_shape", None)) or isinstance(
+            spec.config, (ResAttNet3DConfig, VggCifarConfig)):
+        return spec.input_shape
+    return None
 
 
 def describe_model(name: str, **overrides):

@@ -414,12 +414,11 @@ def _model_step_graph(tf, spec, device: str, batch: int, mesh=None, input_device
     ``mesh``, a MeshSpec), its input resident on ``input_device`` (default: the
     device), the fetched loss making the step run whole; and the op that copies
     the initialised master variables to their slices."""
-    from meshpar import models
     from meshpar.training.estimator import MeshSpec, lower_model
     from meshpar.training.recipe import DEFAULT_WEIGHT_DECAY, Recipe
 
     mesh = mesh or MeshSpec("all:1", devices=[device])
-    shape = (batch,) + tuple(models.input_shape(spec.config))
+    shape = (batch,) + tuple(spec.input_shape)
     with tf.device(input_device or device):
         x = tf.Variable(tf.random.stateless_normal(shape, seed=(5, batch)), trainable=False)
         y = tf.Variable(tf.zeros([batch], tf.int32), trainable=False)

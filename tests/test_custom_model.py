@@ -1,0 +1,126 @@
+"""A network of one's own, not a registered one: planned and trained like the others.
+
+The network is defined here, as a user would in a module of their own: two 2-D
+convolutions with splittable filter dimensions and a dense head, no batch norm;
+its layer table comes from its built graph (``describe_mtf_graph``). It trains
+2 Adam steps on one device, on an uneven ``batch:2;model:2`` mesh and from a
+plan the planner made for it; losses and variables must agree.
+"""
+import types
+
+import numpy as np
+import pytest
+
+import meshpar  # noqa: F401  (import shim before mesh_tensorflow)
+import mesh_tensorflow as mtf
+import tensorflow.compat.v1 as tf
+
+from meshpar import models
+from meshpar.core.graph_description import describe_mtf_graph
+from meshpar.planning import planners
+from meshpar.planning.plan import Plan
+from meshpar.training import estimator as E
+
+tf.logging.set_verbosity(tf.logging.ERROR)
+
+BATCH, SHAPE, CLASSES = 4, (6, 6, 2), 3
+UNEVEN = dict(mesh_shape="batch:2;model:2", devices=[""] * 4,
+              split_weights={"batch": [3, 1], "model": [1, 2]})
+
+
+class TinyConfig(types.SimpleNamespace):
+    """Hyper-parameters of the tiny network: no ``name``, no registered type."""
+
+
+def _filter_dims(config):
+    return [f"{config.prefix}{i}" for i in range(1, len(config.filters) + 1)]
+
+
+def layout_rules(config, model_axis="model", batch_axis="batch"):
+    """Batch on ``batch_axis``, both filter dimensions on ``model_axis``."""
+    rules = [f"{config.batch}:{batch_axis}"] if batch_axis else []
+    return ";".join(rules + ([f"{d}:{model_axis}" for d in _filter_dims(config)]
+                             if model_axis else []))
+
+
+def build(inputs, config, mesh=None, is_training=True):
+    """conv 3x3 -> ReLU -> gather, twice; mean over space; dense to the classes."""
+    del is_training
+    dims = [mtf.Dimension(n, s) for n, s in zip([config.batch, "h", "w", "c"],
+                                                 inputs.shape.as_list())]
+    x = mtf.import_tf_tensor(mesh, inputs, mtf.Shape(dims))
+    init = tf.glorot_uniform_initializer()
+    for i, (name, size) in enumerate(zip(_filter_dims(config), config.filters), start=1):
+        x = mtf.relu(mtf.layers.conv2d(x, mtf.Dimension(name, size), (3, 3), name=f"conv{i}",
+                                       filter_initializer=init))
+        x = mtf.rename_dimension(x, name, f"{name}_in")
+    for _ in range(2):
+        x = mtf.reduce_mean(x, reduced_dim=x.shape.dims[1])
+    classes = mtf.Dimension("classes", CLASSES)
+    logits = mtf.layers.dense(x, classes, reduced_dims=x.shape.dims[-1:], name="head",
+                              kernel_initializer=init)
+    return logits, []
+
+
+def describe(config):
+    """The layer table of the built graph (in a graph of its own, seeded)."""
+    with tf.Graph().as_default():
+        tf.set_random_seed(0)  # initialisers need one under TF_DETERMINISTIC_OPS
+        graph = mtf.Graph()
+        build(tf.zeros((2,) + SHAPE), config, mesh=mtf.Mesh(graph, "mesh"))
+        return describe_mtf_graph(graph, "tiny", batch_dim=config.batch)
+
+
+TINY = types.SimpleNamespace(describe=describe, build=build, layout_rules=layout_rules)
+
+
+def _spec(prefix="conv", batch="batch"):
+    return models.ModelSpec("tiny", TINY, TinyConfig(filters=(5, 3), prefix=prefix,
+                                                     batch=batch))
+
+
+def _input():
+    rng = np.random.RandomState(0)
+    x = rng.randn(8, *SHAPE).astype(np.float32)
+    y = (np.arange(8) % CLASSES).astype(np.int32)
+    return tf.data.Dataset.from_tensor_slices((x, y)).batch(BATCH, drop_remainder=True).repeat()
+
+
+def _train(spec, model_dir, **mesh):
+    est = E.make_estimator(spec, str(model_dir), learning_rate=0.05, **mesh)
+    history = E.LossHistoryHook()
+    est.train(_input, max_steps=2, hooks=[history])
+    return np.array(history.losses), {v: est.get_variable_value(v)
+                                      for v in est.get_variable_names()}
+
+
+def _assert_same(got, want, what):
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-6, atol=1e-7, err_msg=what)
+    assert set(got[1]) == set(want[1]), what
+    for name, value in want[1].items():
+        np.testing.assert_allclose(got[1][name], value, rtol=0,
+                                   atol=1e-6 * float(np.abs(value).max()) + 1e-9,
+                                   err_msg=f"{what}: {name}")
+
+
+@pytest.fixture(scope="module")
+def one_device(tmp_path_factory):
+    """Losses and variables of 2 steps on one device."""
+    return _train(_spec(), tmp_path_factory.mktemp("one"))
+
+
+def test_an_uneven_mesh_trains_a_network_of_ones_own_like_one_device(one_device, tmp_path):
+    losses, variables = one_device
+    assert len(losses) == 2 and {"conv1/kernel", "conv2/kernel", "head/kernel"} <= set(variables)
+    _assert_same(_train(_spec(), tmp_path, **UNEVEN), one_device, "batch:2;model:2")
+
+
+def test_a_module_that_gives_its_input_shape_has_it_checked(tmp_path):
+    module = types.SimpleNamespace(**vars(TINY), input_shape=lambda config: (6, 6, 3))
+    spec = models.ModelSpec("tiny", module, _spec().config)
+    assert spec.input_shape == (6, 6, 3)
+    with pytest.raises(ValueError, match=r"tiny: features have shape \[6, 6, 2\], "
+                                         r"expected \[6, 6, 3\]"):
+        _train(spec, tmp_path)
+    with pytest.raises(ValueError, match="input_shape.config. function in its module"):
+        _spec().input_shape  # pylint: disable=expression-not-assigned
