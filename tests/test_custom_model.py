@@ -124,3 +124,20 @@ def test_a_module_that_gives_its_input_shape_has_it_checked(tmp_path):
         _train(spec, tmp_path)
     with pytest.raises(ValueError, match="input_shape.config. function in its module"):
         _spec().input_shape  # pylint: disable=expression-not-assigned
+
+
+def test_a_plan_for_it_trains_it_like_one_device(one_device, tmp_path):
+    spec = _spec()
+    plan = planners.plan(spec.describe(), [1.0, 0.6, 0.3, 0.2], BATCH, method="exact",
+                         shapes=[(2, 2)])
+    assert plan.model == "tiny" and plan.mesh_shape_string() == "batch:2;model:2"
+    assert {"conv1", "conv2"} <= dict(plan.layout).keys()
+    assert len(set(plan.split_sizes["batch"])) > 1  # uneven
+    plan.save(tmp_path / "plan.json")
+    for what in (plan, str(tmp_path / "plan.json")):  # a Plan, its file
+        got = _train(spec, tmp_path / str(len(list(tmp_path.iterdir()))), plan=what,
+                     devices=[""] * 4)
+        _assert_same(got, one_device, f"plan {type(what).__name__}")
+    with pytest.raises(ValueError, match="plan was made for model 'tiny', not 'other'"):
+        E.make_estimator(spec._replace(name="other"), str(tmp_path / "x"), plan=plan,
+                         devices=[""] * 4)

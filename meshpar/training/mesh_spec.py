@@ -175,7 +175,8 @@ def chosen_mesh(spec: models.ModelSpec, plan, mesh: Optional[MeshSpec], upstream
             from meshpar.planning.plan import Plan
 
             plan = Plan.load(plan)
-        plan.check_compatible((spec.name, spec.config.name))  # as `meshpar train --plan` does
+        # as `meshpar train --plan` does; a config of one's own may have no name
+        plan.check_compatible((spec.name, getattr(spec.config, "name", spec.name)))
         mesh = MeshSpec.from_plan(plan, devices, upstream=upstream)
     elif mesh is None:
         mesh = MeshSpec(explicit["mesh_shape"] or "all:1", explicit["layout"], devices,
