@@ -1091,6 +1091,12 @@ CASES = [
     # a labels.csv with two 'label' columns: the first was read, in silence
     Case("data-check-label-column-twice", "cli", ["data", "check", "{d}/label-column-twice"],
          "labels.csv: column 'label' appears 2 times in the header; give it once"),
+    # --elastic alone measures no speeds: the drift flags were ignored in silence
+    Case("train-elastic-with-a-drift-flag", "cli",
+         SYNTH + ["--cluster", "{d}/live-worker.json", "--elastic", "--rebalance-threshold",
+                  "0.2"],
+         "--rebalance-threshold goes with --rebalance (when measured speeds drift); "
+         "--elastic alone re-plans only when a worker is lost or comes back"),
 ]
 
 

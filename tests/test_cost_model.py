@@ -391,3 +391,31 @@ def test_stored_runs_repredicted_move_only_the_plans_whose_shares_differ():
         assert rows[name][1] == pytest.approx(rows[name][0], rel=1e-9)
     # equal shares in every split dim: only its replicated layers move
     assert rows["mtf-even-filter"][1] == pytest.approx(rows["mtf-even-filter"][0], abs=0.005)
+
+
+
+def test_a_plan_listing_the_model_axis_first_is_priced_as_the_same_placement_batch_first():
+    """Devices are listed in pnum order, row-major over the plan's own mesh shape: in a
+    'model:2;batch:2' plan the second device is batch row 1 of model column 0. The
+    cost model reads each device's row and column by the axis names."""
+    from meshpar.models import describe_model
+    from meshpar.planning.planners import plan
+
+    cluster = ClusterSpec.from_speeds([1.0, 0.6, 0.4, 0.2])
+    batch_first = plan(describe_model("vgg-cifar-small"), cluster, 8, method="proportional",
+                       shapes=[(2, 2)])
+    assert [a for a, _ in batch_first.mesh_shape] == ["batch", "model"]
+    d = batch_first.devices  # pnum r * 2 + c holds batch row r, model column c
+    model_first = dataclasses.replace(
+        batch_first, mesh_shape=(("model", 2), ("batch", 2)),
+        devices=(d[0], d[2], d[1], d[3]))  # pnum c * 2 + r
+    cost = CostModel(describe_model("vgg-cifar-small"), cluster, 8)
+    ours, theirs = cost.evaluate_plan(model_first), cost.evaluate_plan(batch_first)
+    assert ours.seconds[0] == pytest.approx(theirs.seconds[0], rel=1e-12)
+    # per-device columns follow each plan's own device list
+    for field in ("device_seconds", "memory"):
+        of = {dev: v for dev, v in zip(model_first.devices, getattr(ours, field)[0])}
+        assert [of[dev] for dev in d] == pytest.approx(list(getattr(theirs, field)[0]))
+    swapped = dataclasses.replace(batch_first, devices=(d[0], d[2], d[1], d[3]))
+    assert cost.evaluate_plan(swapped).seconds[0] != pytest.approx(
+        cost.evaluate_plan(batch_first).seconds[0], rel=1e-6)  # another placement

@@ -392,6 +392,15 @@ def rebalance_options(args):
         raise ValueError(f"{flag} needs --cluster (the workers it measures and re-plans over)")
     if given and not (args.rebalance or args.elastic):
         raise ValueError(misplaced)
+    drift_only = [f"--rebalance-{k}" for k in ("trigger", "threshold", "patience", "measure",
+                                                 "budget")
+                  if getattr(args, f"rebalance_{k}") is not None]
+    if drift_only and not args.rebalance:  # --elastic alone measures nothing: ignored
+        raise ValueError(f"{' and '.join(drift_only)} "
+                         f"{'goes' if len(drift_only) == 1 else 'go'} with --rebalance (when "
+                         "measured speeds drift); --elastic alone re-plans only when a worker "
+                         "is lost or comes back, so this run would ignore "
+                         f"{'it' if len(drift_only) == 1 else 'them'}")
     if args.mesh_impl != "meshpar":
         raise ValueError(f"{flag} re-plans uneven splits: use --mesh-impl meshpar")
     if getattr(args, "keep_best", None):

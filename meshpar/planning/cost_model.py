@@ -592,14 +592,24 @@ class CostModel:
         """Evaluate a :class:`meshpar.planning.plan.Plan` made for this model and cluster."""
         axes = dict(plan.mesh_shape)
         rows, cols = axes.get("batch", 1), axes.get("model", 1)
+        # pnum order is row-major over the plan's own shape; the cost model's is batch
+        # row by batch row: a plan listing the model axis first is read transposed
+        names = [a for a, _ in plan.mesh_shape]
+        order = list(range(len(plan.devices)))
+        if "batch" in names and "model" in names and names.index("model") < names.index(
+                "batch"):
+            order = [c * rows + r for r in range(rows) for c in range(cols)]
         index = {d.device: i for i, d in enumerate(self.cluster.devices)}
         try:
-            perm = [index[d] for d in plan.devices]
+            perm = [index[plan.devices[p]] for p in order]
         except KeyError as err:
             raise ValueError(f"plan device {err} is not in the cluster") from err
         batch_sizes = plan.split_sizes.get(self.model.batch_dim, [self.batch])
-        return self.evaluate_sizes(rows, cols, perm, batch_sizes, plan.split_sizes,
-                                   self.plan_layout(plan))
+        evaluation = self.evaluate_sizes(rows, cols, perm, batch_sizes, plan.split_sizes,
+                                         self.plan_layout(plan))
+        back = np.argsort(order)  # per-device columns in the plan's pnum order again
+        return dataclasses.replace(evaluation, memory=evaluation.memory[:, back],
+                                   device_seconds=evaluation.device_seconds[:, back])
 
 
 def penalised(evaluation: Evaluation) -> np.ndarray:
