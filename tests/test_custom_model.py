@@ -141,3 +141,24 @@ def test_a_plan_for_it_trains_it_like_one_device(one_device, tmp_path):
     with pytest.raises(ValueError, match="plan was made for model 'tiny', not 'other'"):
         E.make_estimator(spec._replace(name="other"), str(tmp_path / "x"), plan=plan,
                          devices=[""] * 4)
+
+
+def test_from_module_makes_the_spec_and_says_what_a_module_lacks(one_device, tmp_path):
+    spec = models.from_module(TINY, _spec().config, name="tiny")
+    assert spec == _spec()
+    assert models.from_module(TINY, TinyConfig(name="cfg")).name == "cfg"
+    assert models.from_module(models.vgg_cifar, models.VggCifarConfig.small()).name == \
+        "vgg-cifar-small"
+    for lacking in ("describe", "build", "layout_rules"):
+        module = types.SimpleNamespace(**{k: v for k, v in vars(TINY).items() if k != lacking})
+        with pytest.raises(TypeError, match=f"lacks {lacking}: a network's module gives "
+                                            f"{lacking}\\("):
+            models.from_module(module, spec.config, name="tiny")
+    with pytest.raises(ValueError, match="give name="):
+        models.from_module(TINY, spec.config)  # a namespace has no __name__, the config none
+    with pytest.raises(ValueError, match=r"from_module\(module, config\)"):
+        E.make_estimator(spec.config, str(tmp_path / "config"))  # a config alone
+    only_logits = types.SimpleNamespace(**vars(TINY))
+    only_logits.build = lambda *args, **kwargs: build(*args, **kwargs)[0]
+    with pytest.raises(TypeError, match=r"must return \(logits, update_ops\)"):
+        _train(models.from_module(only_logits, spec.config, name="tiny"), tmp_path / "logits")

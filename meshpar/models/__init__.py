@@ -18,19 +18,21 @@ name                   what                                             TensorFl
 device's share of the batch), ``vgg-cifar``, ``vgg-cifar-small``, and the split-pair
 variants ``vgg-cifar-pairs``, ``vgg-cifar-small-pairs``) to a module and a
 configuration; it is the one registry the planner, the trainer and the
-benchmarks share. Nothing here imports TensorFlow.
+benchmarks share. :func:`from_module` makes the :class:`ModelSpec` of a
+network of one's own (a module with the same entry points). Nothing here
+imports TensorFlow.
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 from meshpar.models import resattnet3d, vgg_cifar
 from meshpar.models.resattnet3d import ResAttNet3DConfig
 from meshpar.models.vgg_cifar import VggCifarConfig
 
 __all__ = ["resattnet3d", "vgg_cifar", "ResAttNet3DConfig", "VggCifarConfig", "ModelSpec",
-           "get", "names", "names_for_help", "input_shape", "known_input_shape",
-           "describe_model"]
+           "get", "from_module", "MODULE_FUNCTIONS", "names", "names_for_help", "input_shape",
+           "known_input_shape", "describe_model"]
 
 
 class ModelSpec(NamedTuple):
@@ -50,10 +52,16 @@ class ModelSpec(NamedTuple):
                                         batch_axis=batch_axis)
 
     def build(self, inputs, **kwargs):
-        """Build the network on mtf tensor ``inputs``; keyword arguments go to the model's
-        ``build`` (see its module).
+        """Build the network on ``inputs``: ``(logits, update_ops)``; keyword arguments
+        (``mesh``, ``is_training``) go to the model's ``build`` (see its module).
+        TypeError where that returns anything but such a pair.
         """
-        return self.module.build(inputs, self.config, **kwargs)
+        result = self.module.build(inputs, self.config, **kwargs)
+        if not (isinstance(result, (tuple, list)) and len(result) == 2):
+            raise TypeError(f"model {self.name}: build(inputs, config, mesh=, is_training=) "
+                            "must return (logits, update_ops): logits [batch, ..., classes], "
+                            f"update_ops a list (empty without batch norm), got {result!r}")
+        return result
 
     @property
     def input_shape(self) -> tuple:
@@ -61,6 +69,37 @@ class ModelSpec(NamedTuple):
         network of one's own gives it by an ``input_shape(config)`` function in its module.
         """
         return input_shape(self.config, self.module)
+
+
+#: what a network's module gives: the functions :class:`ModelSpec` calls
+MODULE_FUNCTIONS = {
+    "describe": "describe(config) -> ModelDescription, the layer table for the planner",
+    "build": "build(inputs, config, mesh=None, is_training=True) -> (logits, update_ops)",
+    "layout_rules": "layout_rules(config, model_axis='model', batch_axis='batch') -> str",
+}
+
+
+def from_module(module, config=None, name: Optional[str] = None) -> ModelSpec:
+    """The :class:`ModelSpec` of a network of one's own, for the planner and the
+    estimator as a registered name is (docs/training.md, "Your own network").
+
+    ``module`` (a module, or any object with these attributes) gives
+    ``describe``, ``build`` and ``layout_rules`` (:data:`MODULE_FUNCTIONS`) and
+    optionally ``input_shape(config)``; ``config`` is handed to each of them;
+    ``name`` (default: the config's ``name`` field, else the module's
+    ``__name__``) is the name plans are made for. TypeError naming what the
+    module lacks.
+    """
+    missing = [f for f in MODULE_FUNCTIONS if not callable(getattr(module, f, None))]
+    if missing:
+        raise TypeError(f"model module {getattr(module, '__name__', module)!r} lacks "
+                        f"{', '.join(missing)}: a network's module gives "
+                        + "; ".join(MODULE_FUNCTIONS[f] for f in missing))
+    name = name if name is not None else getattr(config, "name", None) or getattr(
+        module, "__name__", None)
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"from_module: give name= (a non-empty string), got {name!r}")
+    return ModelSpec(name, module, config)
 
 
 # name -> (module, config factory, the factory's keyword arguments)

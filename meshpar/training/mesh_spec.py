@@ -149,7 +149,10 @@ def as_spec(model) -> models.ModelSpec:
         return models.ModelSpec(model.name, models.resattnet3d, model)
     if isinstance(model, models.VggCifarConfig):
         return models.ModelSpec(model.name, models.vgg_cifar, model)
-    raise ValueError(f"model must be a name, ModelSpec or config, got {model!r}")
+    raise ValueError(f"model must be a registered name ({', '.join(models.names())}), a "
+                     "ModelSpec or a registered network's config, got "
+                     f"{model!r}; for a network of one's own, pass "
+                     "meshpar.models.from_module(module, config)")
 
 
 def chosen_mesh(spec: models.ModelSpec, plan, mesh: Optional[MeshSpec], upstream: bool,
