@@ -162,3 +162,24 @@ def test_from_module_makes_the_spec_and_says_what_a_module_lacks(one_device, tmp
     only_logits.build = lambda *args, **kwargs: build(*args, **kwargs)[0]
     with pytest.raises(TypeError, match=r"must return \(logits, update_ops\)"):
         _train(models.from_module(only_logits, spec.config, name="tiny"), tmp_path / "logits")
+
+
+def test_the_planner_takes_the_spec_itself():
+    spec = _spec()
+    for method in ("proportional", "exact"):
+        by_spec = planners.plan(spec, [1.0, 0.6, 0.3, 0.2], BATCH, method=method)
+        by_table = planners.plan(spec.describe(), [1.0, 0.6, 0.3, 0.2], BATCH, method=method)
+        for field in ("model", "mesh_shape", "layout", "split_weights", "dim_split_weights",
+                      "devices", "predicted_step_seconds"):
+            assert getattr(by_spec, field) == getattr(by_table, field), (method, field)
+    # a table named otherwise: the plan is the spec's, so make_estimator(spec, plan=) takes it
+    other = models.ModelSpec("mine", TINY, spec.config)
+    made = planners.plan(other, [1.0, 0.5], BATCH, method="proportional")
+    assert made.model == "mine"
+    made.check_compatible(("mine",))
+    assert Plan.from_dict(made.to_dict()).model == "mine"
+    assert planners.plan(models.get("vgg-cifar-small"), [1.0, 0.5], 8,
+                         method="proportional").model == "vgg-cifar-small"
+    with pytest.raises(TypeError, match="describe\\(\\) must return a ModelDescription"):
+        planners.plan(models.ModelSpec("bad", types.SimpleNamespace(
+            describe=lambda config: None), None), [1.0], BATCH)

@@ -43,14 +43,15 @@ __all__ = ["plan", "memory_ratios", "METHODS", "plan_even", "plan_proportional",
            "plan_ga", "ExactTimeLimit"]
 
 
-def plan(model: ModelDescription, cluster: Union[ClusterSpec, Sequence[float]],
+def plan(model: Union[ModelDescription, object], cluster: Union[ClusterSpec, Sequence[float]],
          batch: int, method: str = "ga", seed: int = 0,
          shapes: Optional[Sequence[tuple]] = None, subsets: bool = False,
          memory_terms: MemoryTerms = MEASURED, **options) -> Plan:
     """Plan ``model`` on ``cluster`` for a global ``batch`` with ``method``.
 
     ``model``: a :class:`ModelDescription` (of a model name:
-    ``meshpar.models.describe_model(name)``); ``cluster``: a :class:`ClusterSpec`
+    ``meshpar.models.describe_model(name)``) or a :class:`~meshpar.models.ModelSpec`
+    (its ``describe()``: a network of one's own, ``meshpar.models.from_module``); ``cluster``: a :class:`ClusterSpec`
     or the devices' relative speeds (:meth:`ClusterSpec.from_speeds`);
     ``batch``: an integer >= 1; ``seed``: an integer >= 0.
     ``method`` is one of ``even``, ``proportional``, ``exact``, ``ga``;
@@ -130,13 +131,27 @@ def plan(model: ModelDescription, cluster: Union[ClusterSpec, Sequence[float]],
 
 
 def _as_model(model) -> ModelDescription:
-    """``model`` if it is a :class:`ModelDescription`, else a TypeError (planning
+    """``model`` if it is a :class:`ModelDescription`, the description of a
+    :class:`~meshpar.models.ModelSpec` (anything whose ``describe()`` gives one:
+    a registered model's or one's own, named as the spec where it names itself
+    otherwise, so that the plan trains that spec), else a TypeError (planning
     imports no models, so a model name is not described here)."""
     if isinstance(model, ModelDescription):
         return model
+    describe = getattr(model, "describe", None)
+    if callable(describe) and not isinstance(model, type):
+        description = describe()
+        if not isinstance(description, ModelDescription):
+            raise TypeError(f"model {getattr(model, 'name', model)!r}: describe() must "
+                            f"return a ModelDescription, got {description!r}")
+        name = getattr(model, "name", None)  # the plan's model: one the spec answers to
+        known = {name, getattr(getattr(model, "config", None), "name", None)}
+        if isinstance(name, str) and description.name not in known:
+            description = dataclasses.replace(description, name=name)
+        return description
     hint = f"; for a model name, pass meshpar.models.describe_model({model!r})" \
         if isinstance(model, str) else ""
-    raise TypeError(f"model must be a ModelDescription, got {model!r}{hint}")
+    raise TypeError(f"model must be a ModelDescription or a ModelSpec, got {model!r}{hint}")
 
 
 def _as_cluster(cluster) -> ClusterSpec:
