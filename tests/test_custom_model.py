@@ -183,3 +183,17 @@ def test_the_planner_takes_the_spec_itself():
     with pytest.raises(TypeError, match="describe\\(\\) must return a ModelDescription"):
         planners.plan(models.ModelSpec("bad", types.SimpleNamespace(
             describe=lambda config: None), None), [1.0], BATCH)
+
+
+def test_a_module_without_describe_is_described_from_its_built_graph(one_device, tmp_path):
+    module = types.SimpleNamespace(build=build, layout_rules=layout_rules,
+                                   input_shape=lambda config: SHAPE)
+    spec = models.from_module(module, _spec(batch="examples").config, name="tiny")
+    assert spec.describe() == describe(spec.config)  # read from the graph build makes
+    assert spec.describe().batch_dim == "examples"
+    with pytest.raises(TypeError, match="lacks describe"):  # neither a table nor a shape
+        models.from_module(types.SimpleNamespace(build=build, layout_rules=layout_rules),
+                           spec.config, name="tiny")
+    plan = planners.plan(spec, [1.0, 0.6, 0.3, 0.2], BATCH, method="exact", shapes=[(2, 2)])
+    assert dict(plan.layout)["examples"] == "batch"
+    _assert_same(_train(spec, tmp_path, plan=plan, devices=[""] * 4), one_device, "plan")

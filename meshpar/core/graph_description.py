@@ -133,6 +133,30 @@ def describe_mtf_graph(graph, name: str, batch_dim: str = "batch",
                             input_elems=first.in_elems, dtype_bytes=int(dtype_bytes))
 
 
+def describe_built(build, input_shape, name: str, batch: int = 2,
+                   dtype_bytes: int = 4) -> ModelDescription:
+    """The layer table of the graph a network's ``build`` makes (see
+    :func:`describe_mtf_graph`), for a network of one's own with no table of its own.
+
+    ``build(inputs, mesh=..., is_training=True)`` returns ``(logits,
+    update_ops)``; it is called on float32 zeros ``[batch, *input_shape]`` in a TF
+    graph of its own, seeded (initialisers need a seed under
+    ``TF_DETERMINISTIC_OPS``); the batch dimension is the first of the logits,
+    as the estimator takes it. The counts are per sample, whatever ``batch``.
+    """
+    import meshpar  # noqa: F401  (mesh_tensorflow import shim)
+    import mesh_tensorflow as mtf
+    import tensorflow.compat.v1 as tf
+
+    with tf.Graph().as_default():
+        tf.set_random_seed(0)
+        graph = mtf.Graph()
+        logits, _ = build(tf.zeros((int(batch),) + tuple(int(n) for n in input_shape)),
+                          mesh=mtf.Mesh(graph, "mesh"), is_training=True)
+        return describe_mtf_graph(graph, name, batch_dim=logits.shape.dims[0].name,
+                                  dtype_bytes=dtype_bytes)
+
+
 def _is_gradient_op(op) -> bool:
     return "/gradients/" in op.name or op.name.startswith("gradients/")
 

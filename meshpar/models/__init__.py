@@ -43,8 +43,16 @@ class ModelSpec(NamedTuple):
     config: object
 
     def describe(self):
-        """The model's layer table for the planner (a ``ModelDescription``)."""
-        return self.module.describe(self.config)
+        """The model's layer table for the planner (a ``ModelDescription``): its module's
+        ``describe(config)``; for a module of one's own without one but with
+        ``input_shape(config)``, read from the graph its ``build`` makes
+        (:func:`~meshpar.core.graph_description.describe_built`)."""
+        if callable(getattr(self.module, "describe", None)) or not callable(
+                getattr(self.module, "input_shape", None)):
+            return self.module.describe(self.config)
+        from meshpar.core.graph_description import describe_built  # imports TensorFlow
+
+        return describe_built(self.build, self.input_shape, self.name)
 
     def layout_rules(self, model_axis: str = "model", batch_axis: str = "batch") -> str:
         """Layout string: batch on ``batch_axis``, the model's splittable dims on ``model_axis``."""
@@ -73,7 +81,9 @@ class ModelSpec(NamedTuple):
 
 #: what a network's module gives: the functions :class:`ModelSpec` calls
 MODULE_FUNCTIONS = {
-    "describe": "describe(config) -> ModelDescription, the layer table for the planner",
+    "describe": "describe(config) -> ModelDescription, the layer table for the planner "
+                "(or input_shape(config) -> per-sample shape, channels last, to read the "
+                "table from the built graph)",
     "build": "build(inputs, config, mesh=None, is_training=True) -> (logits, update_ops)",
     "layout_rules": "layout_rules(config, model_axis='model', batch_axis='batch') -> str",
 }
@@ -85,12 +95,15 @@ def from_module(module, config=None, name: Optional[str] = None) -> ModelSpec:
 
     ``module`` (a module, or any object with these attributes) gives
     ``describe``, ``build`` and ``layout_rules`` (:data:`MODULE_FUNCTIONS`) and
-    optionally ``input_shape(config)``; ``config`` is handed to each of them;
+    optionally ``input_shape(config)``; with ``input_shape``, ``describe`` may be
+    left out (the layer table is then read from the graph ``build`` makes);
+    ``config`` is handed to each of them;
     ``name`` (default: the config's ``name`` field, else the module's
     ``__name__``) is the name plans are made for. TypeError naming what the
     module lacks.
     """
-    missing = [f for f in MODULE_FUNCTIONS if not callable(getattr(module, f, None))]
+    missing = [f for f in MODULE_FUNCTIONS if not callable(getattr(module, f, None))
+               and not (f == "describe" and callable(getattr(module, "input_shape", None)))]
     if missing:
         raise TypeError(f"model module {getattr(module, '__name__', module)!r} lacks "
                         f"{', '.join(missing)}: a network's module gives "
