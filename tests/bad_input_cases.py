@@ -1097,6 +1097,13 @@ CASES = [
                   "0.2"],
          "--rebalance-threshold goes with --rebalance (when measured speeds drift); "
          "--elastic alone re-plans only when a worker is lost or comes back"),
+    # 10 phantoms in 2 folds leave 3 to train on: train refused batch 8 only after every
+    # cohort was written ('--batch 8 is larger than the 3 training subjects')
+    Case("evaluate-fewer-training-phantoms-than-a-batch", "cli",
+         ["evaluate", "--out", "{d}/ev-small", "--n", "10", "--folds", "2", "--seeds", "0",
+          "--tasks", "ad-nc"],
+         "--n 10: task ad-nc, seed 0, fold 0 of 2 leaves 3 training phantoms, fewer than the "
+         "batch 8"),
 ]
 
 

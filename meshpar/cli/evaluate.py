@@ -222,6 +222,33 @@ def _check_runs(args, tasks, fold_ids, configs, train_args, out) -> None:
                                  "channel; more need --data")
         except ValueError as err:
             raise ValueError(f"{config.name} configuration: {err}") from None
+        if not args.data:
+            _check_phantom_batches(args, tasks, fold_ids, parsed)
+
+
+def _check_phantom_batches(args, tasks, fold_ids, parsed) -> None:
+    """ValueError when a run's training phantoms (``--n`` less its test fold and
+    validation share, split as train splits them) are fewer than its batch: train
+    refused it only after every cohort had been written."""
+    from meshpar.data.phantoms import _label_counts
+    from meshpar.data.types import Subject
+    from meshpar.training.inputs import split_three_ways
+
+    for task, labels in tasks.items():
+        counts = _label_counts(args.n, labels, None)  # the phantoms' labels, as written
+        names = [f"sub-{i:04d}" for i in range(1, args.n + 1)]
+        subjects = [Subject(Path(name), label, subject_id=name)
+                    for name, label in zip(names, [lab for lab, c in zip(labels, counts)
+                                                   for _ in range(c)])]
+        for seed in args.seeds:
+            for fold in fold_ids:
+                train, _, _ = split_three_ways(subjects, parsed.val_fraction, seed,
+                                               folds=args.folds, fold=fold, fold_seed=seed)
+                if len(train) < parsed.batch:
+                    raise ValueError(
+                        f"--n {args.n}: task {task}, seed {seed}, fold {fold} of {args.folds} "
+                        f"leaves {len(train)} training phantoms, fewer than the batch "
+                        f"{parsed.batch}: raise --n or give a smaller --batch in --train-args")
 
 
 def run(args) -> int:
