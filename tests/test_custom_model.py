@@ -6,7 +6,10 @@ its layer table comes from its built graph (``describe_mtf_graph``). It trains
 2 Adam steps on one device, on an uneven ``batch:2;model:2`` mesh and from a
 plan the planner made for it; losses and variables must agree.
 """
+import re
+import sys
 import types
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -197,3 +200,20 @@ def test_a_module_without_describe_is_described_from_its_built_graph(one_device,
     plan = planners.plan(spec, [1.0, 0.6, 0.3, 0.2], BATCH, method="exact", shapes=[(2, 2)])
     assert dict(plan.layout)["examples"] == "batch"
     _assert_same(_train(spec, tmp_path, plan=plan, devices=[""] * 4), one_device, "plan")
+
+
+def test_the_example_of_docs_training_md_runs(tmp_path, monkeypatch):
+    text = (Path(__file__).resolve().parent.parent / "docs" / "training.md").read_text(
+        encoding="utf-8")
+    section = text[text.index("\n## Your own network\n"):]
+    module, usage = re.findall(r"```python\n(.*?)```", section, re.S)[:2]
+    (tmp_path / "mynet.py").write_text(module, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delitem(sys.modules, "mynet", raising=False)
+    namespace = {"__name__": "training_md_example"}
+    with tf.Graph().as_default():
+        exec(compile(usage, "docs/training.md", "exec"), namespace)  # pylint: disable=exec-used
+    assert namespace["plan"].model == "mynet"
+    assert namespace["est"].get_variable_value("global_step") == 3
+    assert (tmp_path / "runs" / "mynet" / "checkpoint").is_file()

@@ -76,7 +76,9 @@ def build_model_fn(model, plan=None, *, mesh: Optional[MeshSpec] = None,
     Parameters
     ----------
     model : str, ModelSpec or model config
-        e.g. ``"resattnet3d-small"``.
+        A registered name (e.g. ``"resattnet3d-small"``), a ``ModelSpec`` (a network
+        of one's own: ``meshpar.models.from_module``; docs/training.md, "Your own
+        network") or a registered network's config.
     plan : Plan or path, optional
         Mesh shape, layout, devices and weights from a planner.
     mesh : MeshSpec, optional
