@@ -7,6 +7,7 @@ its layer table comes from its built graph (``describe_mtf_graph``). It trains
 plan the planner made for it; losses and variables must agree.
 """
 import re
+import socket
 import sys
 import types
 from pathlib import Path
@@ -217,3 +218,22 @@ def test_the_example_of_docs_training_md_runs(tmp_path, monkeypatch):
     assert namespace["plan"].model == "mynet"
     assert namespace["est"].get_variable_value("global_step") == 3
     assert (tmp_path / "runs" / "mynet" / "checkpoint").is_file()
+
+
+def test_a_model_step_profile_times_a_network_of_ones_own():
+    """``profile_cluster_workers(model=spec)`` on one in-process worker server: the
+    profile's work items are the tiny network's training steps."""
+    from meshpar.runtime import profiling
+
+    with socket.socket() as probe:
+        probe.bind(("localhost", 0))
+        address = f"localhost:{probe.getsockname()[1]}"
+    tf.distribute.Server(tf.train.ClusterSpec({"worker": [address]}), job_name="worker",
+                         task_index=0, start=True)
+    module = types.SimpleNamespace(**vars(TINY), input_shape=lambda config: SHAPE)
+    spec = models.from_module(module, _spec().config, name="tiny")
+    profile = profiling.profile_cluster_workers([address], model=spec, batch=2, repeats=1)
+    assert profile.extra["work"] == "model-step" and profile.extra["model"] == "tiny"
+    assert profile.extra["kernel"].startswith("tiny training step")
+    assert [work for work, _ in profile.devices[0].profile] == [
+        3.0 * spec.describe().flops * b for b in (1, 2)]

@@ -112,7 +112,7 @@ def profile_cluster_workers(addresses: Sequence[str], device_type: str = "CPU",
                             sizes: Sequence[tuple] = DEFAULT_PROFILE_SIZES, repeats: int = 3,
                             transfer_bytes: int = 4 * 2**20,
                             memory_bytes: float = DEFAULT_MEMORY_BYTES,
-                            model: Optional[str] = None, batch: int = 8,
+                            model=None, batch: int = 8,
                             log=None) -> ClusterSpec:
     """Profile every worker of a TF gRPC cluster (``meshpar worker`` tasks) from here.
 
@@ -127,7 +127,8 @@ def profile_cluster_workers(addresses: Sequence[str], device_type: str = "CPU",
     the pairs). Devices are named ``/job:worker/task:i/device:TYPE:0``, so a
     plan made from this file places its slices on those tasks.
 
-    With ``model`` (a registry name) the work items are that model's whole
+    With ``model`` (a registry name or a :class:`~meshpar.models.ModelSpec`, whose
+    module then gives ``input_shape(config)``) the work items are that model's whole
     training steps (race-free Adam, data resident on the worker) of
     ``b`` samples for ``b`` in :func:`model_batch_sizes` ``(batch)``, instead
     of the conv3d kernel: a profile of what the planner will split (per-op
@@ -159,9 +160,9 @@ def profile_cluster_workers(addresses: Sequence[str], device_type: str = "CPU",
     n = len(client.devices)
     spec = None
     if model is not None:
-        from meshpar.models import get
+        from meshpar.models import ModelSpec, get
 
-        spec = get(model)
+        spec = model if isinstance(model, ModelSpec) else get(model)
         table = spec.describe()  # built once: the layer table walks the whole config
         sizes = [(b,) for b in model_batch_sizes(batch)]
         flops_of = {size: 3.0 * table.flops * size[0] for size in sizes}
@@ -207,7 +208,7 @@ def profile_cluster_workers(addresses: Sequence[str], device_type: str = "CPU",
                                memory_bytes=memory_bytes,
                                slice_efficiency=tuple(sorted(efficiency[t].items())))
                     for t in range(n))
-    kernel = (f"{model} training step (Adam, weight decay {DEFAULT_WEIGHT_DECAY:g}; batch "
+    kernel = (f"{spec.name} training step (Adam, weight decay {DEFAULT_WEIGHT_DECAY:g}; batch "
               f"{', '.join(str(s[0]) for s in sizes)})"
               if model is not None else "conv3d 3x3x3 fwd+input grad+filter grad")
     return ClusterSpec(devices, bandwidth=bandwidth, latency=latency, extra={
