@@ -4,7 +4,11 @@ The network is defined here, as a user would in a module of their own: two 2-D
 convolutions with splittable filter dimensions and a dense head, no batch norm;
 its layer table comes from its built graph (``describe_mtf_graph``). It trains
 2 Adam steps on one device, on an uneven ``batch:2;model:2`` mesh and from a
-plan the planner made for it; losses and variables must agree.
+plan the planner made for it; losses and variables must agree. Also: its own
+dimension names (``feat1``, batch ``examples``), ``models.from_module`` and what
+it says of a module that lacks a function, the planner taking the spec, a
+module without a layer table of its own, docs/training.md's example, and a
+model-step profile of it on an in-process worker server.
 """
 import re
 import socket
@@ -192,14 +196,14 @@ def test_the_planner_takes_the_spec_itself():
 def test_a_module_without_describe_is_described_from_its_built_graph(one_device, tmp_path):
     module = types.SimpleNamespace(build=build, layout_rules=layout_rules,
                                    input_shape=lambda config: SHAPE)
-    spec = models.from_module(module, _spec(batch="examples").config, name="tiny")
+    spec = models.from_module(module, _spec(prefix="feat", batch="examples").config, name="tiny")
     assert spec.describe() == describe(spec.config)  # read from the graph build makes
     assert spec.describe().batch_dim == "examples"
     with pytest.raises(TypeError, match="lacks describe"):  # neither a table nor a shape
         models.from_module(types.SimpleNamespace(build=build, layout_rules=layout_rules),
                            spec.config, name="tiny")
     plan = planners.plan(spec, [1.0, 0.6, 0.3, 0.2], BATCH, method="exact", shapes=[(2, 2)])
-    assert dict(plan.layout)["examples"] == "batch"
+    assert dict(plan.layout)["examples"] == "batch" and dict(plan.layout)["feat1"] == "model"
     _assert_same(_train(spec, tmp_path, plan=plan, devices=[""] * 4), one_device, "plan")
 
 
