@@ -1104,6 +1104,10 @@ CASES = [
           "--tasks", "ad-nc"],
          "--n 10: task ad-nc, seed 0, fold 0 of 2 leaves 3 training phantoms, fewer than the "
          "batch 8"),
+    # the results directory given as a dataset: the phantoms and runs went in among its
+    # subjects (evaluate --data X --out X too)
+    Case("evaluate-out-is-a-dataset", "cli", ["evaluate", "--out", "{d}/one-class"],
+         "--out {d}/one-class is a dataset (it holds labels.csv); give a directory of its own"),
 ]
 
 

@@ -190,6 +190,10 @@ def _check(args) -> None:
     if args.folds < 2:  # before any phantom is written
         raise ValueError(f"--folds must be >= 2, got {args.folds}")
     refuse_file_as_directory(args.out)
+    for name, what in (("labels.csv", "a dataset"), ("meshpar_run.json", "a train run")):
+        if (Path(args.out) / name).is_file():  # its phantoms and runs went in among them
+            raise ValueError(f"--out {args.out} is {what} (it holds {name}); give a directory "
+                             "of its own for the results")
     if args.n < 2 * args.folds:
         raise ValueError(f"--n {args.n} is too small for {args.folds} folds of both classes")
     if any(seed < 0 for seed in args.seeds):
