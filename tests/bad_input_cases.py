@@ -430,6 +430,7 @@ CASES = [
          "argument --labels: class name 'NC' is given twice in 'NC,NC'"),
     Case("train-one-class", "cli", ["train", "--data", "{d}/one-class"] + TRAIN + ["--steps", "1"],
          "the training subjects hold no AD subject (NC 8, AD 0)"),
+    # said before the 400 phantoms of --synthetic are written (it took 13 s, 62 s loaded)
     Case("train-model-dir-of-another-tool", "cli", SYNTH + ["--model-dir", "{d}/foreign-model"],
          "{d}/foreign-model holds checkpoint, graph.pbtxt but no meshpar_run.json"),
     Case("train-model-dir-is-a-file", "cli",

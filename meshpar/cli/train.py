@@ -269,6 +269,9 @@ def _check_model_dir(args) -> None:
             args.model_dir, data):
         raise ValueError(f"--model-dir {args.model_dir} is the --data directory; give "
                          "another one for the checkpoints")
+    from meshpar.training.run import refuse_foreign_model_dir
+
+    refuse_foreign_model_dir(args.model_dir)  # was said after --synthetic's phantoms
 
 
 def _resolve_keep_best(args) -> None:

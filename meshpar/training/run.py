@@ -64,12 +64,7 @@ def check_run_info(model_dir: str, info: dict) -> None:
     overwrite them.
     """
     path = os.path.join(model_dir, RUN_FILE)
-    foreign = [] if os.path.exists(path) else estimator_files(model_dir)
-    if foreign:
-        raise ValueError(f"{model_dir} holds {', '.join(foreign[:3])}"
-                         f"{' ...' if len(foreign) > 3 else ''} but no {RUN_FILE}: not a run of "
-                         "`meshpar train`, and training there would overwrite those files; use "
-                         "a new --model-dir")
+    refuse_foreign_model_dir(model_dir)
     if os.path.exists(path):
         old = load_run_info(model_dir)
         differ = model_differences(old, info) + [
@@ -79,6 +74,20 @@ def check_run_info(model_dir: str, info: dict) -> None:
             raise ValueError(f"{model_dir} holds a run with {other} {', '.join(differ)} "
                              f"({', '.join(_recorded(k, old.get(k)) for k in differ)}); use a "
                              "new --model-dir")
+
+
+def refuse_foreign_model_dir(model_dir: str) -> None:
+    """ValueError for a ``model_dir`` with a TF estimator's files (checkpoints, graph,
+    events) but no run file: not a run of ``meshpar train``, and training there would
+    overwrite them. Needs nothing but the directory, so ``meshpar train`` says it
+    before any data is read or written."""
+    foreign = [] if os.path.exists(os.path.join(model_dir, RUN_FILE)) else \
+        estimator_files(model_dir)
+    if foreign:
+        raise ValueError(f"{model_dir} holds {', '.join(foreign[:3])}"
+                         f"{' ...' if len(foreign) > 3 else ''} but no {RUN_FILE}: not a run of "
+                         "`meshpar train`, and training there would overwrite those files; use "
+                         "a new --model-dir")
 
 
 def _recorded(key: str, value) -> str:
