@@ -281,3 +281,26 @@ def test_a_resume_with_another_recipe_says_so(capsys, tmp_path):
     assert main(base + ["--steps", "3", "--weight-decay", "0", "--augment", "none",
                         "--lr", "0.01"]) == 0
     assert "resumes trained with" not in capsys.readouterr().err  # the same recipe again
+
+
+def test_a_refused_resume_writes_no_phantoms_first(capsys, tmp_path, monkeypatch):
+    """A resume refused for what the run file records of the flags (another optimizer,
+    seed, model, split) is refused before --synthetic writes its phantoms (400 by
+    default: seconds to minutes); only the subjects need the data."""
+    import meshpar.data
+
+    model_dir = tmp_path / "m"
+    base = ["train", "--synthetic", "--model", "resattnet3d-tiny", "--n-synthetic", "8",
+            "--batch", "2", "--steps", "1", "--no-progress", "--model-dir", str(model_dir)]
+    assert main(base) == 0
+    capsys.readouterr()
+
+    def no_phantoms(*args, **kwargs):
+        raise AssertionError("phantoms written before the resume was refused")
+
+    monkeypatch.setattr(meshpar.data, "write_dataset", no_phantoms)
+    for flags, field in [(["--optimizer", "sgd"], "another optimizer"),
+                         (["--seed", "3"], "another seed"),
+                         (["--val-fraction", "0.5"], "another val_fraction")]:
+        assert main(base + flags) == 2, flags
+        assert f"holds a run with {field}" in capsys.readouterr().err

@@ -168,6 +168,11 @@ def check_argv(argv) -> argparse.Namespace:
     return args
 
 
+def _model_overrides(args) -> dict:
+    """The model config overrides the run file records."""
+    return {} if args.channels is None else {"in_channels": args.channels}
+
+
 def _learning_rate(args) -> float:
     """``--lr``, else the optimizer's default."""
     return args.lr if args.lr is not None else OPTIMIZER_DEFAULT_LR[args.optimizer]
@@ -269,9 +274,6 @@ def _check_model_dir(args) -> None:
             args.model_dir, data):
         raise ValueError(f"--model-dir {args.model_dir} is the --data directory; give "
                          "another one for the checkpoints")
-    from meshpar.training.run import refuse_foreign_model_dir
-
-    refuse_foreign_model_dir(args.model_dir)  # was said after --synthetic's phantoms
 
 
 def _resolve_keep_best(args) -> None:
@@ -302,6 +304,13 @@ def run(args) -> int:
     os.environ.setdefault("TF_DETERMINISTIC_OPS", "1")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     spec = _model_spec(args)
+    if args.model_dir:  # what a resume is refused for, said before --synthetic's phantoms
+        from meshpar.training.run import check_recorded_fields
+
+        check_recorded_fields(args.model_dir, {
+            "model": spec.name, "model_overrides": _model_overrides(args), "seed": args.seed,
+            "val_fraction": args.val_fraction, "optimizer": args.optimizer,
+            "split": split_request(args)})
     args.replay_schedule = _replay_schedule(args, spec)  # before anything is written
     lr = _learning_rate(args)
     client = cluster_client(args)
@@ -411,7 +420,7 @@ def _save_run(args, spec, model_dir, data, params, write: bool = True) -> None:
 
     (save_run_info if write else check_run_info)(model_dir, {
         "model": spec.name,
-        "model_overrides": {} if args.channels is None else {"in_channels": args.channels},
+        "model_overrides": _model_overrides(args),
         "labels": data["labels"], "input_shape": list(models.input_shape(spec.config)),
         "channels": int(models.input_shape(spec.config)[-1]), "spacing": None,
         "batch": args.batch, "seed": args.seed, "val_fraction": args.val_fraction,

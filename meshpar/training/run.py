@@ -67,13 +67,30 @@ def check_run_info(model_dir: str, info: dict) -> None:
     refuse_foreign_model_dir(model_dir)
     if os.path.exists(path):
         old = load_run_info(model_dir)
-        differ = model_differences(old, info) + [
-            k for k in _COMPARED_WHEN_RECORDED if k in old and _differs(old, info, k)]
-        if differ:
-            other = "other" if differ[0].endswith("s") else "another"  # "other subjects"
-            raise ValueError(f"{model_dir} holds a run with {other} {', '.join(differ)} "
-                             f"({', '.join(_recorded(k, old.get(k)) for k in differ)}); use a "
-                             "new --model-dir")
+        _refuse_differences(model_dir, old, model_differences(old, info) + [
+            k for k in _COMPARED_WHEN_RECORDED if k in old and _differs(old, info, k)])
+
+
+def check_recorded_fields(model_dir: str, fields: dict) -> None:
+    """:func:`check_run_info` of the ``fields`` known before any data is read (model,
+    overrides, seed, optimizer, the split flags): a resume that would be refused for
+    them is refused before ``meshpar train --synthetic`` writes its phantoms."""
+    refuse_foreign_model_dir(model_dir)
+    if not os.path.exists(os.path.join(model_dir, RUN_FILE)):
+        return
+    old = load_run_info(model_dir)
+    _refuse_differences(model_dir, old, [
+        k for k in _IDENTITY + _COMPARED_WHEN_RECORDED
+        if k in fields and k in old and _differs(old, fields, k)])
+
+
+def _refuse_differences(model_dir: str, old: dict, differ: list) -> None:
+    """ValueError naming the recorded fields ``differ`` of the run in ``model_dir``."""
+    if differ:
+        other = "other" if differ[0].endswith("s") else "another"  # "other subjects"
+        raise ValueError(f"{model_dir} holds a run with {other} {', '.join(differ)} "
+                         f"({', '.join(_recorded(k, old.get(k)) for k in differ)}); use a "
+                         "new --model-dir")
 
 
 def refuse_foreign_model_dir(model_dir: str) -> None:
