@@ -237,3 +237,20 @@ def test_bad_split_and_best_flags_are_usage_errors(extra, message, capsys):
                "--steps", "1", "--no-progress"] + extra)
     assert rc == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_batch_past_the_subjects_is_one_line(trained, tmp_path, capsys):
+    """A short batch is filled up with blank volumes, so --batch 100000000 asked for
+    terabytes: an out-of-memory traceback. Above the subjects, the training batch and
+    the mesh's batch rows it is refused; up to the subjects it predicts."""
+    data, model_dir, _, _ = trained
+    args = ["predict", "--model-dir", str(model_dir), "--data", str(data), "--folds", "4",
+            "--fold", "1"]
+    capsys.readouterr()
+    assert main(args + ["--batch", "100000000", "--out", str(tmp_path / "p.csv")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--batch 100000000 is larger than the 5 subjects to predict " \
+        "(and the training batch 4)" in err[0], err
+    assert not (tmp_path / "p.csv").exists()
+    assert main(args + ["--batch", "5", "--out", str(tmp_path / "p.csv")]) == 0
+    assert len(_read(tmp_path / "p.csv")) == 5

@@ -185,6 +185,23 @@ def _refuse_another_models_checkpoint(path: str, model_dir: str, ours: dict) -> 
                          + f") than {model_dir}'s {ours['model']}")
 
 
+def _refuse_a_batch_of_blanks(batch, subjects: int, trained: int, mesh_kwargs) -> None:
+    """ValueError for a ``--batch`` above the subjects to predict, the training batch and
+    the mesh's batch rows (which each need a sample): a short batch is filled up with
+    blank volumes, so it only costs memory (``--batch 100000000``: an out-of-memory
+    traceback)."""
+    from meshpar.planning.plan import parse_mesh_shape
+
+    plan = mesh_kwargs.get("plan")
+    rows = int(dict(plan.mesh_shape if plan is not None else
+                    parse_mesh_shape(mesh_kwargs.get("mesh_shape") or "all:1")).get("batch", 1))
+    most = max(subjects, trained, rows)
+    if batch and batch > most:
+        raise ValueError(f"--batch {batch} is larger than the {subjects} subjects to predict "
+                         f"(and the training batch {trained}): a short batch is filled up to "
+                         f"it with blank volumes; give at most {most}")
+
+
 def _predict(args, spec, info, batch, checkpoint, mesh_kwargs, client):
     """``(subjects, probabilities, class names)`` on the flags' mesh."""
     import tensorflow.compat.v1 as tf
@@ -200,6 +217,7 @@ def _predict(args, spec, info, batch, checkpoint, mesh_kwargs, client):
     asked = split["folds"] is not None or split["fold"] is not None or \
         split["test_fraction"] is not None
     chosen = test_split(subjects, **split)[1] if asked else subjects
+    _refuse_a_batch_of_blanks(args.batch, len(chosen), int(info.get("batch", 1)), mesh_kwargs)
     shape = spec.config.input_shape
     source = nifti.NiftiDataset(args.data, shape, labels, skip_bad=args.skip_bad,
                                 subjects=chosen, channels=spec.config.in_channels,
