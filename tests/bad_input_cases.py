@@ -1109,6 +1109,11 @@ CASES = [
     # subjects (evaluate --data X --out X too)
     Case("evaluate-out-is-a-dataset", "cli", ["evaluate", "--out", "{d}/one-class"],
          "--out {d}/one-class is a dataset (it holds labels.csv); give a directory of its own"),
+    # 2 subjects over 3 labels: MCI had none, written in silence (a class with no subject)
+    Case("data-synth-fewer-subjects-than-labels", "cli",
+         ["data", "synth", "--out", "{d}/synth-2-of-3", "--n", "2", "--shape", "8,8,8",
+          "--labels", "NC,AD,MCI"],
+         "n=2 subjects cannot share 3 labels equally: MCI would have none"),
 ]
 
 

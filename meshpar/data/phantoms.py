@@ -531,6 +531,10 @@ def write_dataset(
         if isinstance(ad_fraction, (str, bool)) or not 0.0 <= ad_fraction <= 1.0:
             raise ValueError(f"ad_fraction must be in [0, 1], got {ad_fraction!r}")
         fractions = (1.0 - ad_fraction, ad_fraction)
+    if fractions is None and n < len(label_set):  # equal shares: a label left empty
+        raise ValueError(f"n={n} subjects cannot share {len(label_set)} labels equally: "
+                         f"{', '.join(label_set[n:])} would have none; give n >= "
+                         f"{len(label_set)} (or fractions that leave it out)")
     if isinstance(orientations, str) or not len(orientations):  # was numpy's 'a cannot be empty'
         raise ValueError(f"orientations must be a list of axis codes such as ['RAS', 'LPS'], "
                          f"got {orientations!r}")
