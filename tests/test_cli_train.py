@@ -304,3 +304,25 @@ def test_a_refused_resume_writes_no_phantoms_first(capsys, tmp_path, monkeypatch
                          (["--val-fraction", "0.5"], "another val_fraction")]:
         assert main(base + flags) == 2, flags
         assert f"holds a run with {field}" in capsys.readouterr().err
+
+
+def test_a_plan_that_does_not_fit_in_memory_is_noted(tmp_path, capsys):
+    """The Python planner returns the plan that overflows least when none fits
+    (``feasible`` false; the CLI's plan refuses to write one): training from it
+    says so rather than starting in silence."""
+    import dataclasses
+
+    from meshpar.cli import build_parser
+    from meshpar.cli.train_options import mesh_arguments
+    from meshpar.models import describe_model, get
+    from meshpar.planning.planners import plan
+
+    fits = plan(describe_model("vgg-cifar-small"), [0.9, 0.3], 4, method="proportional")
+    for feasible, noted in ((True, False), (False, True)):
+        path = tmp_path / f"plan-{feasible}.json"
+        dataclasses.replace(fits, feasible=feasible).save(path)
+        args = build_parser().parse_args(["train", "--synthetic", "--model", "vgg-cifar-small",
+                                          "--plan", str(path)])
+        assert mesh_arguments(args, get("vgg-cifar-small"))["plan"].feasible == feasible
+        err = capsys.readouterr().err
+        assert ('"feasible": false' in err) == noted, err
