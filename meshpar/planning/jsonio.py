@@ -118,21 +118,14 @@ def save_json_atomic(path, data, indent: int = 2) -> None:
         raise NotADirectoryError(f"{path}: {directory} is a file, so no file can be made in it")
     if not os.path.isdir(directory):  # named as given, not as the temporary file
         raise FileNotFoundError(f"{path}: its directory {directory} does not exist")
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".",
-                               suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
+
+    def write(tmp):
+        with open(tmp, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, _mode_for(path))
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+
+    write_atomic(path, write)
 
 
 def write_atomic(path, write) -> None:
