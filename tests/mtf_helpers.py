@@ -74,3 +74,13 @@ def record_allreduces(monkeypatch) -> list:
 
     monkeypatch.setattr(UnevenCollectives, "allreduce", recording)
     return calls
+
+
+def tiny_volumes(n=12, seed=0):
+    """``(x, y)``: ``n`` random 8^3 one-channel volumes, labels alternating 0/1, the
+    class-1 volumes brighter in a central cube (learnable in a few steps)."""
+    rng = np.random.RandomState(seed)
+    x = rng.randn(n, 8, 8, 8, 1).astype(np.float32)
+    y = (np.arange(n) % 2).astype(np.int32)
+    x[y == 1, 2:6, 2:6, 2:6] += 1.0
+    return x, y

@@ -17,6 +17,7 @@ from meshpar.training import estimator as E
 from meshpar.core import optim
 from meshpar.core.mesh_impl import HeterogeneousMeshImpl
 from meshpar.models import ResAttNet3DConfig
+from mtf_helpers import tiny_volumes as _data  # 8^3 volumes, class 1 brighter
 
 tf.logging.set_verbosity(tf.logging.ERROR)
 
@@ -29,14 +30,6 @@ ONE_THREAD = tf.ConfigProto(intra_op_parallelism_threads=1, inter_op_parallelism
 
 def test_deterministic_ops_are_on_for_the_suite():
     assert os.environ.get("TF_DETERMINISTIC_OPS") == "1"
-
-
-def _data(n=12, seed=0):
-    rng = np.random.RandomState(seed)
-    x = rng.randn(n, 8, 8, 8, 1).astype(np.float32)
-    y = (np.arange(n) % 2).astype(np.int32)
-    x[y == 1, 2:6, 2:6, 2:6] += 1.0
-    return x, y
 
 
 def _train_estimator(model_dir, mesh, seed=3):
