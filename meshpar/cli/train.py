@@ -361,7 +361,8 @@ def run(args) -> int:
 
 def _batch_change_note(model_dir: str, batch: int, step: int) -> str:
     """A note when the run this one resumes trained with another ``--batch``
-    (accepted: the data stream goes on); empty otherwise."""
+    (accepted; the data stream restarts at ``step * batch`` examples in, counted in
+    the new batch, so part of a pass is skipped or seen twice); empty otherwise."""
     from meshpar.training.run import RUN_FILE, load_run_info
 
     if step <= 0 or not os.path.isfile(os.path.join(model_dir, RUN_FILE)):
@@ -370,7 +371,8 @@ def _batch_change_note(model_dir: str, batch: int, step: int) -> str:
     if old is None or int(old) == int(batch):
         return ""
     return (f"meshpar train: note: the run this resumes trained with --batch {old}; from "
-            f"step {step} on it trains with --batch {batch}")
+            f"step {step} on it trains with --batch {batch}, from example {step * batch} of "
+            f"the data stream (the old batch had reached example {step * int(old)})")
 
 
 #: recipe fields schedule_change_note speaks for
