@@ -826,6 +826,20 @@ CASES = [
     Case("plan-mesh-axis-twice", "api",
          lambda d: _plan_of(mesh_shape=(("batch", 1), ("batch", 2)), devices=("a", "b")),
          "plan: mesh axes need distinct, non-empty names, got ['batch', 'batch']"),
+    # split sizes the runtime would not cut by (it cuts by the layout and the mesh) were
+    # accepted and ignored: a hand-edited plan trained on other sizes than it showed
+    Case("plan-sizes-of-a-dim-not-laid-out", "api",
+         lambda d: _plan_of(mesh_shape=(("batch", 1), ("model", 2)), devices=("a", "b"),
+                            layout=(("batch", "batch"),),
+                            split_sizes={"conv1_filters": [5, 1]}),
+         "plan: split_sizes of 'conv1_filters' [5, 1] have 2 parts but its layout does not "
+         "split 'conv1_filters'"),
+    Case("plan-sizes-of-other-parts-than-the-axis", "api",
+         lambda d: _plan_of(mesh_shape=(("batch", 1), ("model", 2)), devices=("a", "b"),
+                            layout=(("conv1_filters", "model"),),
+                            split_sizes={"conv1_filters": [3, 2, 1]}),
+         "plan: split_sizes of 'conv1_filters' [3, 2, 1] have 3 parts but its layout puts "
+         "'conv1_filters' on mesh axis 'model' of size 2"),
     # an "extra" that is not an object was a TypeError traceback
     Case("plan-profile-extra-not-an-object", "cli",
          ["plan", "--profile", "{d}/profile-extra-list.json", "--model", "vgg-cifar-small"],

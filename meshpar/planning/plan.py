@@ -166,7 +166,15 @@ class Plan:
         from meshpar.core.splits import split_sizes
 
         on_axis = dict(self.layout)
+        axis_size = dict(self.mesh_shape)
         for dim, sizes in self.split_sizes.items():
+            parts = axis_size.get(on_axis.get(dim), 1)  # a dim the layout leaves whole: 1
+            if len(sizes) != parts:  # the runtime cuts by the layout: these would be ignored
+                where = (f"its layout puts {dim!r} on mesh axis {on_axis[dim]!r} of size "
+                         f"{parts}" if dim in on_axis else f"its layout does not split {dim!r}")
+                raise ValueError(f"plan: split_sizes of {dim!r} {list(sizes)} have {len(sizes)} "
+                                 f"parts but {where}; edit the layout or the sizes, or plan "
+                                 "again")
             weights = self.dim_split_weights.get(dim) or self.split_weights.get(
                 on_axis.get(dim, dim))
             if not weights or len(weights) != len(sizes):
