@@ -117,7 +117,7 @@ def test_an_interrupted_benchmark_save_keeps_the_earlier_result(tmp_path, monkey
 
     results.save_result({"benchmark": "train", "rows": [1]}, str(tmp_path), "train")
     earlier = (tmp_path / "train.json").read_text(encoding="utf-8")
-    monkeypatch.setattr(results, "_write_text", lambda path, text: _interrupted(text)(path))
+    monkeypatch.setattr(jsonio, "_write_text", lambda path, text: _interrupted(text)(path))
     with pytest.raises(KeyboardInterrupt):
         results.save_result({"benchmark": "train", "rows": [1, 2]}, str(tmp_path), "train")
     assert (tmp_path / "train.json").read_text(encoding="utf-8") == earlier

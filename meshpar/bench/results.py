@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import os
 
-from meshpar.planning.jsonio import dumps_strict, write_atomic
+from meshpar.planning.jsonio import dumps_strict, write_text_atomic
 
 
 def check_result_paths(out_dir, name: str, plot: bool, flag: str = "--out") -> None:
@@ -44,12 +44,7 @@ def save_result(result: dict, out_dir: str, name: str, plot=None) -> list:
     os.makedirs(out_dir, exist_ok=True)
     paths = [os.path.join(out_dir, f"{name}.json")]
     # through a temporary file: a write that fails part-way keeps the earlier result
-    write_atomic(paths[0], lambda tmp: _write_text(tmp, text))
+    write_text_atomic(paths[0], text)
     if plot is not None:
         paths.append(plot(result, os.path.join(out_dir, f"{name}.png")))
     return paths
-
-
-def _write_text(path: str, text: str) -> None:
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text)

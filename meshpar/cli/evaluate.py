@@ -24,7 +24,7 @@ from pathlib import Path
 
 from meshpar.cli.parsing import (MAX_SEED, label_names, path_text, refuse_file_as_directory,
                                  seed_too_large, thread_count)
-from meshpar.planning.jsonio import dumps_strict, write_atomic
+from meshpar.planning.jsonio import dumps_strict, write_text_atomic
 
 EPILOG = """examples:
   meshpar evaluate --out acc                      both tasks, 5 seeds, fold 0 of 5 each
@@ -318,9 +318,8 @@ def run(args) -> int:
                            "threads": args.threads, "seconds": time.perf_counter() - started},
               "tasks": summary}
     out.mkdir(parents=True, exist_ok=True)
-    text = dumps_strict(result, indent=1) + "\n"  # an earlier accuracy.json is kept
-    write_atomic(out / "accuracy.json",          # until this one is whole
-                 lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+    # an earlier accuracy.json is kept until this one is whole
+    write_text_atomic(out / "accuracy.json", dumps_strict(result, indent=1) + "\n")
     report.plot_summary(summary, out / "accuracy.png")
     print(report.format_table(summary))
     print(f"wrote {out / 'accuracy.json'} and {out / 'accuracy.png'}")

@@ -9,6 +9,7 @@ function               what
 ``load_json``          parse a file; errors name the file and what is wrong
 ``save_json_atomic``   write to a temporary file beside the target, then rename
 ``write_atomic``       the same for any writer (a PNG, a CSV, a trace)
+``write_text_atomic``  the same for a text
 ``strict_json``        NaN and infinities as null: JSON every parser reads
 =====================  ==========================================================
 
@@ -25,7 +26,8 @@ import numbers
 import os
 import tempfile
 
-__all__ = ["load_json", "save_json_atomic", "write_atomic", "strict_json", "dumps_strict"]
+__all__ = ["load_json", "save_json_atomic", "write_atomic", "write_text_atomic", "strict_json",
+           "dumps_strict"]
 
 
 def strict_json(data):
@@ -118,14 +120,20 @@ def save_json_atomic(path, data, indent: int = 2) -> None:
         raise NotADirectoryError(f"{path}: {directory} is a file, so no file can be made in it")
     if not os.path.isdir(directory):  # named as given, not as the temporary file
         raise FileNotFoundError(f"{path}: its directory {directory} does not exist")
+    write_text_atomic(path, text)
 
-    def write(tmp):
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
 
-    write_atomic(path, write)
+def write_text_atomic(path, text: str) -> None:
+    """``text`` (UTF-8) into ``path`` through :func:`write_atomic`, on disk before the
+    rename: an earlier file at ``path`` is kept until the new one is whole."""
+    write_atomic(path, lambda tmp: _write_text(tmp, text))
+
+
+def _write_text(path: str, text: str) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def write_atomic(path, write) -> None:

@@ -567,13 +567,8 @@ class StepTraceHook(tf_estimator.SessionRunHook):
         if self.chrome_trace:  # for chrome://tracing or Perfetto
             from tensorflow.python.client import timeline
 
-            from meshpar.planning.jsonio import write_atomic
+            from meshpar.planning.jsonio import write_text_atomic
 
-            text = timeline.Timeline(stats).generate_chrome_trace_format()
             # through a temporary file: an earlier trace is kept until this one is whole
-            write_atomic(self.chrome_trace, lambda tmp: _write_text(tmp, text))
-
-
-def _write_text(path: str, text: str) -> None:
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text)
+            write_text_atomic(self.chrome_trace,
+                              timeline.Timeline(stats).generate_chrome_trace_format())
