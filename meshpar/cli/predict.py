@@ -25,7 +25,7 @@ from meshpar.cli.parsing import (path_text, positive_int, refuse_overwriting_inp
                                  refuse_writing_over_run, thread_count)
 from meshpar.cli.train_options import (add_mesh_options, add_split_options,
                                        check_batch_fits_mesh, check_mesh_args, cluster_client,
-                                       mesh_arguments, split_request)
+                                       mesh_arguments, mesh_batch_rows, split_request)
 
 EPILOG = """examples:
   meshpar predict --model-dir runs/ad --data adni --out preds.csv
@@ -190,12 +190,7 @@ def _refuse_a_batch_of_blanks(batch, subjects: int, trained: int, mesh_kwargs) -
     the mesh's batch rows (which each need a sample): a short batch is filled up with
     blank volumes, so it only costs memory (``--batch 100000000``: an out-of-memory
     traceback)."""
-    from meshpar.planning.plan import parse_mesh_shape
-
-    plan = mesh_kwargs.get("plan")
-    rows = int(dict(plan.mesh_shape if plan is not None else
-                    parse_mesh_shape(mesh_kwargs.get("mesh_shape") or "all:1")).get("batch", 1))
-    most = max(subjects, trained, rows)
+    most = max(subjects, trained, mesh_batch_rows(mesh_kwargs))
     if batch and batch > most:
         raise ValueError(f"--batch {batch} is larger than the {subjects} subjects to predict "
                          f"(and the training batch {trained}): a short batch is filled up to "

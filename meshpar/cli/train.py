@@ -341,9 +341,10 @@ def run(args) -> int:
         Recipe.from_params(params).check_learning_rate(lr)
         first_step = checkpoint_step(model_dir)
         # said once the resume is accepted
+        resumed = _resumed_run_info(model_dir, first_step)
         note = "\n".join(n for n in (schedule_change_note(model_dir, params, first_step),
-                                     _batch_change_note(model_dir, args.batch, first_step),
-                                     _recipe_change_note(model_dir, params, lr,
+                                     _batch_change_note(resumed, args.batch, first_step),
+                                     _recipe_change_note(resumed, params, lr,
                                                          data.get("augment", []), first_step))
                           if n)
         if client is not None:
@@ -359,15 +360,23 @@ def run(args) -> int:
                       first_step)
 
 
-def _batch_change_note(model_dir: str, batch: int, step: int) -> str:
-    """A note when the run this one resumes trained with another ``--batch``
-    (accepted; the data stream restarts at ``step * batch`` examples in, counted in
-    the new batch, so part of a pass is skipped or seen twice); empty otherwise."""
+def _resumed_run_info(model_dir: str, step: int):
+    """The run file of the run this one resumes at ``step`` (None for a new run)."""
     from meshpar.training.run import RUN_FILE, load_run_info
 
     if step <= 0 or not os.path.isfile(os.path.join(model_dir, RUN_FILE)):
+        return None
+    return load_run_info(model_dir)
+
+
+def _batch_change_note(resumed, batch: int, step: int) -> str:
+    """A note when the run this one resumes (its run file ``resumed``, None for a new
+    run) trained with another ``--batch`` (accepted; the data stream restarts at ``step
+    * batch`` examples in, counted in the new batch, so part of a pass is skipped or
+    seen twice); empty otherwise."""
+    if resumed is None:
         return ""
-    old = load_run_info(model_dir).get("batch")
+    old = resumed.get("batch")
     if old is None or int(old) == int(batch):
         return ""
     return (f"meshpar train: note: the run this resumes trained with --batch {old}; from "
@@ -375,23 +384,20 @@ def _batch_change_note(model_dir: str, batch: int, step: int) -> str:
             f"the data stream (the old batch had reached example {step * int(old)})")
 
 
-#: recipe fields schedule_change_note speaks for
-_SCHEDULE_FIELDS = ("lr_schedule", "warmup_steps", "total_steps")
+def _recipe_change_note(resumed, params: dict, lr: float, augment, step: int) -> str:
+    """A note when the run this one resumes (its run file ``resumed``, None for a new
+    run) trained with another recipe (loss, weight decay, clipping, ...), learning rate
+    or augmentation: accepted, but the run file then describes only the steps from
+    ``step`` on (it was rewritten in silence); empty otherwise. The schedule's fields
+    are schedule_change_note's."""
+    from meshpar.training.run import SCHEDULE_FIELDS
 
-
-def _recipe_change_note(model_dir: str, params: dict, lr: float, augment, step: int) -> str:
-    """A note when the run this one resumes trained with another recipe (loss, weight
-    decay, clipping, ...), learning rate or augmentation: accepted, but the run file then
-    describes only the steps from ``step`` on (it was rewritten in silence); empty
-    otherwise."""
-    from meshpar.training.run import RUN_FILE, load_run_info
-
-    if step <= 0 or not os.path.isfile(os.path.join(model_dir, RUN_FILE)):
+    if resumed is None:
         return ""
-    info = load_run_info(model_dir)
-    old = dict(info.get("recipe") or {}, augment=info.get("augment"), lr=info.get("lr"))
+    old = dict(resumed.get("recipe") or {}, augment=resumed.get("augment"),
+               lr=resumed.get("lr"))
     new = dict(_recorded_recipe(params), augment=list(augment), lr=lr)
-    changed = [k for k in sorted(set(old) | set(new)) if k not in _SCHEDULE_FIELDS
+    changed = [k for k in sorted(set(old) | set(new)) if k not in SCHEDULE_FIELDS
                and old.get(k) is not None and old.get(k) != new.get(k)]
     if not changed:
         return ""

@@ -225,17 +225,23 @@ def cluster_client(args):
                          if args.worker_timeout is None else args.worker_timeout)
 
 
-def check_batch_fits_mesh(batch: int, mesh_kwargs: dict, what: "str | None" = None) -> None:
-    """Refuse a ``--batch`` below the mesh's ``batch`` axis (a plan's or ``--mesh``'s): each
-    row of that axis takes at least one sample of every batch (``what`` names where the
-    batch came from, default ``--batch N``). Mesh-TF's own error came
-    late and named an op ('mtf op 'import' ...: size 1 cannot be split into 2 parts')."""
+def mesh_batch_rows(mesh_kwargs: dict) -> int:
+    """The size of the ``batch`` axis of the mesh :func:`mesh_arguments` describes (a
+    plan's or ``mesh_shape``'s; 1 without one): each row takes a share of every batch."""
     from meshpar.planning.plan import parse_mesh_shape
 
     plan = mesh_kwargs.get("plan")
     axes = dict(plan.mesh_shape if plan is not None
                 else parse_mesh_shape(mesh_kwargs.get("mesh_shape") or "all:1"))
-    rows = int(axes.get("batch", 1))
+    return int(axes.get("batch", 1))
+
+
+def check_batch_fits_mesh(batch: int, mesh_kwargs: dict, what: "str | None" = None) -> None:
+    """Refuse a ``--batch`` below the mesh's ``batch`` axis (a plan's or ``--mesh``'s): each
+    row of that axis takes at least one sample of every batch (``what`` names where the
+    batch came from, default ``--batch N``). Mesh-TF's own error came
+    late and named an op ('mtf op 'import' ...: size 1 cannot be split into 2 parts')."""
+    rows = mesh_batch_rows(mesh_kwargs)
     if batch < rows:
         raise ValueError(f"{what or f'--batch {batch}'} is smaller than the mesh's batch axis "
                          f"(batch:{rows}): "
@@ -377,6 +383,11 @@ def add_rebalance_options(parser) -> None:
                             "re-planned to, at the same steps, without measuring")
 
 
+def _flags_go(flags) -> str:
+    """``--a goes`` / ``--a and --b go``: the start of a 'goes with' refusal."""
+    return f"{' and '.join(flags)} {'goes' if len(flags) == 1 else 'go'}"
+
+
 def rebalance_options(args):
     """The :class:`~meshpar.training.rebalance.RebalanceOptions` of the flags, or None
     when neither --rebalance, --elastic nor --replay-replans is given (ValueError for
@@ -385,8 +396,7 @@ def rebalance_options(args):
              for k in ("every", "trigger", "threshold", "patience", "method", "profile",
                        "measure", "budget")
              if getattr(args, f"rebalance_{k}") is not None]
-    misplaced = (f"{' and '.join(given)} {'goes' if len(given) == 1 else 'go'} with "
-                 "--rebalance or --elastic")
+    misplaced = f"{_flags_go(given)} with --rebalance or --elastic"
     if not (args.rebalance or args.elastic or args.replay_replans):
         if given:
             raise ValueError(misplaced)
@@ -400,8 +410,7 @@ def rebalance_options(args):
                                                  "budget")
                   if getattr(args, f"rebalance_{k}") is not None]
     if drift_only and not args.rebalance:  # --elastic alone measures nothing: ignored
-        raise ValueError(f"{' and '.join(drift_only)} "
-                         f"{'goes' if len(drift_only) == 1 else 'go'} with --rebalance (when "
+        raise ValueError(f"{_flags_go(drift_only)} with --rebalance (when "
                          "measured speeds drift); --elastic alone re-plans only when a worker "
                          "is lost or comes back, so this run would ignore "
                          f"{'it' if len(drift_only) == 1 else 'them'}")

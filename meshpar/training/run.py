@@ -281,6 +281,10 @@ def write_predictions(path: str, subjects: Sequence, probabilities, label_set: S
     os.replace(tmp, path)
 
 
+#: the recipe fields of the learning-rate schedule (:func:`schedule_change_note`)
+SCHEDULE_FIELDS = ("lr_schedule", "warmup_steps", "total_steps")
+
+
 def schedule_change_note(model_dir: str, params: dict, step: Optional[int] = None) -> str:
     """A note when a resumed run's learning-rate schedule spans other steps than the
     run it resumes (``--steps`` changed): the rate at the checkpoint's step moves.
@@ -289,7 +293,7 @@ def schedule_change_note(model_dir: str, params: dict, step: Optional[int] = Non
     if not os.path.isfile(os.path.join(model_dir, RUN_FILE)):
         return ""
     old = (load_run_info(model_dir).get("recipe") or {})
-    keys = ("lr_schedule", "warmup_steps", "total_steps")
+    keys = SCHEDULE_FIELDS
     past_warmups = old.get("lr_schedule") == "constant" and step is not None and step >= max(
         int(params.get("warmup_steps") or 0), int(old.get("warmup_steps") or 0))
     if params.get("lr_schedule") == "constant" and (not params.get("warmup_steps")
