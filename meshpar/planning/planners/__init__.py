@@ -122,7 +122,7 @@ def plan(model: Union[ModelDescription, object], cluster: Union[ClusterSpec, Seq
 
     best = each(groups, best)
     if not best.feasible:  # memory, not speed, may be what leaves a device out
-        best = each(_roomiest_subsets(cluster, groups), best)
+        best = each(_roomiest_subsets(cost, cluster, groups), best)
     if method == "exact":
         best = _proven_over_subsets(best, found, time.perf_counter() - t0)
     else:  # the whole call's time, every subset's planning included, as for exact
@@ -198,16 +198,24 @@ def _proven_over_subsets(best: Plan, found: list, seconds: float) -> Plan:
     return dataclasses.replace(best, extra=extra, planning_seconds=seconds)
 
 
-def _roomiest_subsets(cluster: ClusterSpec, tried: Sequence[tuple]) -> list:
+def _roomiest_subsets(cost: CostModel, cluster: ClusterSpec, tried: Sequence[tuple]) -> list:
     """The k devices with the most memory for k < n (device tuples, roomiest first),
     those not in ``tried``: when none of the fastest k fits, a slower device with
     more memory may hold the model alone (speeds 0.9/0.3/0.6 with 10/100/10 MiB:
     only the 0.3 device fits, which no fastest-k subset holds without the others).
-    Ties keep the listing order."""
-    order = sorted(range(len(cluster.devices)), key=lambda i: -cluster.devices[i].memory_bytes)
+    Ties of memory go to the faster device, so that the devices tried do not
+    depend on the order the cluster lists them in (:func:`_device_order`)."""
+    order = _device_order(cost.memory_capacity, representative_speeds(cost))
     seen = {tuple(group) for group in tried}
     groups = [tuple(cluster.devices[i] for i in order[:k]) for k in range(1, len(order))]
     return [g for g in groups if g not in seen]
+
+
+def _device_order(first, second) -> list:
+    """Device indices by ``first`` descending, ties by ``second`` descending, then by
+    the listing order (left only between devices alike in both)."""
+    first, second = np.asarray(first, float), np.asarray(second, float)
+    return [int(i) for i in np.lexsort((np.arange(len(first)), -second, -first))]
 
 
 def _fastest_subsets(cost: CostModel, cluster: ClusterSpec) -> list:
@@ -216,14 +224,17 @@ def _fastest_subsets(cost: CostModel, cluster: ClusterSpec) -> list:
     fastest on the whole batch by itself (its speed times
     :meth:`ClusterSpec.alone_factor`), not the fastest with all at once: three
     workers on two cores profiled at 4.9/5.0/3.8 GFLOP/s all at once and
-    9.3/5.6/1.8 alone, and the one-device plan went to the second."""
+    9.3/5.6/1.8 alone, and the one-device plan went to the second. Of devices
+    of one speed the roomier goes first (:func:`_device_order`): which of them a
+    subset takes must not depend on the order the cluster lists them in."""
     speeds = representative_speeds(cost)
-    order = sorted(range(len(speeds)), key=lambda i: -speeds[i])
+    order = _device_order(speeds, cost.memory_capacity)  # of one speed, the roomier first
     n = len(order)
     ks = range(2, n)
     if n > 16:
         ks = [k for k in ks if speeds[order[k]] != speeds[order[k - 1]]]
     whole = max(3.0 * cost.model.flops * cost.batch, 1.0)
     alone = [d.speed_at(whole) * cluster.alone_factor(d) for d in cluster.devices]
-    single = [(cluster.devices[int(np.argmax(alone))],)] if n > 1 else []
+    single = [(cluster.devices[_device_order(alone, cost.memory_capacity)[0]],)] \
+        if n > 1 else []
     return single + [tuple(cluster.devices[i] for i in order[:k]) for k in ks]
