@@ -222,9 +222,9 @@ def _predict(args, spec, info, batch, checkpoint, mesh_kwargs, client):
     est = tf.estimator.Estimator(model_fn, model_dir=args.model_dir,
                                  config=E.run_config(args.model_dir, threads=args.threads,
                                                      cluster_client=client))
-    from meshpar.cli.train import _guard
+    from meshpar.cli.run_guard import guard
 
-    found, probs = _guard(client, lambda: predict_probabilities(est, source, batch, checkpoint))
+    found, probs = guard(client, lambda: predict_probabilities(est, source, batch, checkpoint))
     for item in source.skipped:
         print(f"skipped {item.path}: {item.reason}", file=sys.stderr)
     return found, probs, labels

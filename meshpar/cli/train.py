@@ -37,9 +37,12 @@ from meshpar.cli.train_options import (  # noqa: F401  (mesh_from_speeds: re-exp
     check_batch_fits_mesh, check_mesh_args, cluster_client, mesh_arguments, mesh_from_speeds,
     read_replans, rebalance_options, recipe_params, refuse_unused_recipe_flags,
     split_request)
+from meshpar.cli.run_guard import exit_now, guard, no_divergence_log, progress_hook
 from meshpar.cli.train_data import check_augment, on_device, prepare_data, resolve_fold_seed
 from meshpar.cli.train_report import (evaluate, format_weights, print_table, report_best,
                                       report_rebalancing, report_trace, run_summary)
+from meshpar.cli.train_resume import (batch_change_note, recipe_change_note,
+                                      resumed_run_info, save_run)
 from meshpar.models import names_for_help
 from meshpar.planning.jsonio import dumps_strict
 
@@ -341,10 +344,10 @@ def run(args) -> int:
         Recipe.from_params(params).check_learning_rate(lr)
         first_step = checkpoint_step(model_dir)
         # said once the resume is accepted
-        resumed = _resumed_run_info(model_dir, first_step)
+        resumed = resumed_run_info(model_dir, first_step)
         note = "\n".join(n for n in (schedule_change_note(model_dir, params, first_step),
-                                     _batch_change_note(resumed, args.batch, first_step),
-                                     _recipe_change_note(resumed, params, lr,
+                                     batch_change_note(resumed, args.batch, first_step),
+                                     recipe_change_note(resumed, params, lr,
                                                          data.get("augment", []), first_step))
                           if n)
         if client is not None:
@@ -352,63 +355,13 @@ def run(args) -> int:
                 data[key] = on_device(data[key], client.client_device)
         # nothing to train (_train says so): the saved run keeps its record, checked only
         keep = os.path.isfile(os.path.join(model_dir, RUN_FILE)) and first_step >= args.steps
-        _save_run(args, spec, model_dir, data, params, write=not keep)
+        save_run(args, spec, model_dir, data, params, _model_overrides(args), lr,
+                 write=not keep)
         note = "" if keep else note
         if note:
             print(note, file=sys.stderr)
         return _train(args, spec, lr, params, mesh_kwargs, model_dir, data, client, scratch,
                       first_step)
-
-
-def _resumed_run_info(model_dir: str, step: int):
-    """The run file of the run this one resumes at ``step`` (None for a new run)."""
-    from meshpar.training.run import RUN_FILE, load_run_info
-
-    if step <= 0 or not os.path.isfile(os.path.join(model_dir, RUN_FILE)):
-        return None
-    return load_run_info(model_dir)
-
-
-def _batch_change_note(resumed, batch: int, step: int) -> str:
-    """A note when the run this one resumes (its run file ``resumed``, None for a new
-    run) trained with another ``--batch`` (accepted; the data stream restarts at ``step
-    * batch`` examples in, counted in the new batch, so part of a pass is skipped or
-    seen twice); empty otherwise."""
-    if resumed is None:
-        return ""
-    old = resumed.get("batch")
-    if old is None or int(old) == int(batch):
-        return ""
-    return (f"meshpar train: note: the run this resumes trained with --batch {old}; from "
-            f"step {step} on it trains with --batch {batch}, from example {step * batch} of "
-            f"the data stream (the old batch had reached example {step * int(old)})")
-
-
-def _recipe_change_note(resumed, params: dict, lr: float, augment, step: int) -> str:
-    """A note when the run this one resumes (its run file ``resumed``, None for a new
-    run) trained with another recipe (loss, weight decay, clipping, ...), learning rate
-    or augmentation: accepted, but the run file then describes only the steps from
-    ``step`` on (it was rewritten in silence); empty otherwise. The schedule's fields
-    are schedule_change_note's."""
-    from meshpar.training.run import SCHEDULE_FIELDS
-
-    if resumed is None:
-        return ""
-    old = dict(resumed.get("recipe") or {}, augment=resumed.get("augment"),
-               lr=resumed.get("lr"))
-    new = dict(_recorded_recipe(params), augment=list(augment), lr=lr)
-    changed = [k for k in sorted(set(old) | set(new)) if k not in SCHEDULE_FIELDS
-               and old.get(k) is not None and old.get(k) != new.get(k)]
-    if not changed:
-        return ""
-    return (f"meshpar train: note: the run this resumes trained with "
-            f"{', '.join(f'{k}={old.get(k)!r}' for k in changed)}; from step {step} on it "
-            f"trains with {', '.join(f'{k}={new.get(k)!r}' for k in changed)}")
-
-
-def _recorded_recipe(params: dict) -> dict:
-    """The recipe fields the run file keeps."""
-    return {k: v for k, v in params.items() if isinstance(v, (int, float, str, list))}
 
 
 def _replay_schedule(args, spec) -> list:
@@ -418,27 +371,6 @@ def _replay_schedule(args, spec) -> list:
     from meshpar.training.rebalance import schedule_from_replans
 
     return schedule_from_replans(read_replans(args.replay_replans, args.batch, spec.name))
-
-
-def _save_run(args, spec, model_dir, data, params, write: bool = True) -> None:
-    """Write the run file (or, ``write=False``, only check that this run may use the
-    directory: the same model, split of the subjects and optimizer)."""
-    from meshpar import models
-    from meshpar.training.run import check_run_info, save_run_info
-
-    (save_run_info if write else check_run_info)(model_dir, {
-        "model": spec.name,
-        "model_overrides": _model_overrides(args),
-        "labels": data["labels"], "input_shape": list(models.input_shape(spec.config)),
-        "channels": int(models.input_shape(spec.config)[-1]), "spacing": None,
-        "batch": args.batch, "seed": args.seed, "val_fraction": args.val_fraction,
-        "optimizer": args.optimizer,
-        "split": split_request(args), "augment": data.get("augment", []),
-        "data": "synthetic" if args.synthetic else os.path.abspath(args.data),
-        **({"subjects": data["subjects"]} if "subjects" in data else {}),
-        "keep_best": bool(args.keep_best),
-        "recipe": _recorded_recipe(params), "lr": _learning_rate(args),
-    })
 
 
 def _train(args, spec, lr, params, mesh_kwargs, model_dir, data, client=None,
@@ -453,7 +385,7 @@ def _train(args, spec, lr, params, mesh_kwargs, model_dir, data, client=None,
     from meshpar.training.throughput import steady_state
 
     tf.logging.set_verbosity(tf.logging.ERROR)
-    tf.get_logger().addFilter(_no_divergence_log)  # _guard's one line says it
+    tf.get_logger().addFilter(no_divergence_log)  # guard's one line says it
     model_fn = E.build_model_fn(spec, optimizer=args.optimizer, learning_rate=lr,
                                 save_checkpoints_steps=args.checkpoint_every or max(args.steps, 1),
                                 stage_input=True, **mesh_kwargs)
@@ -466,7 +398,7 @@ def _train(args, spec, lr, params, mesh_kwargs, model_dir, data, client=None,
     print(f"mesh {mesh.mesh_shape} ({mesh.size} device(s)), "
           f"split weights {format_weights(mesh.split_weights, mesh.dim_split_weights)}")
     print(f"optimizer {args.optimizer} lr {lr:g}, batch {args.batch}, checkpoints in {model_dir}")
-    history, bar = _progress(args)
+    history, bar = progress_hook(args)
     hooks = [history]
     if args.worker_times_every:
         from meshpar.training.summaries import WorkerStepTimeHook
@@ -474,7 +406,7 @@ def _train(args, spec, lr, params, mesh_kwargs, model_dir, data, client=None,
         hooks.append(WorkerStepTimeHook(model_dir, args.worker_times_every))
     if args.trace_step is not None:
         hooks.append(E.StepTraceHook(args.trace_step, args.trace_out))
-    guard = lambda run: _guard(client, run, _exit_now(scratch))  # noqa: E731
+    guarded = lambda run: guard(client, run, exit_now(scratch))  # noqa: E731
     scores = []  # (step, validation loss) of each checkpoint with --keep-best
     rebalanced = None  # with --rebalance/--elastic: replans, samples, monitor overhead
     if first_step >= args.steps:
@@ -488,13 +420,13 @@ def _train(args, spec, lr, params, mesh_kwargs, model_dir, data, client=None,
     try:
         if args.keep_best:
             scores = train_keeping_best(est, data["train_fn"], data["eval_fn"], args.steps,
-                                        args.checkpoint_every, hooks, guard)
+                                        args.checkpoint_every, hooks, guarded)
         else:
             if args.rebalance_options is not None:
                 rebalanced, est = _train_rebalancing(args, spec, lr, params, model_fn,
                                                      model_dir, data, client, hooks, scratch)
             else:
-                guard(lambda: est.train(data["train_fn"], max_steps=args.steps, hooks=hooks))
+                guarded(lambda: est.train(data["train_fn"], max_steps=args.steps, hooks=hooks))
     finally:
         bar.close()
     seconds = time.perf_counter() - started
@@ -512,7 +444,7 @@ def _train(args, spec, lr, params, mesh_kwargs, model_dir, data, client=None,
         report_best(model_dir, scores, rows, summary)
     if rebalanced is not None:
         report_rebalancing(rebalanced, rows, summary)
-    evaluate(args, est, data, guard, rows, summary)
+    evaluate(args, est, data, guarded, rows, summary)
     report = getattr(args, "skipped_report", None)
     bad = report() if report is not None else []
     if report is not None:
@@ -526,7 +458,7 @@ def _train(args, spec, lr, params, mesh_kwargs, model_dir, data, client=None,
         summary["skipped_subjects"] = len(bad)
         print(dumps_strict(summary), flush=True)
     if rebalanced is not None and rebalanced["abandoned_threads"]:
-        _exit_now(scratch, code=0)(None)  # a thread is still blocked on a lost worker
+        exit_now(scratch, code=0)(None)  # a thread is still blocked on a lost worker
     return 0
 
 
@@ -559,80 +491,5 @@ def _train_rebalancing(args, spec, lr, params, model_fn, model_dir, data, client
             args.batch, model_dir, args.rebalance_options, hooks, layout_of, args.replay_schedule,
             log=lambda line: print(line, flush=True))
     except ClusterFailure as failure:
-        _exit_now(scratch)(failure)
+        exit_now(scratch)(failure)
     return result, built[0] or build(model_fn.mesh, range(len(client.addresses)))
-
-
-def _progress(args):
-    """``(LossHistoryHook, bar)``: a bar on a terminal; piped output gets one plain line
-    every tenth of the run."""
-    from tqdm import tqdm
-
-    from meshpar.training.estimator import LossHistoryHook
-
-    live = not args.no_progress and sys.stderr.isatty()
-    bar = tqdm(total=args.steps, desc="train", unit="step", disable=not live,
-               file=sys.stderr, dynamic_ncols=True)
-    every = max(1, args.steps // 10)
-
-    def progress(step, loss):
-        bar.update(1)
-        bar.set_postfix(loss=f"{loss:.4f}")
-        if not live and not args.no_progress and step % every == 0:
-            print(f"train: step {step} of this run, loss {loss:.4f}", file=sys.stderr,
-                  flush=True)
-
-    return LossHistoryHook(progress), bar
-
-
-def _exit_now(scratch, code: int = 1):
-    """Report a lost worker and end the process: TF is blocked in C on the dead
-    worker and cannot be interrupted. Checkpoints on disk are complete (TF
-    writes them atomically); rerunning the command resumes from the last one.
-    ``code=0``: a run that finished while an abandoned thread is still blocked."""
-
-    def stuck(failure):
-        import shutil
-
-        if failure is not None:
-            print(f"meshpar train: failed: {failure}; rerun the same command (same "
-                  "--model-dir) to resume from the last checkpoint", file=sys.stderr, flush=True)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        if scratch:
-            shutil.rmtree(scratch, ignore_errors=True)
-        os._exit(code)
-
-    return stuck
-
-
-def _no_divergence_log(record) -> bool:
-    """Logging filter: drop TF's "Model diverged with loss = NaN." (the error
-    :func:`_guard` raises for it is the one line the user sees)."""
-    return "Model diverged with loss" not in record.getMessage()
-
-
-def _guard(client, run, on_stuck=None):
-    """Run ``run()``; on a cluster, turn a runtime error into a ClusterFailure
-    that names the workers that stopped answering. A bad data file met while
-    streaming becomes its BadSubjectError (one line naming the file); a NaN loss
-    (diverged training) a ValueError saying so."""
-    import tensorflow.compat.v1 as tf
-
-    from meshpar.data.types import bad_data_in
-    from meshpar.training.estimator import diverged_in
-
-    try:
-        if client is None:
-            return run()
-        with client.watch(on_stuck=on_stuck):
-            return run()
-    except tf.train.NanLossDuringTrainingError as err:
-        raise diverged_in(err) from None
-    except tf.errors.OpError as err:
-        bad = bad_data_in(err) or diverged_in(err)
-        if bad is not None:
-            raise bad from None
-        if client is None:
-            raise
-        raise client.failure(err) from None
