@@ -1128,6 +1128,26 @@ CASES = [
          ["data", "synth", "--out", "{d}/synth-2-of-3", "--n", "2", "--shape", "8,8,8",
           "--labels", "NC,AD,MCI"],
          "n=2 subjects cannot share 3 labels equally: MCI would have none"),
+    # --- bad-input sweep 15
+    # a cadence past --steps never takes effect (was accepted in silence, as a
+    # --trace-step past the last step is not)
+    Case("train-checkpoint-every-past-the-steps", "cli",
+         SYNTH + TRAIN + ["--checkpoint-every", "5", "--steps", "3"],
+         "--checkpoint-every 5 is past --steps 3: the only checkpoint is the last one "
+         "(step 3), which every run writes, so this run would ignore it"),
+    Case("train-worker-times-every-past-the-steps", "cli",
+         SYNTH + TRAIN + ["--worker-times-every", "4", "--steps", "3"],
+         "--worker-times-every 4 is past --steps 3: no step would be traced"),
+    # trained on the cluster's workers, predicted on this machine: reported as one
+    # device and as the emulated uneven mesh, neither of which it was
+    Case("evaluate-train-args-on-a-cluster", "cli",
+         ["evaluate", "--out", "{d}/ev-cluster", "--train-args=--cluster {d}/tf-dead.json"],
+         "--train-args may not set --cluster: evaluate trains and predicts every run on "
+         "this machine"),
+    Case("evaluate-train-args-on-a-cluster-abbreviated", "cli",
+         ["evaluate", "--out", "{d}/ev-cluster", "--only", "uneven-mesh",
+          "--train-args=--clus {d}/tf-dead.json --steps 2"],
+         "--train-args may not set --cluster"),
 ]
 
 

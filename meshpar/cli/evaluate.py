@@ -207,6 +207,10 @@ def _check(args) -> None:
         raise FileNotFoundError(f"--data {args.data}: no such directory")
 
 
+class _NotEvaluated(ValueError):
+    """A --train-args option evaluate refuses for every configuration alike."""
+
+
 def _check_runs(args, tasks, fold_ids, configs, train_args, out) -> None:
     """Every configuration's ``meshpar train`` arguments through train's own checks,
     before any phantom is written (ValueError)."""
@@ -220,10 +224,18 @@ def _check_runs(args, tasks, fold_ids, configs, train_args, out) -> None:
         argv = protocol.train_command(one, args.model, train_args, args.threads)
         try:
             parsed = check_argv(argv[4:])
+            if parsed.cluster:  # trained on the workers, predicted here: neither configuration
+                raise _NotEvaluated(  # was what it was reported as
+                    "--train-args may not set --cluster: evaluate trains and predicts every "
+                    "run on this machine (one device, and emulated devices of --speeds for "
+                    "the uneven mesh); on a cluster, run `meshpar train --cluster` and "
+                    "`meshpar predict` yourself")
             if not args.data and parsed.channels not in (None, 1):  # failed in the first
                 # train, after every phantom was written
                 raise ValueError(f"--channels {parsed.channels}: the phantoms have one "
                                  "channel; more need --data")
+        except _NotEvaluated:
+            raise
         except ValueError as err:
             raise ValueError(f"{config.name} configuration: {err}") from None
         if not args.data:

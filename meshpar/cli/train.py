@@ -259,9 +259,26 @@ def _check_args(args) -> None:
         raise ValueError("--checkpoint-every must be >= 1")
     if args.worker_times_every < 0:
         raise ValueError("--worker-times-every must be >= 0")
+    _refuse_cadence_past_the_steps(args)
     check_mesh_args(args)
     args.rebalance_options = rebalance_options(args)
     _resolve_keep_best(args)
+
+
+def _refuse_cadence_past_the_steps(args) -> None:
+    """``--checkpoint-every N`` or ``--worker-times-every N`` with N past ``--steps`` (a
+    global step: a resumed run ends there too) could never take effect: the run's only
+    checkpoint is its last one, written anyway, and no step is traced. Refused, as a
+    ``--trace-step`` past the last step is (both were accepted in silence)."""
+    for flag, every, what in (
+            ("--checkpoint-every", args.checkpoint_every,
+             f"the only checkpoint is the last one (step {args.steps}), which every run "
+             "writes"),
+            ("--worker-times-every", args.worker_times_every or None,
+             "no step would be traced")):
+        if every is not None and every > args.steps:
+            raise ValueError(f"{flag} {every} is past --steps {args.steps}: {what}, so this "
+                             f"run would ignore it (give N <= {args.steps} or leave it out)")
 
 
 def _check_model_dir(args) -> None:
@@ -370,7 +387,18 @@ def _replay_schedule(args, spec) -> list:
         return []
     from meshpar.training.rebalance import schedule_from_replans
 
-    return schedule_from_replans(read_replans(args.replay_replans, args.batch, spec.name))
+    schedule = schedule_from_replans(read_replans(args.replay_replans, args.batch, spec.name))
+    late = [step for step, _ in schedule if step >= args.steps]
+    if late and len(late) == len(schedule):  # was accepted in silence: nothing replayed
+        raise ValueError(f"--replay-replans {args.replay_replans}: its re-plans are at steps "
+                         f"{', '.join(map(str, late))}, none before --steps {args.steps}, so "
+                         "this run would ignore it (train to a later --steps to replay them)")
+    if late:  # a shorter replay of the first re-plans: said, not refused
+        print(f"meshpar train: note: --replay-replans {args.replay_replans}: "
+              f"{len(late)} of its {len(schedule)} re-plans (step(s) "
+              f"{', '.join(map(str, late))}) are at or past --steps {args.steps} and are not "
+              "replayed", file=sys.stderr)
+    return schedule
 
 
 def _train(args, spec, lr, params, mesh_kwargs, model_dir, data, client=None,
