@@ -202,6 +202,11 @@ def _check_calibration(extra: dict) -> None:
             if weights is not None and not isinstance(weights, list):
                 raise ValueError(f"extra field 'split_seconds.balanced' weights must be a list, "
                                  f"got {weights!r}")
+        names = split.get("device_names")
+        if names is not None and not (isinstance(names, list)
+                                      and all(isinstance(x, str) for x in names)):
+            raise ValueError("extra field 'split_seconds' device_names must be a list of the "
+                             f"devices' names, got {names!r}")
 
 
 def per_device(values: Sequence[float], n: int, what: str = "memory",
@@ -331,6 +336,26 @@ class ClusterSpec:
         batch split 12-26% faster. Which device is the one-device candidate
         is chosen by its speed alone (:func:`~meshpar.planning.planners.plan`)."""
         return replace(self, devices=tuple(devices))
+
+    def reordered(self, order: Sequence[int]) -> "ClusterSpec":
+        """The same cluster listing its devices in ``order`` (a permutation of
+        ``range(len(self))``): the profile's ``addresses`` (one per device) move
+        with them, and its timed splits (``split_seconds``, whose shares went to
+        the devices in the order they were listed) say which devices they were
+        timed on, in that order (``device_names``), so that the calibration
+        still gives each share to the device that ran it."""
+        order = [int(i) for i in order]
+        if sorted(order) != list(range(len(self.devices))):
+            raise ValueError(f"order must be a permutation of 0..{len(self.devices) - 1}, "
+                             f"got {order!r}")
+        extra = dict(self.extra or {})
+        addresses = extra.get("addresses")
+        if isinstance(addresses, list) and len(addresses) == len(order):
+            extra["addresses"] = [addresses[i] for i in order]
+        split = extra.get("split_seconds")
+        if isinstance(split, dict) and split and "device_names" not in split:
+            extra["split_seconds"] = dict(split, device_names=[d.name for d in self.devices])
+        return replace(self, devices=tuple(self.devices[i] for i in order), extra=extra)
 
     def speeds_at(self, size: float) -> np.ndarray:
         """Each device's FLOP/s at work items of ``size`` FLOPs, shape [n]."""

@@ -257,7 +257,7 @@ class CostModel:
         probe = CostModel(self.model, dataclasses.replace(
             self.cluster, extra={k: v for k, v in self.cluster.extra.items() if k not in drop}),
             batch, self.optimizer_slots, self.memory_terms)
-        n, ident = self.n, np.arange(self.n)
+        n, ident = self.n, self._timed_order(measured.get("device_names"))
         balanced = measured.get("balanced") or {}
         weights = balanced.get("weights")
         if weights is not None and len(weights) != n:
@@ -282,6 +282,15 @@ class CostModel:
             overhead[axis], jitter[axis] = fit_axis(
                 predict, float(measured[axis]), balanced.get(axis) if weights else None, top)
         return overhead, jitter
+
+    def _timed_order(self, names) -> np.ndarray:
+        """The device at each share of the profile's timed splits: the devices
+        ``names`` lists, in its order (the order they were listed in when timed),
+        where it names this cluster's devices; else the cluster's order."""
+        mine = [d.name for d in self.cluster.devices]
+        if names is None or sorted(names) != sorted(mine) or len(set(mine)) != len(mine):
+            return np.arange(self.n)
+        return np.array([mine.index(name) for name in names])
 
     def overhead_seconds(self, rows: int, cols: int, speed: np.ndarray) -> np.ndarray:
         """Seconds of the calibrated split work of each row, ``speed`` [..., R, M]

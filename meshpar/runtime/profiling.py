@@ -215,7 +215,8 @@ def profile_cluster_workers(addresses: Sequence[str], device_type: str = "CPU",
         "profiled_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
         "kernel": kernel, "work": "model-step" if model is not None else "layer",
         **({"model": table.name,
-            "split_seconds": {**split_seconds, "batch_size": batch}} if model is not None
+            "split_seconds": {**split_seconds, "batch_size": batch,
+                              "device_names": [d.name for d in devices]}} if model is not None
            else {}),
         "profile": "measured on all workers at once (contention included)",
         "alone_profile": {client.devices[t]: sorted(alone[t].items()) for t in range(n)},

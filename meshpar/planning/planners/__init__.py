@@ -77,6 +77,7 @@ def plan(model: Union[ModelDescription, object], cluster: Union[ClusterSpec, Seq
     """
     model, cluster = _as_model(model), _as_cluster(cluster)
     batch, seed = integer_at_least(batch, "batch"), integer_at_least(seed, "seed", 0)
+    cluster = canonical_order(cluster, model, batch)
     if not isinstance(method, str) or method not in PLANNERS:
         raise ValueError(f"unknown planning method {method!r}; choose from "
                          f"{', '.join(METHODS)}")
@@ -128,6 +129,22 @@ def plan(model: Union[ModelDescription, object], cluster: Union[ClusterSpec, Seq
     else:  # the whole call's time, every subset's planning included, as for exact
         best = dataclasses.replace(best, planning_seconds=time.perf_counter() - t0)
     return with_worker_addresses(best, cluster)
+
+
+def canonical_order(cluster: ClusterSpec, model: ModelDescription, batch: int) -> ClusterSpec:
+    """``cluster`` with its devices in an order that depends on what they are, not
+    on how the cluster lists them: fastest first (at an even share of a
+    ``batch`` step of ``model``), then the roomiest, then by profile, slice
+    efficiencies and alone profile; devices alike in all of these keep their
+    listing order (they are interchangeable). The planners index devices by
+    position (the GA's chromosome, the exact planner's programs, the placement
+    of ties), so planning on this order gives the same plan, up to which
+    device is called what, for every listing of one cluster."""
+    size = max(3.0 * model.flops * batch / len(cluster.devices), 1.0)
+    keys = [(-float(d.speed_at(size)), -d.memory_bytes, d.profile, d.slice_efficiency,
+             cluster.alone_points(d.device), i) for i, d in enumerate(cluster.devices)]
+    order = [key[-1] for key in sorted(keys)]
+    return cluster if order == list(range(len(order))) else cluster.reordered(order)
 
 
 def _as_model(model) -> ModelDescription:
