@@ -233,8 +233,8 @@ def test_a_constant_rate_past_its_warm_ups_is_not_noted_and_a_new_batch_is(capsy
     assert main(base + ["--steps", "22", "--batch", "8"]) == 0
     err = capsys.readouterr().err
     assert "the run this resumes trained with --batch 4; from step 20 on it trains with " \
-        "--batch 8, from example 160 of the data stream (the old batch had reached example " \
-        "80)" in err
+        "--batch 8, going on from example 80 of the data stream, where the old batch had " \
+        "left it" in err
 
 
 def test_split_weights_print_rounded_for_a_person():

@@ -344,7 +344,14 @@ def run(args) -> int:
                 f"meshpar: note: {args.rebalance_profile}: {line}", file=sys.stderr)))
     with tempfile.TemporaryDirectory(prefix="meshpar-train-") as scratch:
         model_dir = args.model_dir or os.path.join(scratch, "model")
-        data = prepare_data(args, spec, scratch, model_dir)
+        from meshpar.training.inputs import checkpoint_step
+        from meshpar.training.run import stream_segments
+
+        first_step = checkpoint_step(model_dir)
+        resumed = resumed_run_info(model_dir, first_step)
+        # where the data stream stands: a resume with another --batch goes on from there
+        data = prepare_data(args, spec, scratch, model_dir,
+                            stream_segments(resumed, first_step, args.batch))
         if args.keep_best and data["eval_fn"] is None:
             if not args.keep_best_auto:
                 print("keep-best: no validation subjects; keeping the last checkpoint",
@@ -354,16 +361,14 @@ def run(args) -> int:
                 args.checkpoint_every = None
         params = recipe_params(args, data.get("class_counts"), spec.config.num_classes)
         # refused before the run file is written: a bad flag must not change a saved run
-        from meshpar.training.inputs import checkpoint_step
         from meshpar.training.recipe import Recipe
         from meshpar.training.run import RUN_FILE, schedule_change_note
 
         Recipe.from_params(params).check_learning_rate(lr)
-        first_step = checkpoint_step(model_dir)
         # said once the resume is accepted
-        resumed = resumed_run_info(model_dir, first_step)
         note = "\n".join(n for n in (schedule_change_note(model_dir, params, first_step),
-                                     batch_change_note(resumed, args.batch, first_step),
+                                     batch_change_note(resumed, args.batch, first_step,
+                                                       data["stream"]),
                                      recipe_change_note(resumed, params, lr,
                                                          data.get("augment", []), first_step))
                           if n)

@@ -47,8 +47,10 @@ def check_augment(text) -> None:
                          "applied once (give it once)")
 
 
-def prepare_data(args, spec, scratch, model_dir) -> dict:
-    """Input functions, the test set and what the run file records about the data."""
+def prepare_data(args, spec, scratch, model_dir, stream=None) -> dict:
+    """Input functions, the test set and what the run file records about the data;
+    ``stream``: where the training stream stands (meshpar.training.run.stream_segments;
+    None: ``step * batch`` examples in), kept as the record's ``stream``."""
     from meshpar import models
     from meshpar.training import inputs
 
@@ -70,17 +72,18 @@ def prepare_data(args, spec, scratch, model_dir) -> dict:
                              f"{args.n_synthetic - held_out} training images (--n-synthetic "
                              f"{args.n_synthetic}, --val-fraction {args.val_fraction})")
         train_fn, eval_fn = inputs.synthetic_image_fns(
-            args.n_synthetic, shape, args.val_fraction, args.batch, args.seed, model_dir)
+            args.n_synthetic, shape, args.val_fraction, args.batch, args.seed, model_dir,
+            stream=stream)
         counts = inputs.synthetic_class_counts(args.n_synthetic, args.val_fraction,
                                                spec.config.num_classes)
         return dict(train_fn=train_fn, eval_fn=eval_fn, test=None, labels=["0", "1"],
                     note=f"{args.n_synthetic} synthetic images",
                     validation_samples=held_out,
-                    class_counts=counts)
-    return _nifti_data(args, spec, scratch, model_dir)
+                    class_counts=counts, stream=stream)
+    return _nifti_data(args, spec, scratch, model_dir, stream)
 
 
-def _nifti_data(args, spec, scratch, model_dir) -> dict:
+def _nifti_data(args, spec, scratch, model_dir, stream=None) -> dict:
     """Input functions and records of a NIfTI run (``--data`` or ``--synthetic`` phantoms)."""
     from meshpar.data import default_transform, nifti, write_dataset
     from meshpar.training import inputs
@@ -120,7 +123,7 @@ def _nifti_data(args, spec, scratch, model_dir) -> dict:
                          + "): a classifier learns nothing from one class; check labels.csv "
                          "and --labels")
     train_fn = inputs.train_input_fn(sources[0], args.batch, args.seed, model_dir,
-                                     augment=bool(augment))
+                                     augment=bool(augment), stream=stream)
     eval_fn = inputs.eval_input_fn(sources[1], args.batch) if parts[1] else None
     counts = list(held.values())
     test_note = f" / {len(parts[2])} test" if parts[2] else ""
@@ -129,7 +132,7 @@ def _nifti_data(args, spec, scratch, model_dir) -> dict:
     return dict(train_fn=train_fn, eval_fn=eval_fn, test=sources[2], labels=list(label_set),
                 note=note, validation_samples=len(sources[1].subjects) if sources[1] else 0,
                 class_counts=counts,
-                directory=directory, augment=list(augment),
+                directory=directory, augment=list(augment), stream=stream,
                 subjects=subjects_record(parts, directory))
 
 

@@ -17,19 +17,22 @@ def resumed_run_info(model_dir: str, step: int):
     return load_run_info(model_dir)
 
 
-def batch_change_note(resumed, batch: int, step: int) -> str:
+def batch_change_note(resumed, batch: int, step: int, stream=None) -> str:
     """A note when the run this one resumes (its run file ``resumed``, None for a new
-    run) trained with another ``--batch`` (accepted; the data stream restarts at ``step
-    * batch`` examples in, counted in the new batch, so part of a pass is skipped or
-    seen twice); empty otherwise."""
+    run) trained with another ``--batch`` (accepted: the data stream goes on from the
+    example it had reached, :func:`meshpar.training.inputs.stream_start` of ``stream``,
+    the stretches of this run's record); empty otherwise."""
+    from meshpar.training.inputs import stream_start
+
     if resumed is None:
         return ""
     old = resumed.get("batch")
     if old is None or int(old) == int(batch):
         return ""
     return (f"meshpar train: note: the run this resumes trained with --batch {old}; from "
-            f"step {step} on it trains with --batch {batch}, from example {step * batch} of "
-            f"the data stream (the old batch had reached example {step * int(old)})")
+            f"step {step} on it trains with --batch {batch}, going on from example "
+            f"{stream_start(stream, step, batch)} of the data stream, where the old batch "
+            "had left it")
 
 
 def recipe_change_note(resumed, params: dict, lr: float, augment, step: int) -> str:
@@ -78,5 +81,6 @@ def save_run(args, spec, model_dir, data, params, overrides: dict, lr: float,
         "data": "synthetic" if args.synthetic else os.path.abspath(args.data),
         **({"subjects": data["subjects"]} if "subjects" in data else {}),
         "keep_best": bool(args.keep_best),
+        **({"stream": data["stream"]} if data.get("stream") else {}),
         "recipe": recorded_recipe(params), "lr": lr,
     })

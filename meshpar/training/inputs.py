@@ -28,7 +28,7 @@ PAD_LABEL = -1
 __all__ = ["PAD_LABEL", "test_split", "check_split_request", "split_three_ways",
            "checkpoint_step", "train_input_fn", "eval_input_fn", "pad_last_batch",
            "predict_input_fn", "predict_probabilities", "synthetic_image_fns",
-           "synthetic_class_counts"]
+           "synthetic_class_counts", "stream_start"]
 
 
 def test_split(subjects: Sequence, folds: Optional[int] = None, fold: Optional[int] = None,
@@ -85,18 +85,37 @@ def checkpoint_step(model_dir) -> int:
     return int(latest.rsplit("-", 1)[1]) if latest else 0
 
 
-def train_input_fn(source, batch: int, seed: int, model_dir=None, augment: bool = False):
+def stream_start(segments, step: int, batch: int) -> int:
+    """The number of the training stream's first example at global ``step``.
+
+    ``segments``: ``[(first_step, first_example, batch), ...]``, the run file's
+    ``stream`` (meshpar.training.run.stream_segments): where each stretch of
+    training with one batch began; a step after a stretch's first step takes
+    that stretch's batch. Without segments (None or empty) every step took
+    ``batch`` examples: ``step * batch``.
+    """
+    began = [s for s in (segments or ()) if int(s[0]) <= step]
+    if not began:
+        return int(step) * int(batch)
+    first_step, first_example, stretch_batch = max(began, key=lambda s: int(s[0]))
+    return int(first_example) + (int(step) - int(first_step)) * int(stretch_batch)
+
+
+def train_input_fn(source, batch: int, seed: int, model_dir=None, augment: bool = False,
+                   stream=None):
     """Shuffled, repeated whole batches of a :class:`~meshpar.data.NiftiDataset`.
 
     Called by each ``Estimator.train``, it starts where the latest checkpoint
-    in ``model_dir`` left the stream (``step * batch`` examples in), so a
-    resumed or chunked run sees the batches of an uninterrupted one.
+    in ``model_dir`` left the stream (:func:`stream_start` of ``stream``, by
+    default ``step * batch`` examples in), so a resumed or chunked run sees the
+    batches of an uninterrupted one, also when it resumes with another batch.
     ``augment``: the random steps of the dataset's transform draw from
     ``(seed, example number)``.
     """
     def input_fn():
+        start = stream_start(stream, checkpoint_step(model_dir), batch)
         return source.to_tf(batch, shuffle=True, augment=augment, seed=seed, repeat=True,
-                            drop_remainder=True, start=checkpoint_step(model_dir) * batch)
+                            drop_remainder=True, start=start)
 
     return input_fn
 
@@ -196,10 +215,15 @@ def synthetic_class_counts(n: int, val_fraction: float, classes: int) -> list:
 
 
 def synthetic_image_fns(n: int, shape: Sequence[int], val_fraction: float, batch: int,
-                        seed: int, model_dir=None):
+                        seed: int, model_dir=None, stream=None):
     """``(train_fn, eval_fn or None)`` of two-class random images: class 1 has a
-    brighter centre. The first :func:`synthetic_validation_count` images validate."""
+    brighter centre. The first :func:`synthetic_validation_count` images validate.
+    Training streams the rest as :func:`train_input_fn` streams subjects: epoch
+    ``e`` in :func:`meshpar.data.nifti.epoch_order` ``(n, seed, e)``, from the example
+    :func:`stream_start` names for the latest checkpoint in ``model_dir``."""
     import tensorflow.compat.v1 as tf
+
+    from meshpar.data.nifti import epoch_order
 
     rng = np.random.RandomState(seed)
     x = rng.randn(n, *shape).astype(np.float32)
@@ -209,11 +233,24 @@ def synthetic_image_fns(n: int, shape: Sequence[int], val_fraction: float, batch
     n_val = synthetic_validation_count(n, val_fraction)
     xt, yt, xv, yv = x[n_val:], y[n_val:], x[:n_val], y[:n_val]
 
+    def take(numbers):  # a batch of example numbers -> its images and labels
+        epochs, positions = np.divmod(numbers, len(xt))
+        index = np.empty_like(positions)
+        for e in np.unique(epochs):  # a batch straddles at most two epochs
+            index[epochs == e] = epoch_order(len(xt), seed, int(e))[positions[epochs == e]]
+        return xt[index], yt[index]
+
     def train_fn():
-        stream = tf.data.Dataset.from_tensor_slices((xt, yt)).shuffle(
-            len(xt), seed=seed).batch(batch, drop_remainder=True).repeat()
+        start = stream_start(stream, checkpoint_step(model_dir), batch)
+
+        def images(numbers):
+            x, y = tf.numpy_function(take, [numbers], (tf.float32, tf.int32), stateful=False)
+            x.set_shape([batch, *shape])
+            y.set_shape([batch])
+            return x, y
+
         # prefetch: the next batch is made while the step runs, not inside it
-        return stream.skip(checkpoint_step(model_dir)).prefetch(2)
+        return tf.data.Dataset.range(start, 2**62).batch(batch).map(images).prefetch(2)
 
     def eval_fn():
         return tf.data.Dataset.from_tensor_slices((xv, yv)).batch(batch).map(

@@ -163,7 +163,42 @@ def load_run_info(model_dir: str) -> dict:
     batch = info.get("batch", 1)  # predict's default batch: was int()'d, null a TypeError
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise ValueError(f"{path}: malformed batch={batch!r} (a whole number >= 1)")
+    if "stream" in info and not _is_stream(info["stream"]):
+        raise ValueError(f"{path}: malformed stream={info['stream']!r} (a list of [first step, "
+                         "first example, batch], first steps rising, the batch >= 1)")
     return info
+
+
+def _is_stream(stream) -> bool:
+    """Whether ``stream`` is a run file's ``stream`` (:func:`stream_segments`)."""
+    def whole(x, least):
+        return isinstance(x, int) and not isinstance(x, bool) and x >= least
+
+    return (isinstance(stream, list) and all(
+        isinstance(s, list) and len(s) == 3 and whole(s[0], 0) and whole(s[1], 0)
+        and whole(s[2], 1) for s in stream)
+        and all(a[0] < b[0] for a, b in zip(stream, stream[1:])))
+
+
+def stream_segments(resumed: Optional[dict], step: int, batch: int) -> list:
+    """The run file's ``stream`` for a run that starts at global ``step`` with ``batch``:
+    ``[[first_step, first_example, batch], ...]``, where each stretch of training with
+    one batch began in the training data's stream (meshpar.training.inputs.stream_start
+    reads it). ``resumed``: the run file of the run this one resumes (None for a new
+    run). Its stretches that began before ``step`` are kept, and a new one begins at
+    ``step`` where the batch changes, at the example the stream had reached, so a run
+    resumed with another ``--batch`` goes on with the examples an uninterrupted run
+    would have seen next. A run file without ``stream`` (written before it was kept)
+    trained every step with its ``batch``."""
+    from meshpar.training.inputs import stream_start
+
+    recorded = (resumed or {}).get("stream")
+    if resumed is not None and recorded is None:
+        recorded = [[0, 0, int(resumed.get("batch", batch))]]
+    kept = [list(s) for s in (recorded or []) if s[0] < step] if step > 0 else []
+    if kept and kept[-1][2] == batch:
+        return kept
+    return kept + [[int(step), stream_start(kept, step, batch), int(batch)]]
 
 
 def run_model(model_dir: str, info: dict):
