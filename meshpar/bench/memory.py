@@ -150,11 +150,11 @@ def run_benchmark(models: Sequence[str], speeds: Sequence[float], batch: int = 8
     budget ``memory_bytes`` is each worker's emulated memory (see module doc).
     ``memory_terms``: the count's terms and headroom the plans are made with
     (default :data:`meshpar.planning.memory.MEASURED`)."""
-    from meshpar.models import get
+    from meshpar.models import resolve
     from meshpar.planning.cluster import per_device
 
     for name in models:
-        get(name)  # unknown names fail before any worker starts
+        resolve(name)  # unknown names fail before any worker starts
     unknown = sorted(set(strategies) - set(STRATEGIES))
     if unknown:
         raise ValueError(f"unknown strategies {unknown}; choose from {', '.join(STRATEGIES)}")

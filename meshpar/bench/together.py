@@ -24,7 +24,7 @@ import os
 import subprocess
 from typing import Optional, Sequence
 
-from meshpar.bench.train_runs import median_run, train_argv
+from meshpar.bench.train_runs import file_stem, median_run, train_argv
 
 #: The name of the row in a round and of the model's ``together`` block.
 TOGETHER = "alone-together"
@@ -78,7 +78,7 @@ def run_together(model: str, plans: Sequence, cluster_file: str, work: str,
         sampler.start()
     try:
         for task, (plan, count) in enumerate(zip(plans, steps)):
-            name = os.path.join(work, f"{model}-together-{task}")
+            name = os.path.join(work, f"{file_stem(model)}-together-{task}")
             plan.save(name + ".plan.json")
             argv = train_argv(model, cluster_file, name + ".plan.json", int(count), batch,
                               trace_step=None, model_dir=f"{name}-run{run}", upstream=False,

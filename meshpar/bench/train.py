@@ -38,7 +38,7 @@ import numpy as np
 
 from meshpar.bench import together
 from meshpar.bench.budget import budget_headroom, check_enforceable, out_of_memory_message
-from meshpar.bench.train_runs import median_run as _median_run
+from meshpar.bench.train_runs import file_stem, median_run as _median_run
 from meshpar.bench.train_runs import run_train_command, train_argv
 from meshpar.planning.memory import MEASURED
 from meshpar.planning.planners.candidates import same_plan
@@ -57,11 +57,11 @@ def run_strategy(model: str, plan, cluster_file: str, work: str, name: str, step
     (``worker_share_used``, :mod:`meshpar.runtime.cpu_usage`)."""
     from meshpar.runtime.cpu_usage import CpuSampler
 
-    plan_file = os.path.join(work, f"{model}-{name}.plan.json")
+    plan_file = os.path.join(work, f"{file_stem(model)}-{name}.plan.json")
     plan.save(plan_file)
     argv = train_argv(model, cluster_file, plan_file, steps, batch,
                       trace_step=max(2, (3 * steps) // 4),
-                      model_dir=os.path.join(work, f"{model}-{name}-run{run}"),
+                      model_dir=os.path.join(work, f"{file_stem(model)}-{name}-run{run}"),
                       upstream=upstream, seed=seed)
     started = time.perf_counter()
     sampler = CpuSampler([p.pid for p in cluster.processes]) if cluster is not None else None
@@ -425,14 +425,14 @@ def run_benchmark(models: Sequence[str] = DEFAULT_MODELS,
     each candidate). ``period_us``: the LocalCluster throttle's period (None: its
     default). ``together_row``: also every worker alone, all at once, in each
     round (:mod:`meshpar.bench.together`)."""
-    from meshpar.models import get
+    from meshpar.models import resolve
     from meshpar.planning.cluster import per_device
     from meshpar.runtime.cluster_files import ExistingCluster
     from meshpar.runtime.local_cluster import LocalCluster
     from meshpar.runtime.profiling import profile_cluster_workers
 
     for name in models:
-        get(name)  # unknown names fail before any worker starts
+        resolve(name)  # unknown names fail before any worker starts
     if steps < 8:
         raise ValueError(f"--steps must be >= 8 (warm-up plus steady steps), got {steps}")
     if rounds < 1:

@@ -3,9 +3,18 @@ process, and the median of a strategy's repeated runs."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from typing import Optional
+
+
+def file_stem(model: str) -> str:
+    """``model`` (a ``--models`` entry) as part of a file name in the work directory: a
+    registered name as it is, a network of one's own (an absolute path or a module
+    with ``:ATTR``) with each run of characters other than letters, digits, ``-``,
+    ``.`` and ``_`` as one ``_``."""
+    return re.sub(r"[^\w.-]+", "_", model).strip("_")
 
 
 def train_argv(model: str, cluster_file: str, plan_file: str, steps: int, batch: int,

@@ -50,7 +50,8 @@ def register(subparsers) -> None:
                     "through `meshpar train --cluster` and compare steady-state throughput.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     train.add_argument("--models", default="resattnet3d-small,vgg-cifar",
-                       help="comma-separated model names (default %(default)s)")
+                       help="comma-separated model names, or networks of one's own "
+                            "(PATH.py[:ATTR], MODULE[:ATTR]) (default %(default)s)")
     _cluster_and_output_options(train, "train")
     train.add_argument("--steps", type=int, default=60, help="training steps per strategy "
                                                              "(default %(default)s)")
@@ -91,7 +92,8 @@ def register(subparsers) -> None:
                     "growth with the cost model's count (Linux).",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     memory.add_argument("--models", default="vgg-cifar-pairs",
-                        help="comma-separated model names (default %(default)s)")
+                        help="comma-separated model names, or networks of one's own "
+                             "(PATH.py[:ATTR], MODULE[:ATTR]) (default %(default)s)")
     memory.add_argument("--speeds", default="0.9,0.3",
                         help="relative worker speeds the plans are made for (default "
                              "%(default)s; the workers themselves run unthrottled)")
@@ -176,8 +178,10 @@ def _models_speeds_budget(args) -> tuple:
         raise ValueError("--models names no model")
     if not all(models):  # as --speeds: an empty entry is a typo, not "no model"
         raise ValueError(f"--models must be comma-separated model names, got {args.models!r}")
-    from meshpar.models import ALIASES
+    from meshpar.models import ALIASES, resolve
 
+    # a network of one's own by its absolute reference: the runs find it from any directory
+    models = [resolve(name).reference or name for name in models]  # unknown names fail here
     seen = {}
     for name in models:  # each was benchmarked again (hours), its profile kept once
         same = ALIASES.get(name, name)

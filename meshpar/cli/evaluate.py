@@ -77,8 +77,9 @@ def register(subparsers) -> None:
     parser.add_argument("--test-folds", default="0",
                         help="held-out folds run per seed: comma list or 'all' (default: 0)")
     parser.add_argument("--model", default="resattnet3d-wide-48",
-                        help="built-in model; its input grid is the phantoms' grid "
-                             "(default: %(default)s)")
+                        help="built-in model, or a network of one's own taking 3-D "
+                             "volumes (PATH.py[:ATTR] or MODULE[:ATTR], as train --model); "
+                             "its input grid is the phantoms' grid (default: %(default)s)")
     parser.add_argument("--speeds", default=None,
                         help=f"emulated device speeds of the uneven mesh (default: "
                              f"{DEFAULTS['speeds']})")
@@ -280,11 +281,15 @@ def run(args) -> int:
         configs = [c for c in configs if c.name == args.only]
     train_args = shlex.split(args.train_args)
     _check_train_args(train_args)
-    full = models.input_shape(models.get(args.model).config)
+    spec = models.resolve(args.model)
+    if spec.reference:  # the runs' own `meshpar train` find it from any directory
+        args.model = spec.reference
+    full = spec.input_shape
     if len(full) != 4:  # (H, W, channels): an image model, not one of MRI volumes
         raise ValueError(f"--model {args.model} takes 2-D images "
                          f"({'x'.join(map(str, full))}); evaluate trains on 3-D MRI volumes: "
-                         "use a resattnet3d model")
+                         "use a resattnet3d model or a network of one's own taking "
+                         "(D, H, W, C) volumes")
     shape = full[:3]
     out = Path(args.out)
     _check_runs(args, tasks, fold_ids, configs, train_args, out)

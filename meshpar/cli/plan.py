@@ -8,6 +8,7 @@ times are seconds on those devices).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -19,6 +20,7 @@ from meshpar.cli.parsing import (MEMORY_HEADROOM_HELP, memory_terms, non_negativ
                                  refuse_overwriting_inputs, refuse_replacing_another_kind,
                                  replaced_note)
 from meshpar.models import names_for_help
+from meshpar.models.reference import REFERENCE_SYNTAX
 
 METHODS = ("ga", "exact", "proportional", "even")
 
@@ -44,7 +46,7 @@ def register(subparsers) -> None:
     parser.add_argument("--cluster", dest="profile_alias", type=path_text,
                         help=argparse.SUPPRESS)
     parser.add_argument("--model", default=None,
-                        help="built-in model: " + names_for_help()
+                        help="built-in model: " + names_for_help() + f"; {REFERENCE_SYNTAX}"
                              + " (default: the model a --profile of whole training steps "
                                "was measured on, else resattnet3d-small)")
     parser.add_argument("--batch", type=int, default=8, help="global batch size (default: 8)")
@@ -122,7 +124,7 @@ def run(args) -> int:
     ValueError (exit code 2) for bad arguments or when no plan fits in memory.
     """
     from meshpar.planning.cluster import ClusterSpec, per_device
-    from meshpar.models import describe_model
+    from meshpar.models import resolve
     from meshpar.planning.planners import memory_ratios, plan
 
     if args.profile_alias is not None:
@@ -146,12 +148,14 @@ def run(args) -> int:
     _refuse_unknown_image_format(args.plot)
     cluster = (ClusterSpec.from_speeds(parse_speeds(args.speeds)) if args.speeds is not None
                else ClusterSpec.load(args.profile))
-    if args.model is None:
-        args.model = (cluster.extra or {}).get("model") or "resattnet3d-small"
+    if args.model is None:  # a network of one's own: the reference the profile records
+        extra = cluster.extra or {}
+        args.model = extra.get("model_ref") or extra.get("model") or "resattnet3d-small"
     if args.memory_mib is not None:
         cluster = cluster.with_memory(
             per_device(parse_memory_mib(args.memory_mib), len(cluster), "--memory-mib"))
-    model = describe_model(args.model)
+    spec = resolve(args.model)
+    model = spec.describe()
     options = {}
     if args.method == "ga":
         for name in ("generations", "population", "time_limit"):
@@ -171,6 +175,9 @@ def run(args) -> int:
     result = plan(model, cluster, args.batch, method=args.method,
                   seed=0 if args.seed is None else args.seed, shapes=shapes,
                   subsets=not (args.all_devices or shapes), memory_terms=terms, **options)
+    if spec.reference:  # the next command (train --plan) finds the network by it
+        result = dataclasses.replace(result, extra={**result.extra,
+                                                    "model_ref": spec.reference})
     if not result.feasible:
         ratios = memory_ratios(result, cluster)
         worst = ratios.index(max(ratios))

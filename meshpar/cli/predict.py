@@ -65,7 +65,6 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     """Write the predictions CSV; print where and how many rows. Returns 0."""
-    from meshpar import models
     from meshpar.training.run import load_run_info, run_model
 
     from meshpar.cli.train_data import resolve_fold_seed
@@ -87,7 +86,7 @@ def run(args) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     info = load_run_info(args.model_dir)
     spec = run_model(args.model_dir, info)
-    if spec.module is not models.resattnet3d:
+    if len(spec.input_shape) != 4:  # (D, H, W, C)
         raise ValueError(f"{spec.name} was trained on synthetic images; predict reads NIfTI "
                          "volumes (3-D models)")
     batch = args.batch or int(info.get("batch", 1))
@@ -213,9 +212,9 @@ def _predict(args, spec, info, batch, checkpoint, mesh_kwargs, client):
         split["test_fraction"] is not None
     chosen = test_split(subjects, **split)[1] if asked else subjects
     _refuse_a_batch_of_blanks(args.batch, len(chosen), int(info.get("batch", 1)), mesh_kwargs)
-    shape = spec.config.input_shape
+    shape = tuple(spec.input_shape[:-1])
     source = nifti.NiftiDataset(args.data, shape, labels, skip_bad=args.skip_bad,
-                                subjects=chosen, channels=spec.config.in_channels,
+                                subjects=chosen, channels=int(spec.input_shape[-1]),
                                 transform=default_transform(shape, info.get("spacing"),
                                                             augment=False))
     model_fn = E.build_model_fn(spec, **mesh_kwargs)

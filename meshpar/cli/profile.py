@@ -43,7 +43,9 @@ def register(subparsers) -> None:
                         help="with --cluster: the worker device to profile (default: CPU)")
     parser.add_argument("--model", help="with --cluster: time this model's whole training "
                                         "steps (batch 1, 2, 4, .., --batch) instead of the "
-                                        "conv3d kernel; plan that model from the result")
+                                        "conv3d kernel; plan that model from the result (a "
+                                        "registered name, or a network of one's own: "
+                                        "PATH.py[:ATTR] or MODULE[:ATTR])")
     parser.add_argument("--batch", type=int,
                         help=f"with --model: the largest batch timed (default {DEFAULT_BATCH})")
     parser.add_argument("--out", type=path_text, help="write the device profile JSON here")
@@ -84,13 +86,14 @@ def run(args) -> int:
         from meshpar.runtime.cluster_files import worker_addresses
 
         log = (lambda *a: print(*a, file=sys.stderr)) if args.json else print
+        model = None
         if args.model is not None:
-            from meshpar.models import get
+            from meshpar.models import resolve
 
-            get(args.model)  # an unknown name fails before any worker is asked
+            model = resolve(args.model)  # an unknown model fails before any worker is asked
         cluster = profile_cluster_workers(worker_addresses(args.cluster),
                                           args.device_type or "CPU", sizes=sizes,
-                                          repeats=args.repeats, model=args.model, batch=batch,
+                                          repeats=args.repeats, model=model, batch=batch,
                                           log=log)
     else:
         cluster = profile_local_devices(sizes=sizes, repeats=args.repeats)

@@ -44,6 +44,7 @@ from meshpar.cli.train_report import (evaluate, format_weights, print_table, rep
 from meshpar.cli.train_resume import (batch_change_note, recipe_change_note,
                                       resumed_run_info, save_run)
 from meshpar.models import names_for_help
+from meshpar.models.reference import REFERENCE_SYNTAX
 from meshpar.planning.jsonio import dumps_strict
 
 OPTIMIZER_DEFAULT_LR = {"adam": 1e-3, "momentum": 0.01, "sgd": 0.05}
@@ -73,7 +74,7 @@ def register(subparsers) -> None:
     source.add_argument("--synthetic", action="store_true",
                         help="train on synthetic phantoms written to a temporary directory")
     parser.add_argument("--model", default=None,
-                        help="built-in model: " + names_for_help()
+                        help="built-in model: " + names_for_help() + f"; {REFERENCE_SYNTAX}"
                              + f" (default: a --plan's model, else {DEFAULT_MODEL})")
     add_mesh_options(parser)
     parser.add_argument("--skip-bad", action="store_true",
@@ -164,7 +165,9 @@ def check_argv(argv) -> argparse.Namespace:
     spec = _model_spec(args)
     from meshpar.training.recipe import Recipe
 
-    Recipe.from_params(recipe_params(args, classes=spec.config.num_classes)).check_learning_rate(
+    from meshpar.models import num_classes
+
+    Recipe.from_params(recipe_params(args, classes=num_classes(spec))).check_learning_rate(
         _learning_rate(args))
     if not args.cluster:
         check_batch_fits_mesh(args.batch, mesh_arguments(args, spec))
@@ -186,13 +189,14 @@ def _model_spec(args):
     from meshpar import models
 
     overrides = {} if args.channels is None else {"in_channels": int(args.channels)}
-    return models.get(args.model, **overrides)
+    return models.resolve(args.model, **overrides)
 
 
 def _resolve_batch(args) -> None:
     """``--batch``: a ``--plan``'s own batch unless given, else :data:`DEFAULT_BATCH`. A plan's
     splits were chosen for its batch: at another one it is refused, not rescaled.
-    ``--model``: the plan's model unless given, else :data:`DEFAULT_MODEL`."""
+    ``--model``: the plan's model unless given (a network of one's own: the reference
+    the plan records), else :data:`DEFAULT_MODEL`."""
     planned = None
     if args.plan:
         from meshpar.planning.plan import Plan
@@ -200,7 +204,7 @@ def _resolve_batch(args) -> None:
         plan = Plan.load(args.plan)
         planned = plan.batch
         if args.model is None:
-            args.model = plan.model
+            args.model = plan.extra.get("model_ref") or plan.model
     if args.model is None:
         args.model = DEFAULT_MODEL
     if args.batch is None:
@@ -329,6 +333,7 @@ def run(args) -> int:
 
         check_recorded_fields(args.model_dir, {
             "model": spec.name, "model_overrides": _model_overrides(args), "seed": args.seed,
+            **({"model_ref": spec.reference} if spec.reference else {}),
             "val_fraction": args.val_fraction, "optimizer": args.optimizer,
             "split": split_request(args)})
     args.replay_schedule = _replay_schedule(args, spec)  # before anything is written
@@ -359,7 +364,9 @@ def run(args) -> int:
             args.keep_best = False
             if args.checkpoint_every_auto:
                 args.checkpoint_every = None
-        params = recipe_params(args, data.get("class_counts"), spec.config.num_classes)
+        from meshpar.models import num_classes
+
+        params = recipe_params(args, data.get("class_counts"), num_classes(spec))
         # refused before the run file is written: a bad flag must not change a saved run
         from meshpar.training.recipe import Recipe
         from meshpar.training.run import RUN_FILE, schedule_change_note

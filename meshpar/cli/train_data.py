@@ -1,6 +1,8 @@
 """What ``meshpar train`` trains on: the input functions, the held-out test set
 and what the run file records about the data (synthetic images, synthetic
-phantoms or a NIfTI directory, split by person)."""
+phantoms or a NIfTI directory, split by person). What a network takes follows
+from its per-sample input shape: ``(H, W, C)`` images (random, ``--synthetic``
+only), ``(D, H, W, C)`` volumes (phantoms of one channel, or NIfTI ``--data``)."""
 from __future__ import annotations
 
 import os
@@ -51,11 +53,14 @@ def prepare_data(args, spec, scratch, model_dir, stream=None) -> dict:
     """Input functions, the test set and what the run file records about the data;
     ``stream``: where the training stream stands (meshpar.training.run.stream_segments;
     None: ``step * batch`` examples in), kept as the record's ``stream``."""
-    from meshpar import models
+    from meshpar.models import num_classes
     from meshpar.training import inputs
 
-    shape = models.input_shape(spec.config)
-    if spec.module is models.vgg_cifar:
+    shape = spec.input_shape  # a network of one's own: its module's input_shape(config)
+    if len(shape) not in (3, 4):
+        raise ValueError(f"{spec.name} takes inputs of shape {tuple(shape)}; meshpar train "
+                         "reads 2-D images (H, W, C) or 3-D volumes (D, H, W, C)")
+    if len(shape) == 3:
         if args.data:
             raise ValueError(f"{spec.name} trains on --synthetic images only")
         if (args.folds is not None or args.test_fraction is not None
@@ -64,7 +69,7 @@ def prepare_data(args, spec, scratch, model_dir, stream=None) -> dict:
                              "volumes to augment: --folds/--test-fraction/--augment need NIfTI")
         if args.labels is not None:  # was ignored: the images are classes 0 and 1
             raise ValueError(f"{spec.name}'s synthetic images are of classes 0 and 1 of its "
-                             f"{spec.config.num_classes}: --labels names the classes of "
+                             f"{num_classes(spec)}: --labels names the classes of "
                              "labels.csv (NIfTI data)")
         held_out = inputs.synthetic_validation_count(args.n_synthetic, args.val_fraction)
         if args.n_synthetic - held_out < args.batch:
@@ -74,8 +79,11 @@ def prepare_data(args, spec, scratch, model_dir, stream=None) -> dict:
         train_fn, eval_fn = inputs.synthetic_image_fns(
             args.n_synthetic, shape, args.val_fraction, args.batch, args.seed, model_dir,
             stream=stream)
+        if num_classes(spec) < 2:
+            raise ValueError(f"--synthetic images are of two classes; {spec.name} has "
+                             f"{num_classes(spec)}")
         counts = inputs.synthetic_class_counts(args.n_synthetic, args.val_fraction,
-                                               spec.config.num_classes)
+                                               num_classes(spec))
         return dict(train_fn=train_fn, eval_fn=eval_fn, test=None, labels=["0", "1"],
                     note=f"{args.n_synthetic} synthetic images",
                     validation_samples=held_out,
@@ -86,17 +94,22 @@ def prepare_data(args, spec, scratch, model_dir, stream=None) -> dict:
 def _nifti_data(args, spec, scratch, model_dir, stream=None) -> dict:
     """Input functions and records of a NIfTI run (``--data`` or ``--synthetic`` phantoms)."""
     from meshpar.data import default_transform, nifti, write_dataset
+    from meshpar.models import num_classes
     from meshpar.training import inputs
 
-    shape = spec.config.input_shape
+    shape, channels = tuple(spec.input_shape[:-1]), int(spec.input_shape[-1])
     label_set = tuple(args.labels or DEFAULT_LABELS)
-    if len(label_set) != spec.config.num_classes:
+    if len(label_set) != num_classes(spec):
         raise ValueError(f"--labels names {len(label_set)} classes but {spec.name} has "
-                         f"{spec.config.num_classes}")
+                         f"{num_classes(spec)}")
     directory = args.data
     if args.synthetic:
-        if spec.config.in_channels != 1:
-            raise ValueError("--synthetic phantoms have one channel; --channels > 1 needs --data")
+        if channels != 1:
+            raise ValueError(f"--synthetic phantoms have one channel; {spec.name} takes "
+                             f"{channels} (--channels > 1 needs --data)")
+        if min(shape) < 8:
+            raise ValueError(f"--synthetic phantoms are at least 8 voxels a side; {spec.name} "
+                             f"takes {shape}: give --data")
         directory = os.path.join(scratch, "phantoms")
         write_dataset(directory, args.n_synthetic, shape=shape, seed=args.seed,
                       label_set=label_set)
@@ -111,7 +124,7 @@ def _nifti_data(args, spec, scratch, model_dir, stream=None) -> dict:
     augment = augmentations(args.augment)
     transform = default_transform(shape, augment=augment or False)
     sources = [nifti.NiftiDataset(directory, shape, label_set, skip_bad=args.skip_bad,
-                                  subjects=part, channels=spec.config.in_channels,
+                                  subjects=part, channels=channels,
                                   transform=transform)
                if part else None for i, part in enumerate(parts)]
     args.skipped_report = lambda: skipped + [item for src in sources if src for item in src.skipped]

@@ -262,9 +262,11 @@ def mesh_arguments(args, spec, client=None) -> dict:
     if args.plan:
         from meshpar.planning.plan import Plan
 
+        from meshpar.models.reference import check_plan_model
+
         plan = Plan.load(args.plan)
         try:
-            plan.check_compatible((spec.name, spec.config.name))
+            check_plan_model(plan, spec)
         except ValueError as err:
             raise ValueError(f"{args.plan}: {err}") from None
         if not plan.feasible:  # the planner's least overflow when nothing fits (Python API)

@@ -67,14 +67,14 @@ def save_run(args, spec, model_dir, data, params, overrides: dict, lr: float,
     """Write the run file (or, ``write=False``, only check that this run may use the
     directory: the same model, split of the subjects and optimizer); ``overrides``:
     the model's config overrides, ``lr``: the learning rate."""
-    from meshpar import models
     from meshpar.training.run import check_run_info, save_run_info
 
     (save_run_info if write else check_run_info)(model_dir, {
         "model": spec.name,
+        **({"model_ref": spec.reference} if spec.reference else {}),
         "model_overrides": overrides,
-        "labels": data["labels"], "input_shape": list(models.input_shape(spec.config)),
-        "channels": int(models.input_shape(spec.config)[-1]), "spacing": None,
+        "labels": data["labels"], "input_shape": list(spec.input_shape),
+        "channels": int(spec.input_shape[-1]), "spacing": None,
         "batch": args.batch, "seed": args.seed, "val_fraction": args.val_fraction,
         "optimizer": args.optimizer,
         "split": split_request(args), "augment": data.get("augment", []),

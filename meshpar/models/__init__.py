@@ -19,11 +19,14 @@ device's share of the batch), ``vgg-cifar``, ``vgg-cifar-small``, and the split-
 variants ``vgg-cifar-pairs``, ``vgg-cifar-small-pairs``) to a module and a
 configuration; it is the one registry the planner, the trainer and the
 benchmarks share. :func:`from_module` makes the :class:`ModelSpec` of a
-network of one's own (a module with the same entry points). Nothing here
-imports TensorFlow.
+network of one's own (a module with the same entry points); :func:`resolve`
+reads a ``--model`` value: a registered name or a reference to a module of
+one's own (``mynet.py[:ATTR]``, ``pkg.mynet[:ATTR]``; :mod:`.reference`).
+Nothing here imports TensorFlow.
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import NamedTuple, Optional
 
 from meshpar.models import resattnet3d, vgg_cifar
@@ -32,27 +35,38 @@ from meshpar.models.vgg_cifar import VggCifarConfig
 
 __all__ = ["resattnet3d", "vgg_cifar", "ResAttNet3DConfig", "VggCifarConfig", "ModelSpec",
            "get", "from_module", "MODULE_FUNCTIONS", "names", "names_for_help", "input_shape",
-           "known_input_shape", "describe_model"]
+           "known_input_shape", "describe_model", "resolve", "num_classes", "reference"]
 
 
 class ModelSpec(NamedTuple):
-    """A named model: its module (``describe``/``build``/``layout_rules``) and config."""
+    """A named model: its module (``describe``/``build``/``layout_rules``) and config;
+    ``reference``: for a network of one's own named on the command line, the
+    reference that finds it again (:func:`resolve`; None otherwise)."""
 
     name: str
     module: object
     config: object
+    reference: Optional[str] = None
 
     def describe(self):
         """The model's layer table for the planner (a ``ModelDescription``): its module's
         ``describe(config)``; for a module of one's own without one but with
         ``input_shape(config)``, read from the graph its ``build`` makes
-        (:func:`~meshpar.core.graph_description.describe_built`)."""
+        (:func:`~meshpar.core.graph_description.describe_built`). A table a module
+        names otherwise than the spec or its config is named as the spec (the
+        planner's rule), so that a profile and a plan of it name the same model."""
         if callable(getattr(self.module, "describe", None)) or not callable(
                 getattr(self.module, "input_shape", None)):
-            return self.module.describe(self.config)
-        from meshpar.core.graph_description import describe_built  # imports TensorFlow
+            table = self.module.describe(self.config)
+        else:
+            from meshpar.core.graph_description import describe_built  # imports TensorFlow
 
-        return describe_built(self.build, self.input_shape, self.name)
+            table = describe_built(self.build, self.input_shape, self.name)
+        known = (self.name, getattr(self.config, "name", None))
+        if dataclasses.is_dataclass(table) and not isinstance(table, type) and isinstance(
+                getattr(table, "name", None), str) and table.name not in known:
+            table = dataclasses.replace(table, name=self.name)
+        return table
 
     def layout_rules(self, model_axis: str = "model", batch_axis: str = "batch") -> str:
         """Layout string: batch on ``batch_axis``, the model's splittable dims on ``model_axis``."""
@@ -198,9 +212,14 @@ def known_input_shape(spec: ModelSpec):
 
 def describe_model(name: str, **overrides):
     """The layer table (:class:`~meshpar.planning.description.ModelDescription`) of a named
-    model; ``overrides`` change fields of its config.
+    model (or a network of one's own, :func:`resolve`); ``overrides`` change fields of
+    its config.
 
     >>> describe_model("vgg-cifar").split_dims["conv1_filters"]
     60
     """
-    return get(name, **overrides).describe()
+    return resolve(name, **overrides).describe()
+
+
+from meshpar.models import reference  # noqa: E402  (after ModelSpec, which it makes)
+from meshpar.models.reference import num_classes, resolve  # noqa: E402

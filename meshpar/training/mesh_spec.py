@@ -143,8 +143,8 @@ def as_spec(model) -> models.ModelSpec:
     (ValueError for anything else)."""
     if isinstance(model, models.ModelSpec):
         return model
-    if isinstance(model, str):
-        return models.get(model)
+    if isinstance(model, str):  # a registered name or a reference to a module of one's own
+        return models.resolve(model)
     if isinstance(model, models.ResAttNet3DConfig):
         return models.ModelSpec(model.name, models.resattnet3d, model)
     if isinstance(model, models.VggCifarConfig):
@@ -179,7 +179,7 @@ def chosen_mesh(spec: models.ModelSpec, plan, mesh: Optional[MeshSpec], upstream
 
             plan = Plan.load(plan)
         # as `meshpar train --plan` does; a config of one's own may have no name
-        plan.check_compatible((spec.name, getattr(spec.config, "name", spec.name)))
+        models.reference.check_plan_model(plan, spec)
         mesh = MeshSpec.from_plan(plan, devices, upstream=upstream)
     elif mesh is None:
         mesh = MeshSpec(explicit["mesh_shape"] or "all:1", explicit["layout"], devices,

@@ -35,7 +35,9 @@ _IDENTITY = ("model", "model_overrides", "labels", "input_shape", "channels")
 # another split trains on subjects the new split holds out. "subjects" (the
 # files each part holds, cli/train_data.py subjects_record) catches the same through
 # the data: a dataset with subjects added or removed reshuffles the folds.
-_COMPARED_WHEN_RECORDED = ("split", "val_fraction", "seed", "optimizer", "subjects")
+# "model_ref": a network of one's own, the reference that finds it (meshpar.models.reference).
+_COMPARED_WHEN_RECORDED = ("split", "val_fraction", "seed", "optimizer", "subjects",
+                           "model_ref")
 
 
 def save_run_info(model_dir: str, info: dict) -> str:
@@ -160,6 +162,9 @@ def load_run_info(model_dir: str) -> dict:
              if not isinstance(info[k], kind)]
     if wrong:
         raise ValueError(f"{path}: malformed {', '.join(f'{k}={info[k]!r}' for k in wrong)}")
+    if not isinstance(info.get("model_ref", ""), str):
+        raise ValueError(f"{path}: malformed model_ref={info['model_ref']!r} (a file or "
+                         "module reference, as meshpar train --model took it)")
     batch = info.get("batch", 1)  # predict's default batch: was int()'d, null a TypeError
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise ValueError(f"{path}: malformed batch={batch!r} (a whole number >= 1)")
@@ -203,15 +208,24 @@ def stream_segments(resumed: Optional[dict], step: int, batch: int) -> list:
 
 def run_model(model_dir: str, info: dict):
     """The :class:`~meshpar.models.ModelSpec` a run file ``info`` (of ``model_dir``)
-    describes; ValueError naming the file for a model or override that does not build
-    (an override the model has no field for was a TypeError traceback in predict)."""
+    describes: its registered ``model``, or the network of one's own its
+    ``model_ref`` finds (:func:`meshpar.models.resolve`), which must still be named
+    ``model``. ValueError naming the file for a model or override that does not
+    build (an override the model has no field for was a TypeError traceback in
+    predict)."""
     from meshpar import models
 
+    where = os.path.join(model_dir, RUN_FILE)
+    ref = info.get("model_ref")
     try:
-        return models.get(info["model"], **info["model_overrides"])
+        spec = models.resolve(ref if ref else info["model"], **info["model_overrides"])
     except (TypeError, ValueError) as err:
-        raise ValueError(f"{os.path.join(model_dir, RUN_FILE)}: model {info['model']!r} with "
+        raise ValueError(f"{where}: model {info['model']!r} with "
                          f"model_overrides {info['model_overrides']!r}: {err}") from None
+    if ref and spec.name != info["model"]:
+        raise ValueError(f"{where}: model {info['model']!r} of {ref}: that network is now "
+                         f"named {spec.name!r}; its checkpoints may not be this one's")
+    return spec
 
 
 def best_checkpoint(model_dir: str) -> Optional[str]:
