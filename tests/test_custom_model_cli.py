@@ -331,3 +331,30 @@ def test_shapes_that_cannot_be_synthesised_are_refused(tmp_path):
     _refused(argv + [f"{small}", "--channels", 2], "phantoms have one channel; small takes 2")
     _refused(argv + [tmp_path / "flat.py:Config"], "flat:Config takes inputs of shape")
     assert not os.path.exists(tmp_path / "m" / "meshpar_run.json")
+
+
+def test_a_model_step_profile_records_the_reference_plan_finds(flow, tmp_path, monkeypatch):
+    """``meshpar profile --cluster --model tiny3d.py`` on one in-process worker server;
+    ``meshpar plan --profile`` without ``--model`` plans the network the profile names."""
+    import socket
+
+    import tensorflow.compat.v1 as tf
+
+    with socket.socket() as probe:
+        probe.bind(("localhost", 0))
+        address = f"localhost:{probe.getsockname()[1]}"
+    tf.distribute.Server(tf.train.ClusterSpec({"worker": [address]}), job_name="worker",
+                         task_index=0, start=True)
+    cluster = _write(tmp_path / "cluster.json", json.dumps({"worker": [address]}))
+    monkeypatch.chdir(tmp_path)
+    code, _, err = _run(["profile", "--cluster", cluster, "--model", flow["net"], "--batch", 2,
+                         "--repeats", 1, "--out", tmp_path / "profile.json"])
+    assert code == 0, err
+    profile = json.loads((tmp_path / "profile.json").read_text())
+    assert profile["extra"]["model"] == "tiny3d"
+    assert profile["extra"]["model_ref"] == str(flow["net"])
+    code, out, err = _run(["plan", "--profile", tmp_path / "profile.json", "--batch", 2,
+                           "--method", "even", "--json"])
+    assert code == 0, err
+    plan = json.loads(out)
+    assert plan["model"] == "tiny3d" and plan["extra"]["model_ref"] == str(flow["net"])

@@ -160,9 +160,9 @@ def profile_cluster_workers(addresses: Sequence[str], device_type: str = "CPU",
     n = len(client.devices)
     spec = None
     if model is not None:
-        from meshpar.models import ModelSpec, get
+        from meshpar.models import ModelSpec, resolve
 
-        spec = model if isinstance(model, ModelSpec) else get(model)
+        spec = model if isinstance(model, ModelSpec) else resolve(model)
         table = spec.describe()  # built once: the layer table walks the whole config
         sizes = [(b,) for b in model_batch_sizes(batch)]
         flops_of = {size: 3.0 * table.flops * size[0] for size in sizes}
@@ -215,6 +215,8 @@ def profile_cluster_workers(addresses: Sequence[str], device_type: str = "CPU",
         "profiled_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
         "kernel": kernel, "work": "model-step" if model is not None else "layer",
         **({"model": table.name,
+            # a network of one's own: what finds it again (`meshpar plan --profile`)
+            **({"model_ref": spec.reference} if spec.reference else {}),
             "split_seconds": {**split_seconds, "batch_size": batch,
                               "device_names": [d.name for d in devices]}} if model is not None
            else {}),
