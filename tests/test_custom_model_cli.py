@@ -358,3 +358,14 @@ def test_a_model_step_profile_records_the_reference_plan_finds(flow, tmp_path, m
     assert code == 0, err
     plan = json.loads(out)
     assert plan["model"] == "tiny3d" and plan["extra"]["model_ref"] == str(flow["net"])
+
+
+def test_bench_names_its_files_after_a_reference_inside_its_work_directory(tmp_path):
+    """``bench train/memory --models`` take references by their absolute path: the plan
+    files and model directories named after them stay inside the work directory."""
+    from meshpar.bench.train_runs import file_stem
+
+    assert file_stem("resattnet3d-small") == "resattnet3d-small"
+    stem = file_stem(f"{tmp_path}/nets/my net.py:Config.small")
+    assert "/" not in stem and " " not in stem and stem.endswith("my_net.py_Config.small")
+    assert os.path.dirname(os.path.join(tmp_path, f"{stem}-even.plan.json")) == str(tmp_path)
