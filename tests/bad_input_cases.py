@@ -202,6 +202,12 @@ def _split_rule(total, weights):
     return call
 
 
+def _profile_workers(addresses, **kwargs):
+    from meshpar.runtime.profiling import profile_cluster_workers
+
+    return profile_cluster_workers(addresses, **kwargs)
+
+
 NAN = float("nan")
 
 CASES = [
@@ -1148,6 +1154,34 @@ CASES = [
          ["evaluate", "--out", "{d}/ev-cluster", "--only", "uneven-mesh",
           "--train-args=--clus {d}/tf-dead.json --steps 2"],
          "--train-args may not set --cluster"),
+    # a model-step profile whose whole-batch step cannot fit in the workers of this host:
+    # batch 10**7 of resattnet3d-tiny ran four minutes on one worker before the
+    # out-of-memory killer ended it (UnavailableError traceback); bench train started
+    # its workers first
+    Case("profile-model-batch-beyond-the-host", "cli",
+         ["profile", "--cluster", "{d}/tf-dead.json", "--model", "resattnet3d-tiny",
+          "--batch", str(10 ** 12)],
+         f"--batch {10 ** 12}: one training step of resattnet3d-tiny at batch {10 ** 12} "
+         "needs about"),
+    Case("bench-train-batch-beyond-the-host", "cli",
+         ["bench", "train", "--models", "resattnet3d-tiny", "--batch", str(10 ** 12)],
+         "on a worker (the cost model's count), more than the 2 workers on this host can "
+         "hold"),
+    Case("profile-cluster-workers-batch-beyond-the-host", "api",
+         lambda d: _profile_workers(["127.0.0.1:1"], model="resattnet3d-tiny", batch=10 ** 12),
+         "more than the worker on this host can hold"),
+    # one subject, or the whole set, that cannot fit: the out-of-memory killer ended the
+    # process without a word, or a full disk stopped it with a traceback, subjects later
+    Case("data-synth-subject-beyond-the-memory", "cli",
+         ["data", "synth", "--out", "{d}/synth-huge", "--n", "2", "--shape",
+          "100000,100000,100000"],
+         "a 100000x100000x100000 subject needs about 42.6 PiB of memory while it is drawn"),
+    Case("data-synth-set-beyond-the-disk", "cli",
+         ["data", "synth", "--out", "{d}/synth-many", "--n", str(10 ** 13), "--shape", "8,8,8"],
+         f"{10 ** 13} subjects of 8x8x8 need about 21.3 PiB on disk (float32, 4 bytes a "
+         "voxel), more than the"),
+    Case("write-dataset-set-beyond-the-disk", "api", _write_dataset(n=10 ** 13),
+         "subjects of 8x8x8 need about 21.3 PiB on disk"),
 ]
 
 

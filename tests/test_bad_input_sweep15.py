@@ -71,3 +71,105 @@ def test_a_cadence_at_the_last_step_is_accepted(flag):
 
     args = check_argv(["--synthetic", "--steps", "3", flag, "3", "--no-keep-best"])
     assert getattr(args, flag[2:].replace("-", "_")) == 3
+
+
+# --------------------------------------------------------- data synth: room to write
+def test_a_dataset_bigger_than_the_free_disk_is_refused_before_writing(tmp_path, monkeypatch,
+                                                                      capsys):
+    """n subjects whose float32 files outgrow the free space: refused up front (a full
+    disk stopped the writing with a traceback, subjects later), nothing made."""
+    import shutil
+    from collections import namedtuple
+
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage(2**40, 2**40 - 2**20, 2**20))
+    rc = main(["data", "synth", "--out", str(tmp_path / "new" / "set"), "--n", "4",
+               "--shape", "32,32,32"])
+    err = capsys.readouterr().err
+    assert rc == 0, err  # 4 subjects of 32^3 (128 KiB each, counted whole) fit in 1 MiB
+    rc = main(["data", "synth", "--out", str(tmp_path / "other"), "--n", "10",
+               "--shape", "32,32,32"])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(lines) == 1, lines
+    assert lines[0].startswith("meshpar data synth: error: 10 subjects of 32x32x32 need about "
+                               "1.25 MiB on disk (float32, 4 bytes a voxel), more than the "
+                               "1 MiB free under "), lines[0]
+    assert not (tmp_path / "other").exists()
+
+
+def test_the_files_force_replaces_count_as_free(tmp_path, monkeypatch):
+    """Rewriting a dataset with --force frees its old subject files as it goes."""
+    import shutil
+    from collections import namedtuple
+
+    assert main(["data", "synth", "--out", str(tmp_path / "set"), "--n", "10",
+                 "--shape", "32,32,32"]) == 0
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage(2**40, 2**40, 2**19))
+    assert main(["data", "synth", "--out", str(tmp_path / "set"), "--n", "10",
+                 "--shape", "32,32,32", "--force", "--seed", "1"]) == 0
+
+
+def test_a_subject_bigger_than_the_memory_is_refused_before_writing(tmp_path, monkeypatch,
+                                                                    capsys):
+    """One subject needing more memory than is available: refused up front (the
+    out-of-memory killer ended the process without a word)."""
+    from meshpar.data import synth_checks
+
+    monkeypatch.setattr(synth_checks, "_available_memory", lambda: 2**30)
+    rc = main(["data", "synth", "--out", str(tmp_path / "set"), "--n", "2",
+               "--shape", "300,300,300"])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(lines) == 1, lines
+    assert lines[0] == ("meshpar data synth: error: a 300x300x300 subject needs about 1.21 GiB "
+                        "of memory while it is drawn (48 bytes a voxel), more than the 1 GiB "
+                        "available; use a smaller shape"), lines[0]
+    assert not (tmp_path / "set").exists()
+
+
+def test_write_dataset_checks_the_room_too(tmp_path, monkeypatch):
+    """The Python API (evaluate's phantoms go through it) refuses the same way."""
+    from meshpar.data import synth_checks
+    from meshpar.data.phantoms import write_dataset
+
+    monkeypatch.setattr(synth_checks, "_available_memory", lambda: 2**20)
+    with pytest.raises(ValueError, match="a 64x64x64 subject needs about 12 MiB of memory"):
+        write_dataset(tmp_path / "set", 2, shape=(64, 64, 64))
+    assert not (tmp_path / "set").exists()
+
+
+# ------------------------------------------------------------ places that take nothing
+@pytest.mark.parametrize("errno_name, text", [("ENOSPC", "No space left on device"),
+                                              ("EROFS", "Read-only file system")])
+def test_a_full_or_read_only_disk_is_one_line(tmp_path, monkeypatch, capsys, errno_name, text):
+    """A write that the file system refuses (full, read-only: root is not stopped by a
+    directory's permissions, so these are what a read-only output directory gives) was
+    a traceback; now one line naming the place, exit 2."""
+    import errno
+
+    import meshpar.planning.plan as plan_module
+
+    def refused(self, path):
+        raise OSError(getattr(errno, errno_name), text, str(path))
+
+    monkeypatch.setattr(plan_module.Plan, "save", refused)
+    rc = main(["plan", "--speeds", "1,1", "--method", "even", "--out",
+               str(tmp_path / "plan.json")])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(lines) == 1, lines
+    assert lines[0].startswith(f"meshpar plan: error: [Errno {getattr(errno, errno_name)}] "
+                               f"{text}: '{tmp_path / 'plan.json'}'"), lines[0]
+
+
+def test_other_os_errors_still_show_their_traceback(tmp_path, monkeypatch):
+    """Only the errors of a place are one line: anything else is a bug to see whole."""
+    import errno
+
+    import meshpar.planning.plan as plan_module
+
+    def broken(self, path):
+        raise OSError(errno.EBADF, "Bad file descriptor")
+
+    monkeypatch.setattr(plan_module.Plan, "save", broken)
+    with pytest.raises(OSError, match="Bad file descriptor"):
+        main(["plan", "--speeds", "1,1", "--method", "even", "--out", str(tmp_path / "x.json")])

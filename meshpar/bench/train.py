@@ -429,7 +429,7 @@ def run_benchmark(models: Sequence[str] = DEFAULT_MODELS,
     from meshpar.planning.cluster import per_device
     from meshpar.runtime.cluster_files import ExistingCluster
     from meshpar.runtime.local_cluster import LocalCluster
-    from meshpar.runtime.profiling import profile_cluster_workers
+    from meshpar.runtime.profiling import check_profile_fits, profile_cluster_workers
 
     for name in models:
         resolve(name)  # unknown names fail before any worker starts
@@ -445,6 +445,8 @@ def run_benchmark(models: Sequence[str] = DEFAULT_MODELS,
         raise ValueError(f"--verify-rounds must be >= 1, got {verify_rounds}")
     if not cluster_file:  # an existing cluster's workers are counted once it is reached
         _check_batch(batch, len(speeds))
+        for name in models:  # each profile's step at the whole batch, before workers start
+            check_profile_fits(name, batch, local=len(speeds), what="--batch")
     budget = None  # per worker
     if memory_bytes is not None and not cluster_file:  # refused before any worker starts
         budget = per_device(memory_bytes, len(speeds), "--memory-mib", "worker")

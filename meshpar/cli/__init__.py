@@ -136,6 +136,24 @@ def main(argv=None) -> int:
         message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         print(f"{name}: error: {message}", file=sys.stderr)
         return 2
+    except OSError as err:  # a full disk, a read-only one: was a traceback, work later
+        if err.errno not in _PLACE_ERRNOS:
+            raise
+        print(f"{name}: error: {str(err).strip().splitlines()[0]}", file=sys.stderr)
+        return 2
+
+
+def _place_errnos() -> frozenset:
+    """errno values of a place that cannot take what a command writes (no space, a quota,
+    a read-only file system, a name too long): said in one line, as a permission is."""
+    import errno
+
+    return frozenset(getattr(errno, name) for name in ("ENOSPC", "EDQUOT", "EROFS",
+                                                       "ENAMETOOLONG", "ELOOP", "EFBIG")
+                     if hasattr(errno, name))
+
+
+_PLACE_ERRNOS = _place_errnos()
 
 
 def _drop_stdout() -> None:

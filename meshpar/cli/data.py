@@ -47,7 +47,11 @@ def register(subparsers) -> None:
 
     synth = sub.add_parser("synth", help="write brain-like phantoms as .nii.gz files with labels.csv",
                            description="Write brain-like synthetic subjects (one label per diagnostic "
-                                       "group) as .nii.gz files with labels.csv.",
+                                       "group) as .nii.gz files with labels.csv. Refused before "
+                                       "anything is written when one subject would need more "
+                                       "memory than is available while it is drawn (about 48 "
+                                       "bytes a voxel) or the subjects more disk than is free "
+                                       "(4 bytes a voxel: float32).",
                            epilog="example:\n"
                                   "  meshpar data synth --out phantoms --n 400 --shape 32,32,32\n",
                            formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -51,8 +51,8 @@ from typing import Callable, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from meshpar.data.synth_checks import (check_dataset_arguments, check_voxel_mm, refuse_targets,
-                                       subject_file)
+from meshpar.data.synth_checks import (check_dataset_arguments, check_room, check_voxel_mm,
+                                       refuse_targets, subject_file)
 
 # Atrophy severity of each diagnostic group, 0 (none) to 1 (typical AD).
 # Groups not listed get a severity from their position in the label set.
@@ -512,7 +512,9 @@ def write_dataset(
 
     An existing non-empty ``out_dir`` is refused unless ``force``; with
     ``force`` only the files this function writes are replaced, nothing is
-    deleted.
+    deleted. A dataset that would not fit is refused before anything is written:
+    one subject needing more memory than is available, or the subjects more disk
+    than is free (:func:`meshpar.data.synth_checks.check_room`).
 
     ``phantom_fn`` (default :func:`make_phantom`) draws each subject, with
     :func:`make_phantom`'s arguments; ``anatomy`` names it in
@@ -544,6 +546,7 @@ def write_dataset(
         voxel_mm = default_voxel_mm(shape)
     check_voxel_mm(shape, voxel_mm)
     refuse_targets(out_dir, n, force, ("labels.csv", META_FILE))
+    check_room(out_dir, n, shape)
 
     counts = _label_counts(n, label_set, fractions)
     root = np.random.SeedSequence(seed)

@@ -107,3 +107,69 @@ def _number(name: str) -> int:
     """``sub-0012.nii.gz`` -> 12 (0 when it names no number)."""
     digits = name[len("sub-"):-len(".nii.gz")]
     return int(digits) if digits.isdigit() else 0
+
+
+#: Peak memory of drawing and saving one phantom, per voxel: the growth of the peak
+#: resident size of ``write_dataset`` from a 128^3 to a 192^3 grid (48 B; float64
+#: fields and masks, the float32 image, its compression), on this repository's host.
+PHANTOM_BYTES_PER_VOXEL = 48
+#: Bytes on disk per voxel of a subject file: float32, which gzip barely shrinks on
+#: noisy phantoms (3.6 B a voxel at 32^3 to 192^3), counted whole; and its header.
+FILE_BYTES_PER_VOXEL, FILE_HEADER_BYTES = 4, 352
+
+
+def _available_memory():
+    """Bytes of memory available to a new allocation (``MemAvailable``), or None when
+    the system does not say."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def bytes_text(nbytes: float) -> str:
+    """``nbytes`` in MiB, GiB, TiB or PiB, three digits ("1.21 GiB")."""
+    for power, unit in ((50, "PiB"), (40, "TiB"), (30, "GiB")):
+        if nbytes >= 2 ** power or unit == "GiB" and nbytes >= 2 ** 29:
+            return f"{nbytes / 2 ** power:.3g} {unit}"
+    return f"{nbytes / 2 ** 20:.3g} MiB"
+
+
+def check_room(out_dir: Path, n: int, shape: Sequence[int]) -> None:
+    """Before anything is written: ValueError when one subject of ``shape`` needs more
+    memory than is available while it is drawn (:data:`PHANTOM_BYTES_PER_VOXEL`), or the
+    ``n`` subject files more disk than is free where ``out_dir`` goes (their float32
+    size, :data:`FILE_BYTES_PER_VOXEL`; files of this dataset already there, which
+    ``force`` replaces, count as free). Both were found only after the work: the
+    system's out-of-memory killer ended the process without a word, and a full disk
+    stopped it with a traceback, subjects later."""
+    import shutil
+
+    voxels = math.prod(int(s) for s in shape)
+    grid = "x".join(str(int(s)) for s in shape)
+    need = PHANTOM_BYTES_PER_VOXEL * voxels
+    available = _available_memory()
+    if available is not None and need > available:
+        raise ValueError(f"a {grid} subject needs about {bytes_text(need)} of memory while it is "
+                         f"drawn ({PHANTOM_BYTES_PER_VOXEL} bytes a voxel), more than the "
+                         f"{bytes_text(available)} available; use a smaller shape")
+    disk = n * (FILE_BYTES_PER_VOXEL * voxels + FILE_HEADER_BYTES)
+    where = Path(out_dir).absolute()
+    while not where.exists() and where != where.parent:
+        where = where.parent
+    try:
+        free = shutil.disk_usage(where).free
+    except OSError:  # no answer: the write says
+        return
+    subjects = Path(out_dir) / "subjects"
+    if disk > free and subjects.is_dir():  # what --force replaces is freed as it goes
+        free += sum(p.stat().st_size for p in subjects.glob("sub-*.nii.gz")
+                    if p.is_file() and p.name == subject_file(_number(p.name), n))
+    if disk > free:
+        raise ValueError(f"{n} subjects of {grid} need about {bytes_text(disk)} on disk (float32, "
+                         f"{FILE_BYTES_PER_VOXEL} bytes a voxel), more than the {bytes_text(free)} "
+                         f"free under {where}; write fewer or smaller subjects, or elsewhere")

@@ -108,6 +108,48 @@ def _gpu_memory(tf, device: str) -> int:
 
 # --------------------------------------------------------------------------- remote workers
 
+def _on_this_host(address: str) -> bool:
+    """Whether a worker's ``host:port`` is on this machine (loopback or its host name)."""
+    import socket
+
+    host = str(address).rsplit(":", 1)[0].strip("[]").lower()
+    return (host in ("localhost", "::1", "0.0.0.0", socket.gethostname().lower())
+            or host.startswith("127."))
+
+
+def check_profile_fits(model, batch: int, addresses: Sequence[str] = (), local: int = 0,
+                       what: str = "batch") -> None:
+    """ValueError when the workers of this host cannot hold a model-step profile at
+    ``batch`` (the largest batch timed) before any of them is asked: each worker
+    builds a whole training step of ``model`` at that batch (more besides: a step per
+    smaller batch, the slices), so the cost model's count of one such step on one
+    device (:data:`meshpar.planning.memory.MEASURED` terms) is the least it needs;
+    ``local`` workers plus those of ``addresses`` on this host together may need no
+    more than its physical memory. Workers elsewhere are not counted (their memory is
+    not known here). Seen: batch 10**7 of resattnet3d-tiny on one local worker ran
+    four minutes before the system's out-of-memory killer ended the worker and the
+    profile stopped with a traceback."""
+    from meshpar.data.synth_checks import bytes_text
+    from meshpar.models import ModelSpec, resolve
+    from meshpar.planning.cluster import ClusterSpec
+    from meshpar.planning.planners import plan
+
+    here = int(local) + sum(_on_this_host(a) for a in addresses)
+    if here < 1 or batch < 1:  # a batch below 1: model_batch_sizes says so
+        return
+    spec = model if isinstance(model, ModelSpec) else resolve(model)
+    need = plan(spec.describe(), ClusterSpec.from_speeds([1.0]), int(batch),
+                method="even").memory_per_device[0]
+    memory = _host_memory()
+    if here * need > memory:
+        workers = "the worker" if here == 1 else f"the {here} workers"
+        raise ValueError(
+            f"{what} {batch}: one training step of {spec.name} at batch {batch} needs about "
+            f"{bytes_text(need)} on a worker (the cost model's count), more than "
+            f"{workers} on this host can hold ({bytes_text(memory)} of memory"
+            f"{'' if here == 1 else ' between them'}); give a smaller {what}")
+
+
 def profile_cluster_workers(addresses: Sequence[str], device_type: str = "CPU",
                             sizes: Sequence[tuple] = DEFAULT_PROFILE_SIZES, repeats: int = 3,
                             transfer_bytes: int = 4 * 2**20,
@@ -155,6 +197,8 @@ def profile_cluster_workers(addresses: Sequence[str], device_type: str = "CPU",
     if not sizes:
         raise ValueError("profile sizes must not be empty")
     log = log or (lambda *a: None)
+    if model is not None:  # before any worker is asked (or sent a graph it cannot hold)
+        check_profile_fits(model, batch, addresses)
     client = ClusterClient(addresses, device_type)
     client.check_devices(client.devices)  # a GPU a worker lacks: one line, not a traceback
     n = len(client.devices)
