@@ -208,6 +208,20 @@ def _profile_workers(addresses, **kwargs):
     return profile_cluster_workers(addresses, **kwargs)
 
 
+def _cluster_file(name, jobs):
+    """``worker_addresses`` of a TF cluster file ``name`` (written into the fixtures'
+    directory) holding ``jobs``."""
+    def call(d):
+        import json
+
+        from meshpar.runtime.cluster_files import worker_addresses
+
+        path = Path(d) / name
+        path.write_text(json.dumps(jobs), encoding="utf-8")
+        return worker_addresses(str(path))
+    return call
+
+
 NAN = float("nan")
 
 CASES = [
@@ -1182,6 +1196,21 @@ CASES = [
          "voxel), more than the"),
     Case("write-dataset-set-beyond-the-disk", "api", _write_dataset(n=10 ** 13),
          "subjects of 8x8x8 need about 21.3 PiB on disk"),
+    # one server under two names: both tasks went to the worker at port 2222
+    Case("cluster-file-one-server-two-names", "api",
+         _cluster_file("loopback-twice.json", {"worker": ["localhost:2222", "127.0.0.1:2222"]}),
+         "127.0.0.1:2222 is listed twice (as localhost:2222) (worker task 0 and worker task 1)"),
+    Case("cluster-file-port-with-leading-zero", "api",
+         _cluster_file("port-zero-twice.json", {"worker": ["host-a:2222", "HOST-A:02222"]}),
+         "HOST-A:02222 is listed twice (as host-a:2222)"),
+    # '²' passed str.isdigit and died in int() ("invalid literal for int()"); full-width
+    # digits were taken for port 22
+    Case("cluster-file-port-superscript", "api",
+         _cluster_file("port-superscript.json", {"worker": ["localhost:\u00b2"]}),
+         "'localhost:\u00b2' needs a port in 1..65535"),
+    Case("cluster-file-port-full-width", "api",
+         _cluster_file("port-full-width.json", {"worker": ["localhost:\uff12\uff12"]}),
+         "needs a port in 1..65535"),
 ]
 
 

@@ -67,16 +67,31 @@ def load_cluster(path: Optional[str] = None) -> tuple:
             raise ValueError(f"{source}: job {job!r} lists no tasks")
         for index, address in enumerate(addresses):
             host, _, port = address.rpartition(":")
-            if not (port.isdigit() and 1 <= int(port) <= 65535):
+            # ASCII digits: '２２' (full-width) was taken for 22 and '²' was int()'s traceback
+            if not (port.isascii() and port.isdigit() and 1 <= int(port) <= 65535):
                 raise ValueError(f"{source}: job {job!r}: {address!r} needs a port in 1..65535")
             if not host or any(c.isspace() for c in host):
                 raise ValueError(f"{source}: job {job!r}: {address!r} needs a host (a name or "
                                  "IP address, no spaces) before the ':port'")
-            if address in seen:  # one server per address, across jobs too
-                raise ValueError(f"{source}: {address} is listed twice ({seen[address]} and "
+            same = _server_key(host, port)  # one server per address, across jobs too:
+            if same in seen:  # localhost:2222 and 127.0.0.1:02222 are one server
+                first, where = seen[same]
+                also = "" if first == address else f" (as {first})"
+                raise ValueError(f"{source}: {address} is listed twice{also} ({where} and "
                                  f"{job} task {index}); each task needs its own address")
-            seen[address] = f"{job} task {index}"
+            seen[same] = (address, f"{job} task {index}")
     return cluster, task
+
+
+#: names of this machine's loopback interface: one server answers at each of them
+_LOOPBACK = ("localhost", "127.0.0.1", "::1")
+
+
+def _server_key(host: str, port: str) -> tuple:
+    """``(host, port)`` of the server an address reaches: the host in lower case (names
+    are case-insensitive), the loopback names as one, the port as a number."""
+    host = host.strip("[]").lower()
+    return ("localhost" if host in _LOOPBACK else host, int(port))
 
 
 def worker_addresses(cluster_file: Optional[str]) -> list:
