@@ -145,6 +145,7 @@ class NiftiDataset:
         self.transform = transform if transform is not None else default_transform(self.shape, spacing)
         self._skipped: dict = {}
         self._lock = threading.Lock()
+        self._usable_known = {}  # subject index -> whether its voxels load
         found: List[Skipped] = []
         given = subjects is not None
         if subjects is None:
@@ -310,6 +311,51 @@ class NiftiDataset:
             self._load_or_skip(index, None)
         return self.skipped
 
+    def stream_element(self, examples: int, seed: int = 0, shuffle: bool = True) -> int:
+        """The element number at which a :meth:`to_tf` stream (``repeat=True``, same
+        ``seed`` and ``shuffle``) that has yielded ``examples`` examples goes on.
+
+        Without ``skip_bad`` every element is an example: ``examples``. With it,
+        the bad subjects the stream left out before then are counted too, so a
+        run resumed (or chunked) at ``examples`` sees the examples an
+        uninterrupted run would: the voxels of the subjects passed are read
+        once (at most every subject, one epoch's reading; known ones are not
+        read again). BadDataError when no subject is usable.
+        """
+        examples = _whole_at_least(examples, 0, "examples")
+        if not self.skip_bad or examples == 0:
+            return examples
+        n = len(self)
+        good = 0
+        first = epoch_order(n, seed, 0, shuffle)
+        for pos in range(n):  # the first epoch: which subjects are usable, as met
+            if self._usable(int(first[pos])):
+                good += 1
+                if good == examples:
+                    return pos + 1
+        usable = sum(self._usable(i) for i in range(n))  # every subject known by now
+        if usable == 0:
+            raise BadDataError(self.directory, f"no usable subjects ({self.n_skipped} "
+                                               "skipped as bad)")
+        epochs, left = divmod(examples - good - 1, usable)  # the last example's epoch
+        epoch, left = 1 + epochs, left + 1
+        order = epoch_order(n, seed, epoch, shuffle)
+        for pos in range(n):
+            left -= self._usable(int(order[pos]))
+            if left == 0:
+                return epoch * n + pos + 1
+        raise AssertionError("unreachable: an epoch holds every usable subject")
+
+    def _usable(self, index: int) -> bool:
+        """Whether subject ``index``'s voxels load (read once; with ``skip_bad`` a bad
+        one is recorded in :attr:`skipped`)."""
+        if index not in self._usable_known:
+            path = self.subjects[index].path
+            with self._lock:
+                bad = path in self._skipped
+            self._usable_known[index] = not bad and self._load_or_skip(index, None) is not None
+        return self._usable_known[index]
+
     def examples(self, shuffle: bool = False, augment: bool = False, seed: int = 0,
                  epoch: int = 0) -> Iterator[Tuple[np.ndarray, int]]:
         """Iterate over one epoch, one subject in memory at a time (bad ones skipped if ``skip_bad``)."""
@@ -345,7 +391,8 @@ class NiftiDataset:
         with ``skip_bad`` it is skipped and recorded in :attr:`skipped`.
         ``start`` is the first element number: a run resumed at global step
         ``g`` with batches of ``b`` passes ``g * b`` and sees the batches an
-        uninterrupted run would (exactly so when no subject is skipped).
+        uninterrupted run would when no subject is skipped (with ``skip_bad``,
+        pass :meth:`stream_element` of the examples it has seen).
         """
         import tensorflow as tf
 

@@ -108,12 +108,15 @@ def train_input_fn(source, batch: int, seed: int, model_dir=None, augment: bool 
     Called by each ``Estimator.train``, it starts where the latest checkpoint
     in ``model_dir`` left the stream (:func:`stream_start` of ``stream``, by
     default ``step * batch`` examples in), so a resumed or chunked run sees the
-    batches of an uninterrupted one, also when it resumes with another batch.
-    ``augment``: the random steps of the dataset's transform draw from
+    batches of an uninterrupted one, also when it resumes with another batch
+    (with ``skip_bad``, the bad subjects the stream passed are counted too:
+    :meth:`~meshpar.data.NiftiDataset.stream_element`). ``augment``: the random steps of the dataset's transform draw from
     ``(seed, example number)``.
     """
     def input_fn():
-        start = stream_start(stream, checkpoint_step(model_dir), batch)
+        # the element the stream reached: with skip_bad, the bad subjects it passed too
+        start = source.stream_element(stream_start(stream, checkpoint_step(model_dir), batch),
+                                      seed, shuffle=True)
         return source.to_tf(batch, shuffle=True, augment=augment, seed=seed, repeat=True,
                             drop_remainder=True, start=start)
 
