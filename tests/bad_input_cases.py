@@ -208,6 +208,18 @@ def _profile_workers(addresses, **kwargs):
     return profile_cluster_workers(addresses, **kwargs)
 
 
+def _synth_over_a_dataset(d):
+    """``write_dataset(force=True)`` into a copy-like dataset of the user's: labels.csv
+    and subjects/sub-0001.nii.gz that no data synth wrote."""
+    from meshpar.data.phantoms import write_dataset
+
+    root = Path(d) / "users-dataset"
+    (root / "subjects").mkdir(parents=True, exist_ok=True)
+    (root / "subjects" / "sub-0001.nii.gz").write_bytes(b"the user's scan")
+    (root / "labels.csv").write_text("subject,label\nsubjects/sub-0001.nii.gz,AD\n")
+    return write_dataset(root, 2, shape=(8, 8, 8), force=True)
+
+
 def _cluster_file(name, jobs):
     """``worker_addresses`` of a TF cluster file ``name`` (written into the fixtures'
     directory) holding ``jobs``."""
@@ -1196,6 +1208,18 @@ CASES = [
          "voxel), more than the"),
     Case("write-dataset-set-beyond-the-disk", "api", _write_dataset(n=10 ** 13),
          "subjects of 8x8x8 need about 21.3 PiB on disk"),
+    # --force replaced any file with the CSV: `--out plan.json` for `--out plan.csv`
+    # lost the plan (evaluate passes --force to every predict)
+    Case("predict-force-over-a-plan", "cli",
+         ["predict", "--model-dir", "{d}", "--data", "{d}/nan", "--out", "{d}/plan.json",
+          "--force"],
+         "{d}/plan.json exists and is not a predictions CSV (`meshpar predict --out`); it is "
+         "kept (remove it, or give another --out)"),
+    # --force replaced a real dataset's labels.csv and its subjects named like phantoms
+    Case("write-dataset-force-over-a-users-dataset", "api", _synth_over_a_dataset,
+         "users-dataset holds labels.csv that `meshpar data synth` did not write (no "
+         "phantoms.json of data synth beside it): --force replaces only an earlier synthetic "
+         "dataset's files, so these are kept", error=FileExistsError),
     # one server under two names: both tasks went to the worker at port 2222
     Case("cluster-file-one-server-two-names", "api",
          _cluster_file("loopback-twice.json", {"worker": ["localhost:2222", "127.0.0.1:2222"]}),

@@ -173,3 +173,36 @@ def test_other_os_errors_still_show_their_traceback(tmp_path, monkeypatch):
     monkeypatch.setattr(plan_module.Plan, "save", broken)
     with pytest.raises(OSError, match="Bad file descriptor"):
         main(["plan", "--speeds", "1,1", "--method", "even", "--out", str(tmp_path / "x.json")])
+
+
+# ------------------------------------------------- data synth --force over a dataset
+def test_synth_force_keeps_a_dataset_it_did_not_write(tmp_path, capsys):
+    """`data synth --out mydata --force` over a real dataset: its labels.csv and its
+    subjects named like the phantoms' were replaced. Now refused, every byte kept."""
+    root = tmp_path / "mydata"
+    (root / "subjects").mkdir(parents=True)
+    scan = root / "subjects" / "sub-0001.nii.gz"
+    scan.write_bytes(b"a scan of a person")
+    (root / "labels.csv").write_text("subject,label\nsubjects/sub-0001.nii.gz,AD\n")
+    before = {p: p.read_bytes() for p in (scan, root / "labels.csv")}
+    rc = main(["data", "synth", "--out", str(root), "--n", "2", "--shape", "8,8,8", "--force"])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(lines) == 1, lines
+    assert "holds labels.csv that `meshpar data synth` did not write" in lines[0]
+    assert {p: p.read_bytes() for p in before} == before
+    assert sorted(p.name for p in root.rglob("*")) == ["labels.csv", "sub-0001.nii.gz",
+                                                       "subjects"]
+
+
+def test_synth_force_rewrites_its_own_dataset_and_an_interrupted_one(tmp_path):
+    """An earlier data synth (its phantoms.json beside labels.csv) is rewritten, and so is
+    one interrupted before its labels.csv and record (subjects only)."""
+    root = tmp_path / "phantoms"
+    assert main(["data", "synth", "--out", str(root), "--n", "2", "--shape", "8,8,8"]) == 0
+    assert main(["data", "synth", "--out", str(root), "--n", "2", "--shape", "8,8,8",
+                 "--seed", "1", "--force"]) == 0
+    (root / "labels.csv").unlink()
+    (root / "phantoms.json").unlink()
+    assert main(["data", "synth", "--out", str(root), "--n", "2", "--shape", "8,8,8",
+                 "--seed", "2", "--force"]) == 0
+    assert (root / "labels.csv").is_file() and (root / "phantoms.json").is_file()

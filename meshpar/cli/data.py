@@ -67,7 +67,9 @@ def register(subparsers) -> None:
                        help="voxel size in mm, at least 0.001 and at most a 600 mm field of view "
                             "(default: a 200 mm field of view)")
     synth.add_argument("--force", action="store_true",
-                       help="write into a non-empty directory (replaces only files this command writes)")
+                       help="write into a non-empty directory (replaces only files this command writes, "
+                            "and only over an earlier data synth's: another dataset's "
+                            "labels.csv is kept)")
     synth.set_defaults(func=run)
 
     check = sub.add_parser("check", help="validate a NIfTI dataset directory (labels.csv + files)",

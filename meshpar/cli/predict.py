@@ -22,7 +22,8 @@ import os
 import sys
 
 from meshpar.cli.parsing import (path_text, positive_int, refuse_overwriting_inputs,
-                                 refuse_writing_over_run, thread_count)
+                                 refuse_replacing_another_kind, refuse_writing_over_run,
+                                 thread_count)
 from meshpar.cli.train_options import (add_mesh_options, add_split_options,
                                        check_batch_fits_mesh, check_mesh_args, cluster_client,
                                        mesh_arguments, mesh_batch_rows, split_request)
@@ -47,7 +48,8 @@ def register(subparsers) -> None:
     parser.add_argument("--data", type=path_text, required=True,
                         help="NIfTI dataset directory (with labels.csv)")
     parser.add_argument("--out", type=path_text, required=True, help="CSV file to write")
-    parser.add_argument("--force", action="store_true", help="replace --out if it exists")
+    parser.add_argument("--force", action="store_true", help="replace --out if it exists (an earlier predictions CSV; "
+                                                      "any other file is kept)")
     parser.add_argument("--checkpoint", type=path_text, default="latest",
                         help="latest, best (kept by train --keep-best) or a checkpoint path; "
                              "a relative one not found here is looked for in --model-dir "
@@ -76,6 +78,10 @@ def run(args) -> int:
     refuse_writing_over_run("--out", args.out, args.data, args.model_dir)
     if os.path.exists(args.out) and not args.force:
         raise FileExistsError(f"{args.out} exists; give --force to replace it")
+    # --force replaces an earlier predictions CSV; a file of another kind (a plan, notes:
+    # `--out plan.json` for `--out plan.csv`) was replaced by the CSV, and lost
+    refuse_replacing_another_kind(args.out, _read_predictions_header,
+                                  "predictions CSV (`meshpar predict --out`)")
     above = os.path.dirname(os.path.abspath(args.out))
     while not os.path.exists(above):  # the CSV's directory is made; ends at the root
         above = os.path.dirname(above)
@@ -105,6 +111,17 @@ def run(args) -> int:
     print(f"{len(subjects)} subjects -> {args.out} (checkpoint {os.path.basename(checkpoint)}, "
           f"mesh {mesh_kwargs.get('mesh_shape') or 'of the plan'})")
     return 0
+
+
+def _read_predictions_header(path) -> None:
+    """ValueError unless ``path`` starts with the header of a predictions CSV
+    (:func:`meshpar.training.run.write_predictions`)."""
+    import csv
+
+    with open(path, newline="", encoding="utf-8") as f:
+        header = next(csv.reader(f), [])
+    if header[:4] != ["path", "subject_id", "label", "group"] or header[-1:] != ["predicted"]:
+        raise ValueError(f"{path} is not a predictions CSV")
 
 
 def _split_flags(split: dict) -> str:

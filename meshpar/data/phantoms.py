@@ -512,7 +512,8 @@ def write_dataset(
 
     An existing non-empty ``out_dir`` is refused unless ``force``; with
     ``force`` only the files this function writes are replaced, nothing is
-    deleted. A dataset that would not fit is refused before anything is written:
+    deleted, and only those of an earlier ``write_dataset`` (a ``labels.csv`` or
+    ``phantoms.json`` it did not write is refused, FileExistsError). A dataset that would not fit is refused before anything is written:
     one subject needing more memory than is available, or the subjects more disk
     than is free (:func:`meshpar.data.synth_checks.check_room`).
 

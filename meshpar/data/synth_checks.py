@@ -95,6 +95,37 @@ def refuse_targets(out_dir: Path, n: int, force: bool, files: Sequence[str]) -> 
         if path.is_dir():
             raise IsADirectoryError(f"{path} is a directory where a file of the dataset goes; "
                                     "it is kept")
+    _refuse_another_dataset(out_dir, files)
+
+
+def _refuse_another_dataset(out_dir: Path, files: Sequence[str]) -> None:
+    """With ``force``: FileExistsError when ``out_dir`` holds a dataset this command did
+    not write (its ``labels.csv`` or ``files[1]``, the generator's record, without
+    that record saying ``meshpar.data``): its labels and subjects named like the
+    phantoms' (``subjects/sub-0001.nii.gz``) were replaced, a real dataset lost. An
+    interrupted earlier run (subjects, no labels.csv or record yet) is rewritten."""
+    import json
+
+    record = out_dir / files[1] if len(files) > 1 else None
+    ours = False
+    if record is not None and record.is_file():
+        try:
+            data = json.loads(record.read_text(encoding="utf-8"))
+            ours = isinstance(data, dict) and str(data.get("generator", "")).startswith(
+                "meshpar.data.")
+        except (OSError, UnicodeDecodeError, ValueError):
+            ours = False
+    if ours:
+        return
+    theirs = [name for name in files if (out_dir / name).is_file()]
+    if theirs:
+        why = (f"its {record.name} is not the record data synth writes"
+               if record is not None and record.exists() else
+               f"no {record.name if record is not None else 'record'} of data synth beside it")
+        raise FileExistsError(
+            f"{out_dir} holds {' and '.join(theirs)} that `meshpar data synth` did not write "
+            f"({why}): --force replaces only an earlier synthetic dataset's files, so "
+            "these are kept (give another --out, or remove them)")
 
 
 def subject_file(i: int, n: int) -> str:
