@@ -154,6 +154,14 @@ def _tf_dataset(**kwargs):
     return call
 
 
+def _ga_plan(**kwargs):
+    """``planners.plan`` of vgg-cifar-small on speeds 1, 0.5 (batch 4) by the GA."""
+    from meshpar.models import describe_model
+    from meshpar.planning.planners import plan
+
+    return plan(describe_model("vgg-cifar-small"), [1.0, 0.5], 4, method="ga", **kwargs)
+
+
 def _plan_api(**kwargs):
     """``planners.plan`` of vgg-cifar-small on speeds 1, 0.5 (batch 4, even), ``kwargs`` added."""
     def call(d):
@@ -1220,6 +1228,15 @@ CASES = [
          "users-dataset holds labels.csv that `meshpar data synth` did not write (no "
          "phantoms.json of data synth beside it): --force replaces only an earlier synthetic "
          "dataset's files, so these are kept", error=FileExistsError),
+    # a population of 10**8 grew to 22 GiB in 100 s of its first evaluation (no time
+    # limit stops that), on its way to the out-of-memory killer
+    Case("plan-population-huge", "cli",
+         ["plan", "--speeds", "1,0.5", "--model", "resattnet3d-tiny", "--population",
+          str(10 ** 8)],
+         f"--population must be at most 100000, got {10 ** 8}: every individual is held and "
+         "evaluated each generation"),
+    Case("plan-api-population-huge", "api", lambda d: _ga_plan(population=10 ** 6),
+         "population must be at most 100000, got 1000000"),
     # one server under two names: both tasks went to the worker at port 2222
     Case("cluster-file-one-server-two-names", "api",
          _cluster_file("loopback-twice.json", {"worker": ["localhost:2222", "127.0.0.1:2222"]}),

@@ -62,7 +62,7 @@ def register(subparsers) -> None:
                         help="GA seed (default: 0; the other methods draw nothing)")
     parser.add_argument("--generations", type=int, default=None, help="GA generations")
     parser.add_argument("--population", type=int, default=None,
-                        help="GA population size (at least 3 per mesh shape + 2; the plan's "
+                        help="GA population size (at least 3 per mesh shape + 2, at most 100000; the plan's "
                              "extra.population says what ran)")
     parser.add_argument("--time-limit", type=float, default=None,
                         help="ga: return within about this many seconds (device subsets "
@@ -164,6 +164,11 @@ def run(args) -> int:
                 if not 0 < value < math.inf:  # NaN too; inf was the planner's 'time_limit'
                     raise ValueError(f"--{name.replace('_', '-')} must be > 0 and finite, "
                                      f"got {value}")
+                from meshpar.planning.planners.common import (MAX_POPULATION,
+                                                              population_too_large)
+
+                if name == "population" and value > MAX_POPULATION:  # minutes, then OOM
+                    raise ValueError(population_too_large(value, "--population"))
                 options[name] = value
         options["progress"] = bool(args.progress or sys.stderr.isatty())
     elif args.method == "exact" and args.time_limit is not None:

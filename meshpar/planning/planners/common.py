@@ -20,6 +20,11 @@ MODEL_AXIS = "model"
 #: are taken as 1 by the GA, so they are not errors).
 INTEGER_OPTIONS = {"population": 1, "generations": 1, "max_candidates": 1, "tournament": 0,
                    "elite": 0, "patience": 0, "polish_every": 0}
+#: The largest GA population: the whole population is held and evaluated each
+#: generation, and before the first one (which no time limit stops). 10**5 took 13 s a
+#: generation and 0.3 GiB (resattnet3d-tiny, two devices); 10**8 grew to 22 GiB in its
+#: first 100 s, on its way to the system's out-of-memory killer. The default is 32.
+MAX_POPULATION = 100_000
 #: Options that are probabilities, in [0, 1].
 RATE_OPTIONS = ("crossover_rate", "weight_rate", "swap_rate", "balance_rate", "unit_rate",
                 "shape_rate", "layout_rate")
@@ -124,6 +129,13 @@ def build_plan(method: str, cost: CostModel, rows: int, cols: int, perm: Sequenc
     )
 
 
+def population_too_large(value, name: str = "population") -> str:
+    """The refusal of a GA population over :data:`MAX_POPULATION`."""
+    return (f"{name} must be at most {MAX_POPULATION}, got {value}: every individual is "
+            "held and evaluated each generation, and the first one is not stopped by a "
+            "time limit (the default is 32)")
+
+
 def check_options(options: dict) -> None:
     """TypeError or ValueError naming the first planner option (keyword of
     :func:`meshpar.planning.planners.plan`) of the wrong type or out of range,
@@ -132,6 +144,8 @@ def check_options(options: dict) -> None:
     for name, value in options.items():
         if name in INTEGER_OPTIONS:
             integer_at_least(value, name, INTEGER_OPTIONS[name])
+            if name == "population" and value > MAX_POPULATION:
+                raise ValueError(population_too_large(value, name))
         elif name in RATE_OPTIONS and not 0 <= number_above(value, name, -math.inf) <= 1:
             raise ValueError(f"{name} must be in [0, 1], got {value!r}")
         elif name in SCALE_OPTIONS and number_above(value, name, -math.inf) < 0:
