@@ -62,8 +62,8 @@ def register(subparsers) -> None:
                         help="GA seed (default: 0; the other methods draw nothing)")
     parser.add_argument("--generations", type=int, default=None, help="GA generations")
     parser.add_argument("--population", type=int, default=None,
-                        help="GA population size (at least 3 per mesh shape + 2, at most 100000; the plan's "
-                             "extra.population says what ran)")
+                        help="GA population size (at least 3 per mesh shape + 2, at most "
+                             "100000; the plan's extra.population says what ran)")
     parser.add_argument("--time-limit", type=float, default=None,
                         help="ga: return within about this many seconds (device subsets "
                              "included); exact: give up (exit 2) "
