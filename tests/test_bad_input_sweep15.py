@@ -206,3 +206,22 @@ def test_synth_force_rewrites_its_own_dataset_and_an_interrupted_one(tmp_path):
     assert main(["data", "synth", "--out", str(root), "--n", "2", "--shape", "8,8,8",
                  "--seed", "2", "--force"]) == 0
     assert (root / "labels.csv").is_file() and (root / "phantoms.json").is_file()
+
+
+def test_predictions_do_not_go_through_a_users_tmp_file(tmp_path):
+    """write_predictions wrote 'OUT.tmp' and renamed it over OUT: a file the user kept
+    at that name was lost."""
+    from pathlib import Path
+
+    from meshpar.data.types import Subject
+    from meshpar.training.run import write_predictions
+
+    out = tmp_path / "pred.csv"
+    kept = tmp_path / "pred.csv.tmp"
+    kept.write_text("mine\n")
+    write_predictions(str(out), [Subject(Path("s1.nii.gz"), "AD", subject_id="s1")],
+                      [[0.25, 0.75]], ["NC", "AD"])
+    assert kept.read_text() == "mine\n"
+    assert out.read_text().splitlines() == ["path,subject_id,label,group,p_NC,p_AD,predicted",
+                                            "s1.nii.gz,s1,AD,,0.250000,0.750000,AD"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pred.csv", "pred.csv.tmp"]

@@ -318,16 +318,22 @@ def write_predictions(path: str, subjects: Sequence, probabilities, label_set: S
     if len(probabilities) != len(subjects):
         raise ValueError(f"{len(probabilities)} predictions for {len(subjects)} subjects")
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = path + ".tmp"  # renamed over the old file: a hard link to it is not written through
-    with open(tmp, "w", newline="", encoding="utf-8") as f:
-        out = csv.writer(f)
-        out.writerow(["path", "subject_id", "label", "group"]
-                     + [f"p_{name}" for name in label_set] + ["predicted"])
-        for s, p in zip(subjects, probabilities):
-            best = max(range(len(label_set)), key=lambda c: p[c])
-            out.writerow([str(s.path), s.subject_id, s.label, s.group or ""]
-                         + [f"{float(v):.6f}" for v in p] + [label_set[best]])
-    os.replace(tmp, path)
+
+    def write(tmp):
+        with open(tmp, "w", newline="", encoding="utf-8") as f:
+            out = csv.writer(f)
+            out.writerow(["path", "subject_id", "label", "group"]
+                         + [f"p_{name}" for name in label_set] + ["predicted"])
+            for s, p in zip(subjects, probabilities):
+                best = max(range(len(label_set)), key=lambda c: p[c])
+                out.writerow([str(s.path), s.subject_id, s.label, s.group or ""]
+                             + [f"{float(v):.6f}" for v in p] + [label_set[best]])
+
+    # renamed over the old file (a hard link to it is not written through), from a
+    # temporary name of its own: 'PATH.tmp' was written over, a file the user kept there
+    from meshpar.planning.jsonio import write_atomic
+
+    write_atomic(path, write)
 
 
 #: the recipe fields of the learning-rate schedule (:func:`schedule_change_note`)
