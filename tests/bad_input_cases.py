@@ -1237,6 +1237,9 @@ CASES = [
          "evaluated each generation"),
     Case("plan-api-population-huge", "api", lambda d: _ga_plan(population=10 ** 6),
          "population must be at most 100000, got 1000000"),
+    # train's own refusal, after parts 1 and 2 of the demo had run
+    Case("demo-subjects-beyond-the-disk", "cli", ["demo", "--subjects", str(10 ** 13)],
+         f"{10 ** 13} subjects of 32x32x32 need about"),
     # one server under two names: both tasks went to the worker at port 2222
     Case("cluster-file-one-server-two-names", "api",
          _cluster_file("loopback-twice.json", {"worker": ["localhost:2222", "127.0.0.1:2222"]}),

@@ -194,6 +194,13 @@ def run(args) -> int:
         raise ValueError(f"--subjects must be >= {MIN_SUBJECTS}, got {subjects}: training "
                          f"holds a quarter of them out for validation and needs {BATCH} "
                          f"for one batch")
+    if not args.skip_training:  # its phantoms go to a temporary directory: said before
+        import tempfile  # parts 1 and 2, not by train after them
+        from pathlib import Path
+
+        from meshpar.data.synth_checks import check_room
+
+        check_room(Path(tempfile.gettempdir()) / "meshpar-demo", subjects, (32, 32, 32))
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     start = time.time()
     diff = show_uneven_split(speeds)
