@@ -232,19 +232,48 @@ def _overridden(text: str, config, overrides: dict):
 
 
 def same_reference(a: Optional[str], b: Optional[str]) -> bool:
-    """Whether two recorded references name the same network: equal, or files that
-    are the same file with the same ``:ATTR``."""
+    """Whether two recorded references name the same network: equal, or the same
+    file with the same ``:ATTR``, however each names it (a path through a link or
+    another spelling, or a module, found as :func:`resolve` finds it, whose file
+    that is)."""
     if a == b:
         return True
     if not (is_reference(a) and is_reference(b)):
         return False
-    ra, rb = parse_reference(a), parse_reference(b)
-    if ra.kind != "file" or rb.kind != "file" or ra.attr != rb.attr:
+    try:
+        ra, rb = parse_reference(a), parse_reference(b)
+    except ValueError:
+        return False
+    if ra.attr != rb.attr:
+        return False
+    fa, fb = _file_of(ra), _file_of(rb)
+    if fa is None or fb is None:
         return False
     try:
-        return os.path.samefile(ra.target, rb.target)
+        return os.path.samefile(fa, fb)
     except OSError:
         return False
+
+
+def _file_of(ref: Reference) -> Optional[str]:
+    """The file a reference's module is read from: a file reference's path, a module
+    reference's origin (looked up with the current directory first on ``sys.path``,
+    as :func:`resolve` imports it); None where it cannot be found."""
+    if ref.kind == "file":
+        return os.path.expanduser(ref.target)
+    module = sys.modules.get(ref.target)
+    if module is not None and getattr(module, "__file__", None):
+        return module.__file__
+    here = os.getcwd()
+    sys.path.insert(0, here)
+    try:
+        spec = importlib.util.find_spec(ref.target)
+    except Exception:  # noqa: B902  (a parent package that does not import)
+        return None
+    finally:
+        if here in sys.path:
+            sys.path.remove(here)
+    return spec.origin if spec is not None and spec.has_location else None
 
 
 def check_plan_model(plan, spec) -> None:

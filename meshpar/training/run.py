@@ -139,6 +139,12 @@ def model_differences(a: dict, b: dict) -> list:
 
 
 def _differs(a: dict, b: dict, key: str) -> bool:
+    """Whether ``a`` and ``b`` record ``key`` otherwise (``model_ref``: references to
+    different networks, not other spellings of one: ``same_reference``)."""
+    if key == "model_ref":
+        from meshpar.models.reference import same_reference
+
+        return not same_reference(a.get(key), b.get(key))
     return json.loads(json.dumps(a.get(key))) != json.loads(json.dumps(b.get(key)))
 
 
@@ -165,6 +171,13 @@ def load_run_info(model_dir: str) -> dict:
     if not isinstance(info.get("model_ref", ""), str):
         raise ValueError(f"{path}: malformed model_ref={info['model_ref']!r} (a file or "
                          "module reference, as meshpar train --model took it)")
+    labels = info["labels"]  # a repeated name was read as a label set; 'a' as 'a'
+    if not all(isinstance(x, str) and x for x in labels) or len(set(labels)) != len(labels):
+        raise ValueError(f"{path}: malformed labels={labels!r} (class names, each once)")
+    spacing = info.get("spacing")  # was float()'s "could not convert string to float"
+    if spacing is not None and not _is_spacing(spacing):
+        raise ValueError(f"{path}: malformed spacing={spacing!r} (null, or a voxel size in "
+                         "mm > 0, one or one per axis)")
     batch = info.get("batch", 1)  # predict's default batch: was int()'d, null a TypeError
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise ValueError(f"{path}: malformed batch={batch!r} (a whole number >= 1)")
@@ -172,6 +185,16 @@ def load_run_info(model_dir: str) -> dict:
         raise ValueError(f"{path}: malformed stream={info['stream']!r} (a list of [first step, "
                          "first example, batch], first steps rising, the batch >= 1)")
     return info
+
+
+def _is_spacing(spacing) -> bool:
+    """Whether ``spacing`` is a run file's voxel size: a number > 0, or a list of one or
+    three (finite)."""
+    import math
+
+    values = spacing if isinstance(spacing, list) and len(spacing) in (1, 3) else [spacing]
+    return all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+               and v > 0 for v in values)
 
 
 def _is_stream(stream) -> bool:
@@ -225,6 +248,10 @@ def run_model(model_dir: str, info: dict):
     if ref and spec.name != info["model"]:
         raise ValueError(f"{where}: model {info['model']!r} of {ref}: that network is now "
                          f"named {spec.name!r}; its checkpoints may not be this one's")
+    classes = getattr(spec.config, "num_classes", None)
+    if classes is not None and len(info["labels"]) != int(classes):  # predict's IndexError
+        raise ValueError(f"{where}: labels {info['labels']} name {len(info['labels'])} "
+                         f"classes, but {spec.name} has {classes}")
     return spec
 
 
