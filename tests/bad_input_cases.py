@@ -228,6 +228,23 @@ def _synth_over_a_dataset(d):
     return write_dataset(root, 2, shape=(8, 8, 8), force=True)
 
 
+def _run_file(name, **fields):
+    """``run_model(load_run_info)`` of a model directory ``name`` (written into the
+    fixtures' directory) whose run file is a resattnet3d-tiny run's with ``fields``."""
+    def call(d):
+        import json
+
+        from meshpar.training.run import load_run_info, run_model
+
+        run = {"model": "resattnet3d-tiny", "model_overrides": {}, "labels": ["NC", "AD"],
+               "input_shape": [16, 16, 16, 1], "channels": 1, "batch": 2}
+        home = Path(d) / name
+        home.mkdir(exist_ok=True)
+        (home / "meshpar_run.json").write_text(json.dumps(dict(run, **fields)))
+        return run_model(str(home), load_run_info(str(home)))
+    return call
+
+
 def _cluster_file(name, jobs):
     """``worker_addresses`` of a TF cluster file ``name`` (written into the fixtures'
     directory) holding ``jobs``."""
@@ -1240,6 +1257,18 @@ CASES = [
     # train's own refusal, after parts 1 and 2 of the demo had run
     Case("demo-subjects-beyond-the-disk", "cli", ["demo", "--subjects", str(10 ** 13)],
          f"{10 ** 13} subjects of 32x32x32 need about"),
+    # a hand-edited run file: predict died with an IndexError traceback (3 labels for
+    # a 2-class model), read ['NC', 'NC'] as a label set, or said "could not convert
+    # string to float: '1mm'" without naming the file
+    Case("run-file-labels-of-another-count", "api",
+         _run_file("run-three-labels", labels=["NC", "AD", "MCI"]),
+         "labels ['NC', 'AD', 'MCI'] name 3 classes, but resattnet3d-tiny has 2"),
+    Case("run-file-labels-repeated", "api", _run_file("run-labels-twice", labels=["NC", "NC"]),
+         "meshpar_run.json: malformed labels=['NC', 'NC'] (class names, each once)"),
+    Case("run-file-spacing-text", "api", _run_file("run-spacing-text", spacing="1mm"),
+         "meshpar_run.json: malformed spacing='1mm' (null, or a voxel size in mm > 0"),
+    Case("run-file-spacing-negative", "api", _run_file("run-spacing-neg", spacing=[-1, 1, 1]),
+         "meshpar_run.json: malformed spacing=[-1, 1, 1]"),
     # one server under two names: both tasks went to the worker at port 2222
     Case("cluster-file-one-server-two-names", "api",
          _cluster_file("loopback-twice.json", {"worker": ["localhost:2222", "127.0.0.1:2222"]}),
