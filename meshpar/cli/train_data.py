@@ -5,6 +5,7 @@ from its per-sample input shape: ``(H, W, C)`` images (random, ``--synthetic``
 only), ``(D, H, W, C)`` volumes (phantoms of one channel, or NIfTI ``--data``)."""
 from __future__ import annotations
 
+import hashlib
 import os
 
 from meshpar.cli.train_options import augmentations, split_request
@@ -84,10 +85,14 @@ def prepare_data(args, spec, scratch, model_dir, stream=None) -> dict:
                              f"{num_classes(spec)}")
         counts = inputs.synthetic_class_counts(args.n_synthetic, args.val_fraction,
                                                num_classes(spec))
+        # the images --n-synthetic draws: a resume on another set is refused, as for files
+        digest = hashlib.sha256(f"synthetic images {args.n_synthetic}".encode()).hexdigest()
         return dict(train_fn=train_fn, eval_fn=eval_fn, test=None, labels=["0", "1"],
                     note=f"{args.n_synthetic} synthetic images",
                     validation_samples=held_out,
-                    class_counts=counts, stream=stream)
+                    class_counts=counts, stream=stream,
+                    subjects={"train": args.n_synthetic - held_out, "validation": held_out,
+                              "test": 0, "digest": digest[:16]})
     return _nifti_data(args, spec, scratch, model_dir, stream)
 
 
