@@ -163,6 +163,10 @@ def run_benchmark(models: Sequence[str], speeds: Sequence[float], batch: int = 8
     from meshpar.bench.train import _check_batch
 
     _check_batch(batch, len(speeds))  # was the planner's 'batch: size 1 cannot be split'
+    from meshpar.runtime.profiling import check_profile_fits
+
+    for name in models:  # every strategy failed in turn once the workers had started
+        check_profile_fits(name, batch, local=len(speeds), what="--batch", split=True)
     budget = None if memory_bytes is None else \
         per_device(memory_bytes, len(speeds), "--memory-mib", "worker")
     if enforce:

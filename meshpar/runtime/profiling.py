@@ -108,6 +108,11 @@ def _gpu_memory(tf, device: str) -> int:
 
 # --------------------------------------------------------------------------- remote workers
 
+#: The most the memory count (:data:`meshpar.planning.memory.MEASURED`) has been over a
+#: measured peak (1.56x; docs/cost_model.md): :func:`check_profile_fits` divides it out.
+COUNT_OVER_NEED = 1.56
+
+
 def _on_this_host(address: str) -> bool:
     """Whether a worker's ``host:port`` is on this machine (loopback or its host name)."""
     import socket
@@ -118,7 +123,7 @@ def _on_this_host(address: str) -> bool:
 
 
 def check_profile_fits(model, batch: int, addresses: Sequence[str] = (), local: int = 0,
-                       what: str = "batch") -> None:
+                       what: str = "batch", split: bool = False) -> None:
     """ValueError when the workers of this host cannot hold a model-step profile at
     ``batch`` (the largest batch timed) before any of them is asked: each worker
     builds a whole training step of ``model`` at that batch (more besides: a step per
@@ -128,7 +133,9 @@ def check_profile_fits(model, batch: int, addresses: Sequence[str] = (), local: 
     more than its physical memory. Workers elsewhere are not counted (their memory is
     not known here). Seen: batch 10**7 of resattnet3d-tiny on one local worker ran
     four minutes before the system's out-of-memory killer ended the worker and the
-    profile stopped with a traceback."""
+    profile stopped with a traceback. ``split``: the workers share one step instead
+    (``bench memory`` trains a split of it), so the count of the whole step is the
+    least they need together."""
     from meshpar.data.synth_checks import bytes_text
     from meshpar.models import ModelSpec, resolve
     from meshpar.planning.cluster import ClusterSpec
@@ -138,16 +145,26 @@ def check_profile_fits(model, batch: int, addresses: Sequence[str] = (), local: 
     if here < 1 or batch < 1:  # a batch below 1: model_batch_sizes says so
         return
     spec = model if isinstance(model, ModelSpec) else resolve(model)
+    # the count has been up to COUNT_OVER_NEED times a measured need: less that, it is a
+    # need no run below it has shown (docs/cost_model.md, "Memory: the count against the
+    # measured peak")
     need = plan(spec.describe(), ClusterSpec.from_speeds([1.0]), int(batch),
-                method="even").memory_per_device[0]
+                method="even").memory_per_device[0] / COUNT_OVER_NEED
     memory = _host_memory()
-    if here * need > memory:
+    if split and need > memory:
+        raise ValueError(
+            f"{what} {batch}: one training step of {spec.name} at batch {batch} needs at "
+            f"least {bytes_text(need)} (the cost model's count on one device, less its "
+            f"largest overstatement), more than this host's {bytes_text(memory)} of memory, "
+            f"which its {here} worker(s) share; give a smaller {what}")
+    if not split and here * need > memory:
         workers = "the worker" if here == 1 else f"the {here} workers"
         raise ValueError(
-            f"{what} {batch}: one training step of {spec.name} at batch {batch} needs about "
-            f"{bytes_text(need)} on a worker (the cost model's count), more than "
-            f"{workers} on this host can hold ({bytes_text(memory)} of memory"
-            f"{'' if here == 1 else ' between them'}); give a smaller {what}")
+            f"{what} {batch}: one training step of {spec.name} at batch {batch} needs at "
+            f"least {bytes_text(need)} on a worker (the cost model's count, less its largest "
+            f"overstatement), more than {workers} on this host can hold "
+            f"({bytes_text(memory)} of memory{'' if here == 1 else ' between them'}); give "
+            f"a smaller {what}")
 
 
 def profile_cluster_workers(addresses: Sequence[str], device_type: str = "CPU",
