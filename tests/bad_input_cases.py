@@ -1205,6 +1205,12 @@ CASES = [
          ["evaluate", "--out", "{d}/ev-cluster", "--only", "uneven-mesh",
           "--train-args=--clus {d}/tf-dead.json --steps 2"],
          "--train-args may not set --cluster"),
+    # every run wrote its Chrome trace to the one file, over the one before
+    Case("evaluate-train-args-one-trace-file", "cli",
+         ["evaluate", "--out", "{d}/ev-trace", "--train-args=--trace-step 1 --trace-out "
+          "{d}/trace.json"],
+         "--train-args may not set --trace-out: every run would write its trace to "
+         "{d}/trace.json, over the one before"),
     # a model-step profile whose whole-batch step cannot fit in the workers of this host:
     # batch 10**7 of resattnet3d-tiny ran four minutes on one worker before the
     # out-of-memory killer ended it (UnavailableError traceback); bench train started

@@ -231,6 +231,11 @@ def _check_runs(args, tasks, fold_ids, configs, train_args, out) -> None:
                     "run on this machine (one device, and emulated devices of --speeds for "
                     "the uneven mesh); on a cluster, run `meshpar train --cluster` and "
                     "`meshpar predict` yourself")
+            if parsed.trace_out:  # one file for every run: each wrote over the last's
+                raise _NotEvaluated(
+                    "--train-args may not set --trace-out: every run would write its trace "
+                    f"to {parsed.trace_out}, over the one before (--trace-step alone puts "
+                    "each run's step breakdown in its train.log)")
             if not args.data and parsed.channels not in (None, 1):  # failed in the first
                 # train, after every phantom was written
                 raise ValueError(f"--channels {parsed.channels}: the phantoms have one "
