@@ -225,3 +225,38 @@ def test_predictions_do_not_go_through_a_users_tmp_file(tmp_path):
     assert out.read_text().splitlines() == ["path,subject_id,label,group,p_NC,p_AD,predicted",
                                             "s1.nii.gz,s1,AD,,0.250000,0.750000,AD"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pred.csv", "pred.csv.tmp"]
+
+
+# ------------------------------------------------ evaluate: what it writes at the end
+@pytest.mark.parametrize("name, content, expect", [
+    ("accuracy.json", "my own notes\n",
+     "accuracy.json exists and is not a `meshpar evaluate` result; it is kept"),
+    ("accuracy.png", "not an image\n", "accuracy.png exists and is not a PNG image; it is kept"),
+    ("accuracy.json", None, "accuracy.json is a directory; evaluate writes its accuracy.json"),
+])
+def test_evaluate_refuses_to_write_its_results_over_another_file(tmp_path, capsys, name,
+                                                                  content, expect):
+    """accuracy.json and accuracy.png are written after every run (hours): a file of the
+    user's there was replaced, a directory failed at the end. Said before any phantom."""
+    out = tmp_path / "results"
+    out.mkdir()
+    if content is None:
+        (out / name).mkdir()
+    else:
+        (out / name).write_text(content)
+    rc = main(["evaluate", "--out", str(out), "--n", "8", "--folds", "2", "--seeds", "0"])
+    lines = [l for l in capsys.readouterr().err.strip().splitlines() if l.startswith("meshpar")]
+    assert rc == 2 and len(lines) == 1 and expect in lines[0], lines
+    assert sorted(p.name for p in out.iterdir()) == [name]
+
+
+def test_evaluate_replaces_its_own_earlier_results(tmp_path):
+    """An earlier accuracy.json and accuracy.png of evaluate's are accepted (a rerun
+    resumes into the same --out)."""
+    import json
+
+    from meshpar.cli.evaluate import _refuse_replacing_results
+
+    (tmp_path / "accuracy.json").write_text(json.dumps({"protocol": {}, "tasks": {}}))
+    (tmp_path / "accuracy.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 8)
+    _refuse_replacing_results(str(tmp_path))

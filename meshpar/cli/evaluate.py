@@ -195,6 +195,7 @@ def _check(args) -> None:
         if (Path(args.out) / name).is_file():  # its phantoms and runs went in among them
             raise ValueError(f"--out {args.out} is {what} (it holds {name}); give a directory "
                              "of its own for the results")
+    _refuse_replacing_results(args.out)
     if args.n < 2 * args.folds:
         raise ValueError(f"--n {args.n} is too small for {args.folds} folds of both classes")
     if any(seed < 0 for seed in args.seeds):
@@ -210,6 +211,32 @@ def _check(args) -> None:
 
 class _NotEvaluated(ValueError):
     """A --train-args option evaluate refuses for every configuration alike."""
+
+
+def _read_accuracy(path) -> None:
+    """ValueError unless ``path`` holds an earlier ``accuracy.json`` of evaluate."""
+    import json
+
+    with open(path, encoding="utf-8") as f:
+        data = json.load(f)
+    if not isinstance(data, dict) or "tasks" not in data:  # older results: no "protocol"
+        raise ValueError(f"{path} is not an evaluate result")
+
+
+def _refuse_replacing_results(out) -> None:
+    """accuracy.json and accuracy.png in ``out``, which evaluate writes after every run
+    (hours): a directory there, or a file evaluate did not write, refused now (the file
+    was replaced, and the user's lost; a directory failed once the runs were done)."""
+    from meshpar.cli.parsing import refuse_replacing_another_kind
+    from meshpar.cli.plan import _read_png
+
+    for name, load, what in (("accuracy.json", _read_accuracy, "`meshpar evaluate` result"),
+                             ("accuracy.png", _read_png, "PNG image")):
+        path = Path(out) / name
+        if path.is_dir():
+            raise IsADirectoryError(f"--out {out}: {path} is a directory; evaluate writes its "
+                                    f"{name} there as a file")
+        refuse_replacing_another_kind(str(path), load, what)
 
 
 def _check_runs(args, tasks, fold_ids, configs, train_args, out) -> None:
