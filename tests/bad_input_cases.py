@@ -334,7 +334,7 @@ CASES = [
     Case("impl-mesh-vs-devices", "api", _impl("batch:2;model:3", n=5),
          "has 6 processors but 5 devices were given"),
     Case("train-plan-vs-devices", "cli", SYNTH + ["--model", "vgg-cifar-small", "--plan", "{d}/plan.json",
-                                                  "--devices", "a,b,c"],
+                                                  "--devices", "/cpu:0,/cpu:0,/cpu:0"],
          "has 2 processors but 3 devices were given"),
     Case("make-estimator-plan-of-workers-here", "api",
          lambda d: _estimator_of_plan(d),
@@ -1205,6 +1205,19 @@ CASES = [
          ["evaluate", "--out", "{d}/ev-cluster", "--only", "uneven-mesh",
           "--train-args=--clus {d}/tf-dead.json --steps 2"],
          "--train-args may not set --cluster"),
+    # --devices this process cannot place on: a worker task's device was TF's 'Cannot
+    # assign a device' traceback; a GPU the machine lacks ran on its CPU in silence
+    Case("train-devices-of-a-worker-task", "cli",
+         SYNTH + TRAIN + ["--speeds", "1,1", "--devices",
+                          "/job:worker/task:0/device:CPU:0,/cpu:0"],
+         "--devices: /job:worker/task:0/device:CPU:0 names a worker task's device; slices go "
+         "to workers with --cluster"),
+    Case("train-devices-not-on-this-machine", "cli",
+         SYNTH + TRAIN + ["--speeds", "1,1", "--devices", "/cpu:0,/cpu:7"],
+         "--devices: /cpu:7 is not a device of this machine (it has CPU:0"),
+    Case("train-devices-not-a-device", "cli",
+         SYNTH + TRAIN + ["--speeds", "1,1", "--devices", "a,b"],
+         "--devices: 'a' is not a device (Unknown attribute 'a'"),
     # every run wrote its Chrome trace to the one file, over the one before
     Case("evaluate-train-args-one-trace-file", "cli",
          ["evaluate", "--out", "{d}/ev-trace", "--train-args=--trace-step 1 --trace-out "

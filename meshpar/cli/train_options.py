@@ -249,6 +249,35 @@ def check_batch_fits_mesh(batch: int, mesh_kwargs: dict, what: "str | None" = No
                          f"{rows} or more, or a mesh with fewer rows")
 
 
+def check_local_devices(devices) -> None:
+    """ValueError for a ``--devices`` entry this process cannot place a slice on: a
+    device of a worker task (``/job:worker/...``: that is ``--cluster``'s; it was TF's
+    'Cannot assign a device' traceback), one this machine does not have (``/gpu:0`` on
+    a machine without one, ``/cpu:7``: the session places softly, so the slice ran on
+    the CPU without a word), or not a device at all. An empty entry is the default
+    device."""
+    import tensorflow as tf
+
+    have = {"CPU:0"} | {f"GPU:{i}" for i in range(len(tf.config.list_physical_devices("GPU")))}
+    for name in devices:
+        if not name:
+            continue
+        try:
+            spec = tf.DeviceSpec.from_string(name)
+        except ValueError as err:
+            raise ValueError(f"--devices: {name!r} is not a device ({err})") from None
+        if spec.job is not None or spec.task is not None or spec.replica is not None:
+            raise ValueError(f"--devices: {name} names a worker task's device; slices go "
+                             "to workers with --cluster (their cluster file), not --devices")
+        if spec.device_type is None:
+            continue
+        device = f"{spec.device_type.upper()}:{spec.device_index or 0}"
+        if device not in have:
+            raise ValueError(f"--devices: {name} is not a device of this machine (it has "
+                             f"{', '.join(sorted(have))}); a slice placed there would run "
+                             "on another in silence")
+
+
 def mesh_arguments(args, spec, client=None) -> dict:
     """Keyword arguments of :func:`meshpar.training.estimator.build_model_fn` for the mesh
     the flags describe (plan, speeds or one device; devices; --mesh-impl). With a
@@ -256,6 +285,7 @@ def mesh_arguments(args, spec, client=None) -> dict:
     devices = None
     if args.devices:
         devices = [d.strip() for d in args.devices.split(",")]
+        check_local_devices(devices)
     elif client is not None:
         devices = list(client.devices)
     upstream = args.mesh_impl == "mtf"
