@@ -1218,6 +1218,12 @@ CASES = [
     Case("train-devices-not-a-device", "cli",
          SYNTH + TRAIN + ["--speeds", "1,1", "--devices", "a,b"],
          "--devices: 'a' is not a device (Unknown attribute 'a'"),
+    # a misspelt kind of profile ('model step') was read as a conv3d layer profile: the
+    # plan priced the model's steps at kernel speeds, in silence
+    Case("cluster-profile-work-misspelt", "api",
+         lambda d: _cluster_from(extra={"work": "model step", "model": "vgg-cifar-small"}),
+         "extra field 'work' must be 'model-step' (profile --model) or 'layer' (the conv3d "
+         "kernel), got 'model step'"),
     # every run wrote its Chrome trace to the one file, over the one before
     Case("evaluate-train-args-one-trace-file", "cli",
          ["evaluate", "--out", "{d}/ev-trace", "--train-args=--trace-step 1 --trace-out "

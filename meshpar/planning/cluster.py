@@ -173,6 +173,9 @@ def _check_calibration(extra: dict) -> None:
     for key in ("work", "model"):
         if extra.get(key) is not None and not isinstance(extra[key], str):
             raise ValueError(f"extra field {key!r} must be a string, got {extra[key]!r}")
+    if extra.get("work") not in (None, "layer", "model-step"):  # 'model step' was read as
+        raise ValueError(f"extra field 'work' must be 'model-step' (profile --model) or "  # a
+                         f"'layer' (the conv3d kernel), got {extra['work']!r}")  # layer profile
 
     def numbers_in(value, what, keys=None, required=()):
         if not isinstance(value, dict):
