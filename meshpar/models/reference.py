@@ -157,6 +157,8 @@ def _load_file(text: str, ref: Reference) -> tuple:
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses look their module up while it runs
     folder = os.path.dirname(path)
+    hidden = _hide_other_neighbours(folder)
+    before = set(sys.modules)
     sys.path.insert(0, folder)  # its neighbours import as they do under `python mynet.py`
     try:
         spec.loader.exec_module(module)
@@ -166,7 +168,41 @@ def _load_file(text: str, ref: Reference) -> tuple:
     finally:
         if folder in sys.path:
             sys.path.remove(folder)
+        # its neighbours: new modules (of packages new too, not e.g. meshpar's own
+        # submodules when the folder holds meshpar) read from its folder
+        _NEIGHBOURS.setdefault(os.path.realpath(folder), set()).update(
+            n for n in set(sys.modules) - before - {name}
+            if n.partition(".")[0] not in before and _lies_in(sys.modules[n], folder))
+        for n, other in hidden.items():
+            sys.modules.setdefault(n, other)
     return module, path, stem
+
+
+#: folder of a file loaded by _load_file -> the modules its neighbours were imported as
+_NEIGHBOURS: dict = {}
+
+
+def _lies_in(module, folder: str) -> bool:
+    """Whether ``module`` was read from a file under ``folder``."""
+    where = getattr(module, "__file__", None)
+    if not where:
+        return False
+    where, folder = os.path.realpath(where), os.path.realpath(folder)
+    return os.path.commonpath([where, folder]) == folder
+
+
+def _hide_other_neighbours(folder: str) -> dict:
+    """Take out of ``sys.modules`` (and return) the neighbours another network's file
+    imported from its own folder, so that a file in ``folder`` importing a neighbour
+    of the same name (``blocks``) gets its own, not the other folder's."""
+    hidden = {}
+    for other, names in _NEIGHBOURS.items():
+        if other == os.path.realpath(folder):
+            continue
+        for n in names:
+            if n in sys.modules and _lies_in(sys.modules[n], other):
+                hidden[n] = sys.modules.pop(n)
+    return hidden
 
 
 def _load_module(text: str, ref: Reference) -> tuple:
