@@ -38,3 +38,21 @@ def test_each_file_gets_its_own_neighbour_module(folders):
     assert sizes["conv1_filters"] == 4  # the layer table the planner prices: b's too
     again = resolve(f"{b / 'net.py'}:Config")  # the same file: the same module
     assert again.module is second.module and again.config.filters == (4, 2)
+
+
+def test_a_module_reference_is_found_in_each_current_directory(folders, monkeypatch):
+    """``--model net:Config`` names a module found in the current directory first: in
+    one process that moves from folder a to folder b it is b's net, not a's cached
+    one (before: a's, whose blocks gave (5, 3)), and a's again back in a."""
+    import sys
+
+    for name in ("net", "blocks"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    seen = []
+    for folder in ("a", "b", "a"):
+        monkeypatch.chdir(folders[folder])
+        spec = resolve("net:Config")
+        seen.append((spec.config.filters, spec.reference))
+    assert seen == [((5, 3), "net:Config"), ((4, 2), "net:Config"), ((5, 3), "net:Config")]
+    for name in ("net", "blocks"):
+        sys.modules.pop(name, None)

@@ -168,18 +168,24 @@ def _load_file(text: str, ref: Reference) -> tuple:
     finally:
         if folder in sys.path:
             sys.path.remove(folder)
-        # its neighbours: new modules (of packages new too, not e.g. meshpar's own
-        # submodules when the folder holds meshpar) read from its folder
-        _NEIGHBOURS.setdefault(os.path.realpath(folder), set()).update(
-            n for n in set(sys.modules) - before - {name}
-            if n.partition(".")[0] not in before and _lies_in(sys.modules[n], folder))
+        _note_neighbours(folder, before | {name})
         for n, other in hidden.items():
             sys.modules.setdefault(n, other)
     return module, path, stem
 
 
-#: folder of a file loaded by _load_file -> the modules its neighbours were imported as
+#: folder of a network's file (_load_file) or of the current directory a module was
+#: found in (_load_module) -> the modules read from it (its neighbours, that module)
 _NEIGHBOURS: dict = {}
+
+
+def _note_neighbours(folder: str, before: set) -> None:
+    """Record in :data:`_NEIGHBOURS` the modules imported since ``sys.modules`` held
+    ``before`` that were read from ``folder``: those of packages new too (not, e.g.,
+    meshpar's own submodules where the folder holds meshpar)."""
+    _NEIGHBOURS.setdefault(os.path.realpath(folder), set()).update(
+        n for n in set(sys.modules) - before
+        if n.partition(".")[0] not in before and _lies_in(sys.modules[n], folder))
 
 
 def _lies_in(module, folder: str) -> bool:
@@ -207,8 +213,14 @@ def _hide_other_neighbours(folder: str) -> dict:
 
 def _load_module(text: str, ref: Reference) -> tuple:
     """``(module, module name, module name)`` of a module reference, imported with the
-    current directory first on ``sys.path`` (as ``python -m`` does)."""
+    current directory first on ``sys.path`` (as ``python -m`` does). Where the
+    current directory holds the module, it is the one imported (what a fresh
+    ``meshpar`` would do), not one of that name (or a neighbour of it) imported
+    before from another directory."""
     here = os.getcwd()
+    top = ref.target.partition(".")[0]
+    hidden = _hide_other_neighbours(here) if _holds_module(here, top) else {}
+    before = set(sys.modules)
     sys.path.insert(0, here)
     try:
         module = importlib.import_module(ref.target)
@@ -224,7 +236,16 @@ def _load_module(text: str, ref: Reference) -> tuple:
     finally:
         if here in sys.path:
             sys.path.remove(here)
+        _note_neighbours(here, before)
+        for n, other in hidden.items():
+            sys.modules.setdefault(n, other)
     return module, ref.target, ref.target
+
+
+def _holds_module(folder: str, top: str) -> bool:
+    """Whether ``folder`` holds a module ``top`` (``top.py`` or a package ``top/``)."""
+    return (os.path.isfile(os.path.join(folder, top + ".py"))
+            or os.path.isfile(os.path.join(folder, top, "__init__.py")))
 
 
 def _one_line(err: BaseException) -> str:
