@@ -245,6 +245,12 @@ def _run_file(name, **fields):
     return call
 
 
+def _learning_rate(*args, **kwargs):
+    from meshpar.training.schedules import learning_rate
+
+    return learning_rate(*args, **kwargs)
+
+
 def _cluster_file(name, jobs):
     """``worker_addresses`` of a TF cluster file ``name`` (written into the fixtures'
     directory) holding ``jobs``."""
@@ -1224,6 +1230,21 @@ CASES = [
          lambda d: _cluster_from(extra={"work": "model step", "model": "vgg-cifar-small"}),
          "extra field 'work' must be 'model-step' (profile --model) or 'layer' (the conv3d "
          "kernel), got 'model step'"),
+    # a schedule that cannot take effect within --steps (as cosine's warm-up past it is
+    # refused): the step schedule's first decay past the last step ran a constant rate,
+    # a constant schedule's warm-up past it never reached --lr, in silence
+    Case("train-step-schedule-decays-past-the-steps", "cli",
+         SYNTH + TRAIN + ["--steps", "10", "--lr-schedule", "step", "--lr-decay-steps", "10"],
+         "step schedule: the first decay, after 1 warm-up and 10 decay steps, is not before "
+         "the total steps (10): the rate would never decay"),
+    Case("train-constant-schedule-warm-up-past-the-steps", "cli",
+         SYNTH + TRAIN + ["--steps", "10", "--lr-schedule", "constant", "--lr-warmup-steps",
+                          "20"],
+         "constant schedule: total steps (10) are fewer than the warm-up steps (20): the rate "
+         "would never reach its peak"),
+    Case("learning-rate-step-decay-past-the-total", "api",
+         lambda d: _learning_rate("step", 0.1, 0, warmup_steps=0, total_steps=5, decay_steps=5),
+         "the rate would never decay"),
     # every run wrote its Chrome trace to the one file, over the one before
     Case("evaluate-train-args-one-trace-file", "cli",
          ["evaluate", "--out", "{d}/ev-trace", "--train-args=--trace-step 1 --trace-out "

@@ -50,6 +50,16 @@ def check_schedule(name: str, lr: float, warmup_steps: int = 0, total_steps=None
             raise ValueError(f"step schedule: decay_steps must be >= 1, got {decay_steps}")
         if not 0 < decay_rate <= 1:
             raise ValueError(f"step schedule: decay_rate must be in (0, 1], got {decay_rate}")
+        # steps 0 .. total - 1 run: a first decay at or past the total never comes (was a
+        # constant rate in silence, as cosine's warm-up past the total is refused)
+        if total_steps is not None and warmup_steps + decay_steps >= total_steps:
+            raise ValueError(f"step schedule: the first decay, after {warmup_steps} warm-up "
+                             f"and {decay_steps} decay steps, is not before the total steps "
+                             f"({total_steps}): the rate would never decay (give fewer "
+                             "decay steps, or the constant schedule)")
+    if name == "constant" and total_steps is not None and warmup_steps > total_steps:
+        raise ValueError(f"constant schedule: total steps ({total_steps}) are fewer than the "
+                         f"warm-up steps ({warmup_steps}): the rate would never reach its peak")
 
 
 def learning_rate(name: str, lr: float, step: int, warmup_steps: int = 0, total_steps=None,
