@@ -82,3 +82,19 @@ def test_a_run_resumes_with_its_file_reached_through_a_link(nets, tmp_path):
     other.write_text((nets / "spelt3d.py").read_text(encoding="utf-8"), encoding="utf-8")
     code, _, err = _run(base + ["--model", other, "--steps", 3])
     assert code == 2 and "holds a run with another model_ref" in err
+
+
+def test_a_module_reference_means_the_module_of_the_current_directory(nets, tmp_path,
+                                                                      monkeypatch):
+    """Resolved elsewhere first (a module of that name cached in sys.modules), the module
+    reference still names the current directory's file, as resolve imports it."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "spelt3d.py").write_text((nets / "spelt3d.py").read_text(encoding="utf-8"),
+                                          encoding="utf-8")
+    monkeypatch.chdir(elsewhere)
+    assert resolve("spelt3d:CONFIG").module.__file__ == str(elsewhere / "spelt3d.py")
+    monkeypatch.chdir(nets)
+    assert same_reference(f"{nets / 'spelt3d.py'}:CONFIG", "spelt3d:CONFIG")
+    assert not same_reference(f"{elsewhere / 'spelt3d.py'}:CONFIG", "spelt3d:CONFIG")
+    assert resolve("spelt3d:CONFIG").module.__file__ == str(nets / "spelt3d.py")

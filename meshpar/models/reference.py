@@ -318,10 +318,16 @@ def _file_of(ref: Reference) -> Optional[str]:
     as :func:`resolve` imports it); None where it cannot be found."""
     if ref.kind == "file":
         return os.path.expanduser(ref.target)
+    here, parts = os.getcwd(), ref.target.split(".")
+    if _holds_module(here, parts[0]):  # what _load_module imports: the one here
+        for where in (os.path.join(here, *parts) + ".py",
+                      os.path.join(here, *parts, "__init__.py")):
+            if os.path.isfile(where):
+                return where
+        return None
     module = sys.modules.get(ref.target)
     if module is not None and getattr(module, "__file__", None):
         return module.__file__
-    here = os.getcwd()
     sys.path.insert(0, here)
     try:
         spec = importlib.util.find_spec(ref.target)
