@@ -1245,6 +1245,14 @@ CASES = [
     Case("learning-rate-step-decay-past-the-total", "api",
          lambda d: _learning_rate("step", 0.1, 0, warmup_steps=0, total_steps=5, decay_steps=5),
          "the rate would never decay"),
+    # a label from bytes that are not UTF-8: the subjects and phantoms.json were written
+    # before labels.csv failed ("'utf-8' codec can't encode character '\udcff'")
+    Case("data-synth-label-not-utf8", "subprocess",
+         ["data", "synth", "--out", "{d}/synth-not-utf8", "--n", "2", "--shape", "8,8,8",
+          "--labels", "\udcffA,AD"],
+         "argument --labels: class name '\\udcffA' is not UTF-8 text"),
+    Case("write-dataset-label-not-utf8", "api", _write_dataset(label_set=("\udcffA", "AD")),
+         "label '\\udcffA' is not UTF-8 text (labels.csv is UTF-8)"),
     # every run wrote its Chrome trace to the one file, over the one before
     Case("evaluate-train-args-one-trace-file", "cli",
          ["evaluate", "--out", "{d}/ev-trace", "--train-args=--trace-step 1 --trace-out "

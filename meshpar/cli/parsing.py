@@ -178,6 +178,13 @@ def label_names(text: str) -> tuple:
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
         raise argparse.ArgumentTypeError(f"class name {repeated[0]!r} is given twice in {text!r}")
+    for name in names:  # bytes that are not UTF-8 (a shell in another encoding): the
+        try:  # dataset's files were written before labels.csv failed on them
+            name.encode("utf-8")
+        except UnicodeEncodeError:
+            raise argparse.ArgumentTypeError(
+                f"class name {name!r} is not UTF-8 text (labels.csv and the run file are "
+                "UTF-8); give the name in UTF-8") from None
     return names
 
 

@@ -40,6 +40,11 @@ def check_dataset_arguments(n, shape, label_set, seed, fractions, noise,
     names = tuple(label_set)
     if not all(isinstance(x, str) and x for x in names) or len(set(names)) != len(names):
         raise ValueError(f"label set must be non-empty names without repeats, got {names}")
+    for name in names:  # labels.csv is UTF-8: a lone surrogate failed after the subjects
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(f"label {name!r} is not UTF-8 text (labels.csv is UTF-8)") from None
     if len(names) < 2:
         raise ValueError(f"label set must name at least two classes, got {names}: a "
                          "classifier learns nothing from one (for subjects of one group, "
