@@ -115,3 +115,21 @@ def test_chunked_skip_bad_training_on_an_uneven_mesh_equals_one_run(spoilt, tmp_
     for name in ("conv1/kernel", "conv2/kernel", "head/kernel"):
         np.testing.assert_allclose(two.get_tensor(name), one.get_tensor(name),
                                    rtol=0, atol=1e-7, err_msg=name)
+
+
+def test_subjects_the_stream_has_read_are_not_read_again(spoilt, monkeypatch):
+    """In one process (keep-best, --rebalance and --elastic chunks), the subjects the
+    training stream has read already tell which are usable: counting them reads no
+    file again."""
+    from meshpar.training.inputs import train_input_fn
+
+    source = _source(spoilt)
+    _examples(train_input_fn(source, 2, 7), 6)  # 12 examples: every subject met
+
+    def no_reading(*args, **kwargs):
+        raise AssertionError("read again")
+
+    monkeypatch.setattr(source, "load", no_reading)
+    fresh = _source(spoilt)
+    assert [source.stream_element(k, 7) for k in range(1, 12)] == [
+        fresh.stream_element(k, 7) for k in range(1, 12)]

@@ -319,8 +319,9 @@ class NiftiDataset:
         the bad subjects the stream left out before then are counted too, so a
         run resumed (or chunked) at ``examples`` sees the examples an
         uninterrupted run would: the voxels of the subjects passed are read
-        once (at most every subject, one epoch's reading; known ones are not
-        read again). BadDataError when no subject is usable.
+        once (at most every subject, one epoch's reading; those this dataset
+        has read already, streaming too, are not read again). BadDataError
+        when no subject is usable.
         """
         examples = _whole_at_least(examples, 0, "examples")
         if not self.skip_bad or examples == 0:
@@ -422,6 +423,8 @@ class NiftiDataset:
             index = int(order(epoch)[pos])
             rng = _subject_seed(seed, step) if augment else None
             item = self._load_or_skip(index, rng)
+            if self.skip_bad:  # what stream_element would read the file for
+                self._usable_known.setdefault(index, item is not None)
             if item is None:
                 return np.zeros(example_shape, np.float32), np.int32(-1), np.bool_(False)
             return item[0], np.int32(item[1]), np.bool_(True)
