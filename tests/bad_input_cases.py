@@ -251,6 +251,12 @@ def _learning_rate(*args, **kwargs):
     return learning_rate(*args, **kwargs)
 
 
+def _run_config_in(model_dir):
+    from meshpar.training.estimator import run_config
+
+    return run_config(model_dir)
+
+
 def _cluster_file(name, jobs):
     """``worker_addresses`` of a TF cluster file ``name`` (written into the fixtures'
     directory) holding ``jobs``."""
@@ -1253,6 +1259,18 @@ CASES = [
          "argument --labels: class name '\\udcffA' is not UTF-8 text"),
     Case("write-dataset-label-not-utf8", "api", _write_dataset(label_set=("\udcffA", "AD")),
          "label '\\udcffA' is not UTF-8 text (labels.csv is UTF-8)"),
+    # a model directory of non-UTF-8 bytes: TF's "'utf-8' codec can't encode character
+    # '\udcff'" once training (after the phantoms) or prediction began
+    Case("train-model-dir-not-utf8", "cli", SYNTH + TRAIN + ["--model-dir", "{d}/run-\udcff"],
+         "is not UTF-8 text (bytes of another encoding); TensorFlow keeps its checkpoints "
+         "under UTF-8 names"),
+    Case("predict-model-dir-not-utf8", "cli",
+         ["predict", "--model-dir", "{d}/run-\udcff", "--data", "{d}/nan", "--out",
+          "{d}/p-utf8.csv"],
+         "is not UTF-8 text (bytes of another encoding); TensorFlow keeps its checkpoints"),
+    Case("run-config-model-dir-not-utf8", "api",
+         lambda d: _run_config_in(str(Path(d) / "run-\udcff")),
+         "is not UTF-8 text (bytes of another encoding)"),
     # every run wrote its Chrome trace to the one file, over the one before
     Case("evaluate-train-args-one-trace-file", "cli",
          ["evaluate", "--out", "{d}/ev-trace", "--train-args=--trace-step 1 --trace-out "

@@ -260,3 +260,22 @@ def test_evaluate_replaces_its_own_earlier_results(tmp_path):
     (tmp_path / "accuracy.json").write_text(json.dumps({"protocol": {}, "tasks": {}}))
     (tmp_path / "accuracy.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 8)
     _refuse_replacing_results(str(tmp_path))
+
+
+def test_predictions_of_subjects_at_non_utf8_paths(tmp_path):
+    """A dataset under a directory of non-UTF-8 bytes: predict failed on the CSV after
+    every subject was predicted. The CSV holds the path's own bytes and reads back."""
+    import os
+    from pathlib import Path
+
+    from meshpar.data.types import Subject
+    from meshpar.evaluation.report import read_predictions
+    from meshpar.training.run import write_predictions
+
+    data = os.fsdecode(os.fsencode(str(tmp_path)) + b"/ds\xff")
+    out = str(tmp_path / "pred.csv")
+    write_predictions(out, [Subject(Path(data) / "s1.nii.gz", "AD", subject_id="s1")],
+                      [[0.25, 0.75]], ["NC", "AD"])
+    assert b"/ds\xff/s1.nii.gz" in (tmp_path / "pred.csv").read_bytes()
+    rows = read_predictions(out, data, "AD")
+    assert [r["p"] for r in rows.values()] == [0.75]

@@ -166,6 +166,21 @@ def memory_terms(headroom, flag: str = "--memory-headroom"):
     return dataclasses.replace(MEASURED, headroom=float(headroom))
 
 
+def refuse_non_utf8_path(path, flag: str) -> None:
+    """ValueError for a path TensorFlow reads or writes (a model directory, a
+    checkpoint) that is not UTF-8 text: bytes of another encoding, which Python holds
+    as lone surrogates. TF names its files in UTF-8 and failed on it once training or
+    prediction began ("'utf-8' codec can't encode character '\\udcff'")."""
+    if not isinstance(path, str):
+        return
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{flag} {path!r} is not UTF-8 text (bytes of another encoding); "
+                         "TensorFlow keeps its checkpoints under UTF-8 names: give another "
+                         "path") from None
+
+
 def label_names(text: str) -> tuple:
     """``"NC,AD"`` -> ``("NC", "AD")``: the class names of a ``--labels`` flag, class 0
     first (an ``argparse`` type; every command's ``--labels`` reads them here).

@@ -21,7 +21,8 @@ import argparse
 import os
 import sys
 
-from meshpar.cli.parsing import (path_text, positive_int, refuse_overwriting_inputs,
+from meshpar.cli.parsing import (path_text, positive_int, refuse_non_utf8_path,
+                                 refuse_overwriting_inputs,
                                  refuse_replacing_another_kind, refuse_writing_over_run,
                                  thread_count)
 from meshpar.cli.train_options import (add_mesh_options, add_split_options,
@@ -72,6 +73,9 @@ def run(args) -> int:
     from meshpar.cli.train_data import resolve_fold_seed
 
     resolve_fold_seed(args)
+    refuse_non_utf8_path(args.model_dir, "--model-dir")  # TF's error after the volumes
+    if args.checkpoint not in ("latest", "best"):
+        refuse_non_utf8_path(args.checkpoint, "--checkpoint")
     check_mesh_args(args)
     refuse_overwriting_inputs(args, ["out"], ["plan", "cluster", (
         "--data labels", os.path.join(args.data, "labels.csv"))])
@@ -118,8 +122,8 @@ def _read_predictions_header(path) -> None:
     (:func:`meshpar.training.run.write_predictions`)."""
     import csv
 
-    with open(path, newline="", encoding="utf-8") as f:
-        header = next(csv.reader(f), [])
+    with open(path, newline="", encoding="utf-8", errors="surrogateescape") as f:
+        header = next(csv.reader(f), [])  # (its paths may be of non-UTF-8 bytes)
     if header[:4] != ["path", "subject_id", "label", "group"] or header[-1:] != ["predicted"]:
         raise ValueError(f"{path} is not a predictions CSV")
 

@@ -30,6 +30,7 @@ import time
 
 from meshpar.cli.parsing import (label_names, path_text, positive_int, seed_int,
                                  refuse_file_as_directory, refuse_missing_directories,
+                                 refuse_non_utf8_path,
                                  refuse_overwriting_inputs, refuse_replacing_another_kind,
                                  refuse_writing_over_run, thread_count)
 from meshpar.cli.train_options import (  # noqa: F401  (mesh_from_speeds: re-exported)
@@ -290,6 +291,7 @@ def _check_model_dir(args) -> None:
     checkpoints and run file would be written among the dataset's files."""
     if not args.model_dir:
         return
+    refuse_non_utf8_path(args.model_dir, "--model-dir")  # TF's error once training began
     if os.path.exists(args.model_dir) and not os.path.isdir(args.model_dir):
         raise ValueError(f"--model-dir {args.model_dir} is a file, not a directory")
     refuse_file_as_directory(args.model_dir, "--model-dir")  # under a file: was '[Errno 20]'

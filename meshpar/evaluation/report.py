@@ -44,8 +44,8 @@ def read_predictions(path, data_dir, positive_label: str, known=None) -> Dict[st
     (``y``: 1 for ``positive_label``; ``p``: its probability). ``known``: the dataset's
     subject keys, to find a moved prediction's subject by (:func:`_key`)."""
     out = {}
-    with open(path, newline="", encoding="utf-8") as f:
-        reader = csv.DictReader(f)
+    with open(path, newline="", encoding="utf-8", errors="surrogateescape") as f:
+        reader = csv.DictReader(f)  # paths of non-UTF-8 bytes: as write_predictions wrote
         column = f"p_{positive_label}"
         if column not in (reader.fieldnames or []):
             raise ValueError(f"{path}: no column {column} (columns: {reader.fieldnames})")

@@ -380,6 +380,13 @@ def run_config(model_dir: str, seed: int = 1, save_summary_steps: int = 100,
     training and evaluation sessions run on that TF cluster, mastered by this
     process.
     """
+    if isinstance(model_dir, str):  # TF names its files in UTF-8: failed at train()
+        try:
+            model_dir.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(f"model_dir {model_dir!r} is not UTF-8 text (bytes of another "
+                             "encoding); TensorFlow keeps its checkpoints under UTF-8 "
+                             "names") from None
     seed = integer_at_least(seed, "seed", 0, none_ok=True)
     if seed is not None and seed > 2**31 - 2:  # TF keeps seeds modulo 2**31 - 1
         raise ValueError(f"seed must be at most {2**31 - 2}, got {seed}: TensorFlow takes "

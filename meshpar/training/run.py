@@ -346,8 +346,9 @@ def write_predictions(path: str, subjects: Sequence, probabilities, label_set: S
         raise ValueError(f"{len(probabilities)} predictions for {len(subjects)} subjects")
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
 
-    def write(tmp):
-        with open(tmp, "w", newline="", encoding="utf-8") as f:
+    def write(tmp):  # a subject path of non-UTF-8 bytes is written as those bytes (it
+        # failed after every subject was predicted): the CSV names the file the disk has
+        with open(tmp, "w", newline="", encoding="utf-8", errors="surrogateescape") as f:
             out = csv.writer(f)
             out.writerow(["path", "subject_id", "label", "group"]
                          + [f"p_{name}" for name in label_set] + ["predicted"])
