@@ -1351,6 +1351,10 @@ CASES = [
     Case("cluster-file-one-server-two-names", "api",
          _cluster_file("loopback-twice.json", {"worker": ["localhost:2222", "127.0.0.1:2222"]}),
          "127.0.0.1:2222 is listed twice (as localhost:2222) (worker task 0 and worker task 1)"),
+    Case("cluster-file-one-server-by-this-hosts-name", "api",
+         lambda d: _cluster_file("hostname-twice.json", {"worker": [
+             "localhost:2222", __import__("socket").gethostname() + ":2222"]})(d),
+         ":2222 is listed twice (as localhost:2222) (worker task 0 and worker task 1)"),
     Case("cluster-file-port-with-leading-zero", "api",
          _cluster_file("port-zero-twice.json", {"worker": ["host-a:2222", "HOST-A:02222"]}),
          "HOST-A:02222 is listed twice (as host-a:2222)"),

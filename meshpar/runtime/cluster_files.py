@@ -89,9 +89,13 @@ _LOOPBACK = ("localhost", "127.0.0.1", "::1")
 
 def _server_key(host: str, port: str) -> tuple:
     """``(host, port)`` of the server an address reaches: the host in lower case (names
-    are case-insensitive), the loopback names as one, the port as a number."""
+    are case-insensitive), the loopback names and this machine's own name as one (a TF
+    server listens on all of them), the port as a number."""
+    import socket
+
     host = host.strip("[]").lower()
-    return ("localhost" if host in _LOOPBACK else host, int(port))
+    here = host in _LOOPBACK or host == socket.gethostname().lower()
+    return ("localhost" if here else host, int(port))
 
 
 def worker_addresses(cluster_file: Optional[str]) -> list:
