@@ -128,7 +128,8 @@ def check_profile_fits(model, batch: int, addresses: Sequence[str] = (), local: 
     ``batch`` (the largest batch timed) before any of them is asked: each worker
     builds a whole training step of ``model`` at that batch (more besides: a step per
     smaller batch, the slices), so the cost model's count of one such step on one
-    device (:data:`meshpar.planning.memory.MEASURED` terms) is the least it needs;
+    device (:data:`meshpar.planning.memory.MEASURED` terms) divided by
+    :data:`COUNT_OVER_NEED` is the least it needs;
     ``local`` workers plus those of ``addresses`` on this host together may need no
     more than its physical memory. Workers elsewhere are not counted (their memory is
     not known here). Seen: batch 10**7 of resattnet3d-tiny on one local worker ran
