@@ -28,8 +28,9 @@ def add_mesh_options(parser) -> None:
                         help="mtf: lower with Mesh-TensorFlow's own PlacementMeshImpl (even "
                              "splits only), the baseline (default: %(default)s)")
     parser.add_argument("--devices", type=device_strings,
-                        help="comma-separated device strings, pnum order "
-                             "(default: emulated local devices)")
+                        help="comma-separated device strings of this machine, pnum order; "
+                             "empty for the default device, /cpu:0 repeated to emulate "
+                             "(default: emulated local devices; a worker's device: --cluster)")
     parser.add_argument("--cluster", type=path_text,
                         help="run on TF gRPC workers (`meshpar worker`) listed in "
                              "this cluster JSON; 'TF_CONFIG' reads the environment")
