@@ -1,8 +1,11 @@
 """What a training run leaves in its model directory besides checkpoints.
 
 * ``meshpar_run.json`` (:data:`RUN_FILE`): what prediction needs to rebuild
-  the model and read data the same way (model name and config overrides,
-  class names, input shape and channels, pre-processing, the data split).
+  the model and read data the same way (model name, reference (``model_ref``)
+  and config overrides, class names, input shape and channels, pre-processing,
+  the data split), and what a resumed run must match or goes on from (the
+  subjects, the optimizer; ``stream``: where each batch began in the data
+  stream).
 * ``best/`` (:data:`BEST_DIR`): with ``keep_best``, a copy of the checkpoint
   with the lowest validation loss so far and ``best/best.json``
   (``{"step", "val_loss"}``); :func:`train_keeping_best` trains in chunks
