@@ -48,7 +48,8 @@ def register(subparsers) -> None:
                         help=f"training steps (default {DEFAULT_STEPS})")
     parser.add_argument("--subjects", type=int, default=None,
                         help=f"synthetic subjects to write, at least {MIN_SUBJECTS} "
-                             f"(default {DEFAULT_SUBJECTS})")
+                             f"(default {DEFAULT_SUBJECTS}), into a temporary directory: "
+                             "refused before part 1 when they do not fit on its disk")
     parser.add_argument("--skip-training", action="store_true",
                         help="stop after the split check and the plans")
     parser.set_defaults(func=run)
