@@ -187,7 +187,9 @@ def profile_cluster_workers(addresses: Sequence[str], device_type: str = "CPU",
     the pairs). Devices are named ``/job:worker/task:i/device:TYPE:0``, so a
     plan made from this file places its slices on those tasks.
 
-    With ``model`` (a registry name or a :class:`~meshpar.models.ModelSpec`, whose
+    With ``model`` (a registry name, a reference to a network of one's own as
+    ``--model`` takes it (:func:`meshpar.models.resolve`; recorded under
+    ``extra["model_ref"]``), or a :class:`~meshpar.models.ModelSpec`, whose
     module then gives ``input_shape(config)``) the work items are that model's whole
     training steps (race-free Adam, data resident on the worker) of
     ``b`` samples for ``b`` in :func:`model_batch_sizes` ``(batch)``, instead
@@ -196,7 +198,8 @@ def profile_cluster_workers(addresses: Sequence[str], device_type: str = "CPU",
     the cost model looks speeds up at each device's whole-step work. It also
     times the model's even ``batch:n`` and ``model:n`` splits over all the
     workers, and the same splits weighted by the workers' measured speeds
-    (``extra["split_seconds"]``, the weighted ones under ``"balanced"``),
+    (``extra["split_seconds"]``, the weighted ones under ``"balanced"``, the
+    workers in the order their shares went to under ``"device_names"``),
     from which the cost model learns what synchronising costs per step and
     how long devices wait for each other near balance, and each worker's speed on slices of
     ``1/k`` of every split dim for ``k`` in :func:`slice_counts` (the model
