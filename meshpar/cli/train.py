@@ -73,7 +73,8 @@ def register(subparsers) -> None:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--data", type=path_text, help="NIfTI dataset directory (with labels.csv)")
     source.add_argument("--synthetic", action="store_true",
-                        help="train on synthetic phantoms written to a temporary directory")
+                        help="train on synthetic data: phantoms written to a temporary "
+                             "directory (3-D models) or random images (2-D models)")
     parser.add_argument("--model", default=None,
                         help="built-in model: " + names_for_help() + f"; {REFERENCE_SYNTAX}"
                              + f" (default: a --plan's model, else {DEFAULT_MODEL})")
@@ -82,7 +83,8 @@ def register(subparsers) -> None:
                         help="skip (and count) unreadable, NaN or mislabelled subjects instead "
                              "of stopping at the first one")
     parser.add_argument("--checkpoint-every", type=int, default=None,
-                        help="checkpoint every N steps (default: %d when keep-best is on by "
+                        help="checkpoint every N steps, N <= --steps (default: %d when "
+                             "keep-best is on by "
                              "default, else at the end only)" % KEEP_BEST_EVERY)
     parser.add_argument("--keep-best", action=argparse.BooleanOptionalAction, default=None,
                         help="score every --checkpoint-every checkpoint on the validation set and "
@@ -95,7 +97,9 @@ def register(subparsers) -> None:
                              "with the same --model-dir resumes from its last checkpoint")
     parser.add_argument("--batch", type=int, default=None,
                         help="global batch size (default: the --plan's batch, else "
-                             f"{DEFAULT_BATCH}); a plan is refused at another batch")
+                             f"{DEFAULT_BATCH}); a plan is refused at another batch; a "
+                             "resumed run may change it (the data stream goes on from the "
+                             "example the old batch reached)")
     parser.add_argument("--model-dir", type=path_text,
                         help="checkpoint directory (default: a new temporary one)")
     parser.add_argument("--optimizer", choices=sorted(OPTIMIZER_DEFAULT_LR), default="adam")
@@ -116,7 +120,8 @@ def register(subparsers) -> None:
                              "alone) or none (default: flip; docs/accuracy.md measured affine "
                              "hurting). NIfTI data only")
     parser.add_argument("--n-synthetic", type=positive_int, default=None,
-                        help="subjects written by --synthetic (default: 400)")
+                        help="phantoms or images --synthetic draws (default: 400); a "
+                             "resumed run needs the same")
     parser.add_argument("--val-fraction", type=float, default=0.25,
                         help="share of the non-test subjects held out for validation "
                              "(default: 0.25)")
@@ -139,8 +144,8 @@ def register(subparsers) -> None:
                         help="with --trace-step: write the traced step's timeline "
                              "here (Chrome trace JSON, for Perfetto)")
     parser.add_argument("--worker-times-every", type=int, default=0,
-                        help="trace every N-th step and write each worker's step time to "
-                             "TensorBoard (default 0: off)")
+                        help="trace every N-th step, N <= --steps, and write each worker's "
+                             "step time to TensorBoard (default 0: off)")
     parser.add_argument("--json", action="store_true",
                         help="also print the summary as one JSON object, the last line of stdout")
     parser.set_defaults(func=run)
