@@ -73,10 +73,11 @@ def add_recipe_options(parser) -> None:
                              "--steps) or step (times --lr-decay-rate every --lr-decay-steps); "
                              "all after --lr-warmup-steps of linear warm-up (default: cosine)")
     parser.add_argument("--lr-warmup-steps", type=int, default=None,
-                        help="linear learning-rate warm-up over the first N steps (default: "
-                             "10%% of --steps)")
+                        help="linear learning-rate warm-up over the first N steps, ending "
+                             "within --steps (default: 10%% of --steps)")
     parser.add_argument("--lr-decay-steps", type=int, default=None,
-                        help="step schedule: decay every N steps")
+                        help="step schedule: decay every N steps after the warm-up, the "
+                             "first decay before --steps")
     parser.add_argument("--lr-decay-rate", type=float, default=None,
                         help="step schedule: factor per decay (default: 0.1)")
     parser.add_argument("--lr-min", type=float, default=None,
