@@ -36,7 +36,9 @@ def register(subparsers) -> None:
     """Add ``meshpar plan`` to ``subparsers``."""
     parser = subparsers.add_parser(
         "plan", help="plan uneven model + data parallelism for a cluster",
-        description="Plan mesh shape, device placement and split weights with the cost model.",
+        description="Plan mesh shape, device placement and split weights with the cost model.\n"
+                    "The devices are ordered fastest first, then roomiest, before planning:\n"
+                    "one cluster listed in any order gets one plan (docs/planner.md).",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--speeds", help="relative device speeds, e.g. 1.0,0.5,0.3,0.2 "
                                          "(synthetic cluster, 1.0 = 1e11 FLOP/s)")
