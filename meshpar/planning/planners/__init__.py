@@ -57,7 +57,10 @@ def plan(model: Union[ModelDescription, object], cluster: Union[ClusterSpec, Seq
     ``method`` is one of ``even``, ``proportional``, ``exact``, ``ga``;
     ``shapes`` restricts the mesh shapes ``(R, M)`` searched; other keyword
     options go to the planner (e.g. ``population``, ``generations`` for ga); an
-    option the planner does not take is a ValueError, never silently ignored.
+    option the planner does not take is a ValueError, never silently ignored
+    (``population`` at most :data:`~meshpar.planning.planners.common.MAX_POPULATION`).
+    The devices are planned in :func:`canonical_order` (fastest, then roomiest), so
+    one cluster listed in any order gets one plan, up to which device is called what.
     ``seed`` matters to the planners that draw random numbers (ga).
     ``memory_terms``: how memory is counted (default the measured
     :data:`~meshpar.planning.memory.MEASURED`; e.g. another headroom).
