@@ -31,6 +31,14 @@ name) followed by ``:ATTR`` when given; a name that is a registered model's is
 refused. Its :attr:`~meshpar.models.ModelSpec.reference` (what ``plan.json``
 and ``meshpar_run.json`` record, so that the next command finds the network
 again) is the file's absolute path, or the module name, with ``:ATTR``.
+Two references name one network when they read the same file with the same
+``:ATTR`` (:func:`same_reference`: a module and its path, a path through a link).
+
+A file's folder is on ``sys.path`` while it is imported, so its neighbour modules
+import; the neighbours of another folder's file read earlier in the process are
+taken out of ``sys.modules`` meanwhile, so each network gets its own. A module is
+looked for in the current directory at each :func:`resolve` (a module found only
+on ``sys.path`` is the one already imported, if it is).
 
 Imports no TensorFlow itself; the module it imports may.
 """
