@@ -37,8 +37,9 @@ Two references name one network when they read the same file with the same
 A file's folder is on ``sys.path`` while it is imported, so its neighbour modules
 import; the neighbours of another folder's file read earlier in the process are
 taken out of ``sys.modules`` meanwhile, so each network gets its own. A module is
-looked for in the current directory at each :func:`resolve` (a module found only
-on ``sys.path`` is the one already imported, if it is).
+looked for in the current directory at each :func:`resolve`, setting aside one of
+that name :func:`resolve` read from another directory (not one the caller imported
+itself); a module found only on ``sys.path`` is the one already imported, if it is.
 
 Imports no TensorFlow itself; the module it imports may.
 """
