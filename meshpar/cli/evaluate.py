@@ -89,7 +89,8 @@ def register(subparsers) -> None:
     parser.add_argument("--only", choices=["one-device", "uneven-mesh"],
                         help="run one configuration instead of both")
     parser.add_argument("--train-args", default="",
-                        help="extra `meshpar train` options for every run, one quoted string")
+                        help="extra `meshpar train` options for every run, one quoted string "
+                             "(not those evaluate sets for every run, --cluster or --trace-out)")
     parser.add_argument("--jobs", type=int, default=1,
                         help="runs (and phantom cohorts) at a time (default: 1)")
     parser.add_argument("--threads", type=thread_count, default=1,
