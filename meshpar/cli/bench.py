@@ -55,7 +55,10 @@ def register(subparsers) -> None:
     _cluster_and_output_options(train, "train")
     train.add_argument("--steps", type=int, default=60, help="training steps per strategy "
                                                              "(default %(default)s)")
-    train.add_argument("--batch", type=int, default=8, help="global batch (default %(default)s)")
+    train.add_argument("--batch", type=int, default=8,
+                       help="global batch (default %(default)s); refused before the workers "
+                            "start when those on this host cannot each hold a training step "
+                            "of it at once")
     train.add_argument("--memory-mib", help="memory budget per worker in MiB (one value for "
                        "all or one per worker): the planner must fit it and rows over it "
                        "are marked by the cost model's count; --enforce runs them under it")
@@ -97,7 +100,10 @@ def register(subparsers) -> None:
     memory.add_argument("--speeds", default="0.9,0.3",
                         help="relative worker speeds the plans are made for (default "
                              "%(default)s; the workers themselves run unthrottled)")
-    memory.add_argument("--batch", type=int, default=8, help="global batch (default %(default)s)")
+    memory.add_argument("--batch", type=int, default=8,
+                        help="global batch (default %(default)s); refused before the workers "
+                             "start when one training step of it cannot fit in this host's "
+                             "memory even split over them")
     memory.add_argument("--steps", type=int, default=8,
                         help="training steps per strategy (default %(default)s)")
     memory.add_argument("--memory-mib", help="the planner's memory budget per worker in MiB "

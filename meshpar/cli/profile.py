@@ -47,7 +47,9 @@ def register(subparsers) -> None:
                                         "registered name, or a network of one's own: "
                                         "PATH.py[:ATTR] or MODULE[:ATTR])")
     parser.add_argument("--batch", type=int,
-                        help=f"with --model: the largest batch timed (default {DEFAULT_BATCH})")
+                        help=f"with --model: the largest batch timed (default {DEFAULT_BATCH}); "
+                             "refused before any worker is asked when the workers on this host "
+                             "cannot each hold a training step of it at once")
     parser.add_argument("--out", type=path_text, help="write the device profile JSON here")
     parser.add_argument("--json", action="store_true", help="print the profile as JSON")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs per size (median)")
