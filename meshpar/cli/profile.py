@@ -33,7 +33,7 @@ DEFAULT_BATCH = 8
 def register(subparsers) -> None:
     """Add ``meshpar profile`` to ``subparsers``."""
     parser = subparsers.add_parser(
-        "profile", help="measure device speeds (conv3d) into the planner's device profile",
+        "profile", help="measure device speeds: conv3d kernels or --model steps",
         description=__doc__, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cluster", type=path_text,
                         help="TF cluster file of running `meshpar worker`s "
