@@ -5,7 +5,10 @@ name -> task addresses) or the ``TF_CONFIG`` layout
 ``{"cluster": {...}, "task": {"type": "worker", "index": 0}}``. This is the file
 ``meshpar worker`` serves and ``meshpar train --cluster`` joins; the planner's
 device file (speeds, memory, links) is a different thing,
-:class:`meshpar.planning.cluster.ClusterSpec`.
+:class:`meshpar.planning.cluster.ClusterSpec`. Each task needs a server of its
+own: an address listed twice, under any spelling of one server (``localhost``,
+``127.0.0.1``, ``::1`` and this machine's host name alike, a host name in any
+case, a port with a leading zero), is refused; a port is ASCII digits.
 """
 from __future__ import annotations
 
