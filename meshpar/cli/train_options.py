@@ -268,7 +268,10 @@ def check_local_devices(devices) -> None:
             spec = tf.DeviceSpec.from_string(name)
         except ValueError as err:
             raise ValueError(f"--devices: {name!r} is not a device ({err})") from None
-        if spec.job is not None or spec.task is not None or spec.replica is not None:
+        # this process's own full name (/job:localhost/replica:0/task:0/...) is local
+        local = spec.job in (None, "localhost") and spec.task in (None, 0) and \
+            spec.replica in (None, 0)
+        if not local:
             raise ValueError(f"--devices: {name} names a worker task's device; slices go "
                              "to workers with --cluster (their cluster file), not --devices")
         if spec.device_type is None:

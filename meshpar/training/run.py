@@ -50,10 +50,10 @@ def save_run_info(model_dir: str, info: dict) -> str:
     path = os.path.join(model_dir, RUN_FILE)
     info = {"format": _FORMAT, **info}
     check_run_info(model_dir, info)
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(info, f, indent=1, sort_keys=True)
-    os.replace(tmp, path)
+    from meshpar.planning.jsonio import write_text_atomic
+
+    # a temporary file of its own (not a fixed RUN_FILE.tmp a user's file may hold)
+    write_text_atomic(path, json.dumps(info, indent=1, sort_keys=True))
     return path
 
 
