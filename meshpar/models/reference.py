@@ -38,8 +38,10 @@ A file's folder is on ``sys.path`` while it is imported, so its neighbour module
 import; the neighbours of another folder's file read earlier in the process are
 taken out of ``sys.modules`` meanwhile, so each network gets its own. A module is
 looked for in the current directory at each :func:`resolve`, setting aside one of
-that name :func:`resolve` read from another directory (not one the caller imported
-itself); a module found only on ``sys.path`` is the one already imported, if it is.
+that name :func:`resolve` read from another directory; one the caller imported
+itself from another directory is refused (name the file instead), as the current
+directory's would be shadowed by it. A module found only on ``sys.path`` is the
+one already imported, if it is.
 
 Imports no TensorFlow itself; the module it imports may.
 """
@@ -248,6 +250,11 @@ def _load_module(text: str, ref: Reference) -> tuple:
         _note_neighbours(here, before)
         for n, other in hidden.items():
             sys.modules.setdefault(n, other)
+    origin = getattr(module, "__file__", None)
+    if _holds_module(here, top) and origin and not os.path.realpath(origin).startswith(
+            os.path.realpath(here) + os.sep):  # imported by the caller from elsewhere
+        raise ValueError(f"model {text!r}: this process imported {ref.target} from {origin} "
+                         f"before, and {here} holds another; name the file (PATH.py)")
     return module, ref.target, ref.target
 
 
