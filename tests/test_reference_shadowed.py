@@ -70,3 +70,15 @@ def test_the_module_imported_from_the_current_directory_is_taken(two_folders,
     monkeypatch.chdir(tmp_path / "a")
     importlib.import_module(name)
     assert resolve(f"{name}:CONFIG").config.filters == 3
+
+
+def test_a_folder_whose_name_holds_a_colon_is_part_of_the_path(tmp_path, monkeypatch):
+    from meshpar.models.reference import parse_reference
+
+    folder = tmp_path / "run:1"
+    folder.mkdir()
+    (folder / "colon_net_s52.py").write_text(NET.format(filters=4))
+    monkeypatch.chdir(tmp_path)
+    assert parse_reference("run:1/colon_net_s52.py") == ("file", "run:1/colon_net_s52.py", None)
+    assert parse_reference("run:1/colon_net_s52.py:CONFIG").attr == "CONFIG"
+    assert resolve("run:1/colon_net_s52.py").config.filters == 4

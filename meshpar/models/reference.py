@@ -87,7 +87,9 @@ def parse_reference(text: str) -> Reference:
     if not is_reference(text):
         raise ValueError(f"model {text!r} is a name, not a reference to a module")
     target, attr = text, None
-    if ":" in text:
+    tail = text.rpartition(":")[2]
+    if ":" in text and not ("/" in tail or os.sep in tail or tail.endswith(".py")):
+        # (a ':' before the path's last part is a folder's name: dir:1/mynet.py)
         target, _, attr = text.rpartition(":")
         if not _ATTR.match(attr):
             raise ValueError(f"model {text!r}: {attr!r} after ':' is not an attribute name "
