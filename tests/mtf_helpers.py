@@ -84,3 +84,12 @@ def tiny_volumes(n=12, seed=0):
     y = (np.arange(n) % 2).astype(np.int32)
     x[y == 1, 2:6, 2:6, 2:6] += 1.0
     return x, y
+
+
+def at_checkpoint(model_dir, step):
+    """``model_dir`` (a pathlib.Path, created) made to hold a latest checkpoint at
+    ``step``; the input functions read only its number. Returns it as a string."""
+    model_dir.mkdir(exist_ok=True)
+    (model_dir / f"model.ckpt-{step}.index").write_bytes(b"")
+    (model_dir / "checkpoint").write_text(f'model_checkpoint_path: "model.ckpt-{step}"\n')
+    return str(model_dir)

@@ -7,17 +7,9 @@ import json
 
 import numpy as np
 import pytest
+from mtf_helpers import at_checkpoint
 
 N, SHAPE = 7, (8, 8, 8)
-
-
-def _at_checkpoint(model_dir, step):
-    """A model directory whose latest checkpoint is at ``step`` (the input functions
-    read only its number)."""
-    model_dir.mkdir(exist_ok=True)
-    (model_dir / f"model.ckpt-{step}.index").write_bytes(b"")
-    (model_dir / "checkpoint").write_text(f'model_checkpoint_path: "model.ckpt-{step}"\n')
-    return str(model_dir)
 
 
 def _spoil(path):
@@ -61,7 +53,7 @@ def test_a_resumed_skip_bad_stream_goes_on_with_the_uninterrupted_examples(
 
     batch = 2  # five usable subjects: examples straddle epochs at every step
     straight = _examples(train_input_fn(_source(spoilt), batch, 7), step + 3)
-    resumed = train_input_fn(_source(spoilt), batch, 7, _at_checkpoint(tmp_path / "m", step))
+    resumed = train_input_fn(_source(spoilt), batch, 7, at_checkpoint(tmp_path / "m", step))
     np.testing.assert_array_equal(_examples(resumed, 3), straight[step * batch:])
 
 
@@ -70,7 +62,7 @@ def test_a_skip_bad_stream_resumed_with_another_batch(spoilt, tmp_path):
 
     straight = _examples(train_input_fn(_source(spoilt), 1, 7), 20)
     # steps 0..2 at batch 3 (examples 0..8), then steps 3.. at batch 2 (9, 10, ...)
-    resumed = train_input_fn(_source(spoilt), 2, 7, _at_checkpoint(tmp_path / "m", 3),
+    resumed = train_input_fn(_source(spoilt), 2, 7, at_checkpoint(tmp_path / "m", 3),
                              stream=[[0, 0, 3], [3, 9, 2]])
     np.testing.assert_array_equal(_examples(resumed, 4), straight[9:17])
 

@@ -5,18 +5,10 @@ import json
 
 import numpy as np
 import pytest
+from mtf_helpers import at_checkpoint
 
 from meshpar.training.inputs import stream_start
 from meshpar.training.run import RUN_FILE, load_run_info, stream_segments
-
-
-def _at_checkpoint(model_dir, step):
-    """A model directory whose latest checkpoint is at ``step`` (the input functions
-    read only its number)."""
-    model_dir.mkdir(exist_ok=True)
-    (model_dir / f"model.ckpt-{step}.index").write_bytes(b"")
-    (model_dir / "checkpoint").write_text(f'model_checkpoint_path: "model.ckpt-{step}"\n')
-    return str(model_dir)
 
 
 def _batches(input_fn, count):
@@ -64,7 +56,7 @@ def test_synthetic_images_resumed_with_another_batch_go_on_where_the_stream_stop
 
     whole, _ = synthetic_image_fns(24, (4, 4, 3), 0.0, 4, 5)
     straight = _batches(whole, 5)  # steps 0..4 at batch 4: examples 0..19
-    resumed, _ = synthetic_image_fns(24, (4, 4, 3), 0.0, 2, 5, _at_checkpoint(tmp_path, 4),
+    resumed, _ = synthetic_image_fns(24, (4, 4, 3), 0.0, 2, 5, at_checkpoint(tmp_path, 4),
                                      stream=[[0, 0, 4], [4, 16, 2]])
     went_on = _batches(resumed, 2)  # steps 4, 5 at batch 2: examples 16..19
     np.testing.assert_array_equal(np.concatenate([b[0] for b in went_on]), straight[4][0])
@@ -89,7 +81,7 @@ def test_nifti_subjects_resumed_with_another_batch_go_on_where_the_stream_stoppe
     write_dataset(str(tmp_path / "d"), 10, shape=(8, 8, 8), seed=1)
     source = NiftiDataset(str(tmp_path / "d"), (8, 8, 8))
     straight = _batches(train_input_fn(source, 3, 7), 4)  # examples 0..11
-    resumed = train_input_fn(source, 2, 7, _at_checkpoint(tmp_path / "m", 2),
+    resumed = train_input_fn(source, 2, 7, at_checkpoint(tmp_path / "m", 2),
                              stream=[[0, 0, 3], [2, 6, 2]])
     went_on = _batches(resumed, 3)  # examples 6..11
     np.testing.assert_array_equal(np.concatenate([b[0] for b in went_on]),
