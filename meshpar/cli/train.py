@@ -36,14 +36,13 @@ from meshpar.cli.parsing import (label_names, path_text, positive_int, seed_int,
 from meshpar.cli.train_options import (  # noqa: F401  (mesh_from_speeds: re-exported)
     add_mesh_options, add_rebalance_options, add_recipe_options, add_split_options,
     check_batch_fits_mesh, check_mesh_args, cluster_client, mesh_arguments, mesh_from_speeds,
-    read_replans, rebalance_options, recipe_params, refuse_unused_recipe_flags,
-    split_request)
+    read_replans, rebalance_options, recipe_params, refuse_unused_recipe_flags)
 from meshpar.cli.run_guard import exit_now, guard, no_divergence_log, progress_hook
 from meshpar.cli.train_data import check_augment, on_device, prepare_data, resolve_fold_seed
 from meshpar.cli.train_report import (evaluate, format_weights, print_table, report_best,
                                       report_rebalancing, report_trace, run_summary)
 from meshpar.cli.train_resume import (batch_change_note, recipe_change_note,
-                                      resumed_run_info, save_run)
+                                      recorded_identity, resumed_run_info, save_run)
 from meshpar.models import names_for_help
 from meshpar.models.reference import REFERENCE_SYNTAX
 from meshpar.planning.jsonio import dumps_strict
@@ -338,11 +337,8 @@ def run(args) -> int:
     if args.model_dir:  # what a resume is refused for, said before --synthetic's phantoms
         from meshpar.training.run import check_recorded_fields
 
-        check_recorded_fields(args.model_dir, {
-            "model": spec.name, "model_overrides": _model_overrides(args), "seed": args.seed,
-            **({"model_ref": spec.reference} if spec.reference else {}),
-            "val_fraction": args.val_fraction, "optimizer": args.optimizer,
-            "split": split_request(args)})
+        check_recorded_fields(args.model_dir,
+                              recorded_identity(args, spec, _model_overrides(args)))
     args.replay_schedule = _replay_schedule(args, spec)  # before anything is written
     lr = _learning_rate(args)
     client = cluster_client(args)

@@ -62,6 +62,17 @@ def recorded_recipe(params: dict) -> dict:
     return {k: v for k, v in params.items() if isinstance(v, (int, float, str, list))}
 
 
+def recorded_identity(args, spec, overrides: dict) -> dict:
+    """The run file's fields the flags alone give (model and its reference, config
+    ``overrides``, seed, validation fraction, optimizer, split): what a resume is
+    checked against before any data is read, and part of what :func:`save_run`
+    writes."""
+    return {"model": spec.name, **({"model_ref": spec.reference} if spec.reference else {}),
+            "model_overrides": overrides, "seed": args.seed,
+            "val_fraction": args.val_fraction, "optimizer": args.optimizer,
+            "split": split_request(args)}
+
+
 def save_run(args, spec, model_dir, data, params, overrides: dict, lr: float,
              write: bool = True) -> None:
     """Write the run file (or, ``write=False``, only check that this run may use the
@@ -70,14 +81,10 @@ def save_run(args, spec, model_dir, data, params, overrides: dict, lr: float,
     from meshpar.training.run import check_run_info, save_run_info
 
     (save_run_info if write else check_run_info)(model_dir, {
-        "model": spec.name,
-        **({"model_ref": spec.reference} if spec.reference else {}),
-        "model_overrides": overrides,
+        **recorded_identity(args, spec, overrides),
         "labels": data["labels"], "input_shape": list(spec.input_shape),
         "channels": int(spec.input_shape[-1]), "spacing": None,
-        "batch": args.batch, "seed": args.seed, "val_fraction": args.val_fraction,
-        "optimizer": args.optimizer,
-        "split": split_request(args), "augment": data.get("augment", []),
+        "batch": args.batch, "augment": data.get("augment", []),
         "data": "synthetic" if args.synthetic else os.path.abspath(args.data),
         **({"subjects": data["subjects"]} if "subjects" in data else {}),
         "keep_best": bool(args.keep_best),

@@ -193,8 +193,6 @@ def load_run_info(model_dir: str) -> dict:
 def _is_spacing(spacing) -> bool:
     """Whether ``spacing`` is a run file's voxel size: a number > 0, or a list of one or
     three (finite)."""
-    import math
-
     values = spacing if isinstance(spacing, list) and len(spacing) in (1, 3) else [spacing]
     return all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
                and v > 0 for v in values)
