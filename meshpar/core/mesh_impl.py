@@ -521,7 +521,10 @@ class HeterogeneousMeshImpl(UnevenCollectives, _pmi.PlacementMeshImpl):
         processor (:func:`meshpar.core.random_draws.uniform_at`, :meth:`_step_key`): the values do not depend
         on the mesh, the layout or the split, so a dropout mask on an uneven mesh is
         the one of one device, step after step, and the one-device result holds for
-        such models too. Any other ``tf_fn`` draws each slice with a seed from the op
+        such models too. Normal draws (``tf.random.normal``: ``mtf.random_normal``, a
+        Gaussian-noise layer) are made from two such uniform draws per element
+        (:func:`~meshpar.core.random_draws.normal_at`), so they do not depend on the
+        mesh either. Any other ``tf_fn`` draws each slice with a seed from the op
         seed and the slice's position (copies of one slice agree; another layout
         draws other values).
         """
@@ -533,19 +536,22 @@ class HeterogeneousMeshImpl(UnevenCollectives, _pmi.PlacementMeshImpl):
             op_seed = repr(_py_random.random())
 
         uniform = random_draws.uniform_arguments(tf_fn, kwargs)
-        if uniform is not None:
+        normal = random_draws.normal_arguments(tf_fn, kwargs)
+        if uniform is not None or normal is not None:
             digest = hashlib.sha256(op_seed.encode()).digest()
             fixed = [int.from_bytes(digest[i:i + 4], "little") for i in (0, 4)]
             run_seed = int.from_bytes(digest[8:12], "little") >> 1
+            at, arguments = ((random_draws.uniform_at, uniform) if uniform is not None
+                             else (random_draws.normal_at, normal))
 
-            def draw_uniform(pnum):
+            def draw_counted(pnum):
                 # New values at every step, the same key on every processor
                 keys = tf.bitwise.bitwise_xor(self._step_key(run_seed),
                                               tf.constant(fixed, tf.uint32))
-                return random_draws.uniform_at(shape.to_integer_list, self.slice_begin(shape, pnum),
-                                   self.slice_shape(shape, pnum), keys, *uniform)
+                return at(shape.to_integer_list, self.slice_begin(shape, pnum),
+                          self.slice_shape(shape, pnum), keys, *arguments)
 
-            return self.slicewise(draw_uniform, self.laid_out_pnum())
+            return self.slicewise(draw_counted, self.laid_out_pnum())
 
         def draw(pnum):
             # Slices that cover the same part of the tensor get the same seed,

@@ -2,9 +2,11 @@
 position in the whole tensor and of a key, so any cut of the tensor over a mesh
 (uneven splits, any layout or device order) draws the values one device draws.
 :meth:`meshpar.core.mesh_impl.HeterogeneousMeshImpl.random` uses it for
-``mtf.random_uniform`` and hence ``mtf.dropout``."""
+``mtf.random_uniform`` (hence ``mtf.dropout``) and, through two such draws per
+element (Box-Muller), for ``mtf.random_normal``."""
 from __future__ import annotations
 
+import math
 from typing import Optional
 
 import tensorflow.compat.v1 as tf
@@ -26,6 +28,17 @@ def uniform_arguments(tf_fn, kwargs) -> Optional[tuple]:
             and 0 < maxval - minval <= 2 ** 32:
         return minval, maxval, dtype
     return None
+
+
+def normal_arguments(tf_fn, kwargs) -> Optional[tuple]:
+    """``(mean, stddev, dtype)`` when ``tf_fn(shape, **kwargs)`` is a normal draw that
+    :func:`normal_at` makes (``tf.random.normal`` of a float dtype); None otherwise."""
+    if tf_fn is not tf.random.normal or set(kwargs) - {"mean", "stddev", "dtype", "name"}:
+        return None
+    dtype = tf.as_dtype(kwargs.get("dtype", tf.float32))
+    if not dtype.is_floating:
+        return None
+    return kwargs.get("mean", 0.0), kwargs.get("stddev", 1.0), dtype
 
 
 def mix32(x):
@@ -74,6 +87,19 @@ def uniform_at(full_shape, begin, size, keys, minval, maxval, dtype):
                        tf.float32) * 2.0 ** -digits
     low_t = tf.cast(minval, unit.dtype)
     return tf.cast(low_t + unit * (tf.cast(maxval, unit.dtype) - low_t), dtype)
+
+
+def normal_at(full_shape, begin, size, keys, mean, stddev, dtype):
+    """The normal values of the elements ``begin .. begin + size`` of a tensor of
+    ``full_shape`` (as :func:`uniform_at`, any cut draws the same values): Box-Muller
+    of two uniform draws of each element's position, the second under other keys,
+    computed in float64 so that rounding does not depend on the cut either."""
+    first = uniform_at(full_shape, begin, size, keys, 0.0, 1.0, tf.float64)
+    other = tf.bitwise.bitwise_xor(keys, tf.constant([0x85EBCA6B, 0xC2B2AE35], tf.uint32))
+    second = uniform_at(full_shape, begin, size, other, 0.0, 1.0, tf.float64)
+    radius = tf.sqrt(-2.0 * tf.math.log1p(-first))  # 1 - first in (0, 1]: finite
+    z = radius * tf.cos((2.0 * math.pi) * second)
+    return tf.cast(tf.cast(mean, tf.float64) + tf.cast(stddev, tf.float64) * z, dtype)
 
 
 def step_key(step, seed: int):
