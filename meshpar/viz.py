@@ -217,10 +217,12 @@ def plot_plan(plan, path: str, model=None, cluster=None) -> str:
                         lower_bound=plan.lower_bound_seconds)
     if timeline:
         from meshpar.planning.cost_model import CostModel
+        from meshpar.planning.planners.common import subset_cost
 
         used = set(plan.devices)  # a plan may leave the slowest devices idle
-        cluster = cluster.subset([d for d in cluster.devices if d.device in used])
-        plot_device_timeline(plan, cost=CostModel(model, cluster, plan.batch), ax=axes[2])
+        cost = subset_cost(CostModel(model, cluster, plan.batch),
+                           [d for d in cluster.devices if d.device in used])
+        plot_device_timeline(plan, cost=cost, ax=axes[2])
     fig.tight_layout()
     save_figure(fig, path, dpi=100)
     plt.close(fig)

@@ -25,7 +25,8 @@ from meshpar.planning.cost_model import CostModel
 from meshpar.planning.description import ModelDescription
 from meshpar.planning.memory import MEASURED, MemoryTerms
 from meshpar.planning.plan import Plan
-from meshpar.planning.planners.common import better, check_options, representative_speeds
+from meshpar.planning.planners.common import (better, check_options, representative_speeds,
+                                              subset_cost)
 from meshpar.planning.planners.even import plan_even
 from meshpar.planning.planners.exact import ExactTimeLimit, plan_exact
 from meshpar.planning.planners.ga import plan_ga
@@ -110,14 +111,12 @@ def plan(model: Union[ModelDescription, object], cluster: Union[ClusterSpec, Seq
 
     def each(subsets_: list, best: Plan) -> Plan:
         for i, devices in enumerate(subsets_):
-            sub = cluster.subset(devices)
+            sub_cost = subset_cost(cost, devices)
             if budget is not None:  # the limit is for the whole call
                 left = budget - (time.perf_counter() - t0)
                 share = left if method == "exact" else left / (len(subsets_) - i)
                 options["time_limit"] = max(share, 1e-3)
-            candidate = planner(model, sub, batch,
-                                cost=CostModel(model, sub, batch, memory_terms=memory_terms),
-                                **options)
+            candidate = planner(model, sub_cost.cluster, batch, cost=sub_cost, **options)
             found.append(candidate)
             if better(candidate, best) if candidate.feasible or best.feasible else \
                     max(memory_ratios(candidate, cluster)) < max(memory_ratios(best, cluster)):

@@ -18,7 +18,8 @@ from meshpar.planning.description import ModelDescription
 from meshpar.planning.memory import MEASURED, MemoryTerms
 from meshpar.planning.plan import Plan
 from meshpar.planning.planners import plan as make_plan
-from meshpar.planning.planners.common import BATCH_AXIS, MODEL_AXIS, allowed_shapes, build_plan
+from meshpar.planning.planners.common import (BATCH_AXIS, MODEL_AXIS, allowed_shapes, build_plan,
+                                              subset_cost)
 
 
 def candidate_plans(model: ModelDescription, cluster: ClusterSpec, batch: int, count: int,
@@ -91,9 +92,9 @@ def batch_neighbours(p: Plan, model: ModelDescription, cluster: ClusterSpec,
     rows, cols = shape[BATCH_AXIS], shape[MODEL_AXIS]
     if rows < 2:
         return []
-    sub = cluster.subset([d for d in cluster.devices if d.device in p.devices])
-    cost = CostModel(model, sub, p.batch, memory_terms=memory_terms)
-    names = [d.device for d in sub.devices]
+    cost = subset_cost(CostModel(model, cluster, p.batch, memory_terms=memory_terms),
+                       [d for d in cluster.devices if d.device in p.devices])
+    names = [d.device for d in cost.cluster.devices]
     perm = [names.index(d) for d in p.devices]
     sizes = list(p.split_sizes[model.batch_dim])
     on_model = [dim for dim, axis in p.layout if axis == MODEL_AXIS]

@@ -3,6 +3,7 @@ proportional weights, turning a chromosome into a :class:`Plan`, and the
 checks of the planners' options."""
 from __future__ import annotations
 
+import dataclasses
 import math
 import numbers
 from typing import Optional, Sequence
@@ -32,6 +33,23 @@ RATE_OPTIONS = ("crossover_rate", "weight_rate", "swap_rate", "balance_rate", "u
 SCALE_OPTIONS = ("blend_alpha", "weight_sigma")
 #: Options that are True or False.
 BOOL_OPTIONS = ("per_layer", "layout_gene", "progress")
+
+
+def subset_cost(cost: CostModel, devices: Sequence) -> CostModel:
+    """The cost model of a plan that runs on ``devices`` only (some of
+    ``cost.cluster``'s, in the order given), the others idle.
+
+    The cost of splitting keeps the calibration ``cost`` made from the profile's
+    timed splits: those ran over all the profiled devices, each share on the
+    device their ``device_names`` say, so a subset's model cannot fit them again
+    (it took the N-way times for its own k-way split, shares in listing order)."""
+    sub = cost.cluster.subset(devices)
+    if cost.split_overhead is not None:
+        extra = {k: v for k, v in (sub.extra or {}).items() if k != "split_seconds"}
+        extra["split_overhead_flops"] = dict(cost.split_overhead)
+        extra["sync_jitter"] = dict(cost.sync_jitter)
+        sub = dataclasses.replace(sub, extra=extra)
+    return CostModel(cost.model, sub, cost.batch, cost.optimizer_slots, cost.memory_terms)
 
 
 def device_kinds(cost: CostModel) -> np.ndarray:
