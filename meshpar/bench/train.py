@@ -469,7 +469,8 @@ def run_benchmark(models: Sequence[str] = DEFAULT_MODELS,
         for m in models:
             log(f"profiling the workers on {m} (meshpar profile --cluster --model):")
             profile = profile_cluster_workers(cluster.addresses, repeats=profile_repeats,
-                                              model=m, batch=batch, log=log)
+                                              model=m, batch=batch, log=log,
+                                              batch_flag="--batch")
             if memory_bytes is not None:
                 profile = profile.with_memory(memory_bytes)
             profiles[m] = profile.to_dict()

@@ -93,15 +93,10 @@ def run(args) -> int:
             from meshpar.models import resolve
 
             model = resolve(args.model)  # an unknown model fails before any worker is asked
-        addresses = worker_addresses(args.cluster)
-        if model is not None:  # so does a batch too large for the workers of this host
-            from meshpar.runtime.profiling import check_profile_fits
-
-            check_profile_fits(model, batch, addresses, what="--batch")
-        cluster = profile_cluster_workers(addresses,
+        cluster = profile_cluster_workers(worker_addresses(args.cluster),
                                           args.device_type or "CPU", sizes=sizes,
                                           repeats=args.repeats, model=model, batch=batch,
-                                          log=log)
+                                          log=log, batch_flag="--batch")
     else:
         cluster = profile_local_devices(sizes=sizes, repeats=args.repeats)
     if args.out:

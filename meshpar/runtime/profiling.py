@@ -173,7 +173,7 @@ def profile_cluster_workers(addresses: Sequence[str], device_type: str = "CPU",
                             transfer_bytes: int = 4 * 2**20,
                             memory_bytes: float = DEFAULT_MEMORY_BYTES,
                             model=None, batch: int = 8,
-                            log=None) -> ClusterSpec:
+                            log=None, batch_flag: str = "batch") -> ClusterSpec:
     """Profile every worker of a TF gRPC cluster (``meshpar worker`` tasks) from here.
 
     The same conv3d training kernel as :func:`profile_local_devices` runs on
@@ -206,7 +206,8 @@ def profile_cluster_workers(addresses: Sequence[str], device_type: str = "CPU",
     split ``k`` ways on that worker alone, all workers at once), relative to
     its whole step at ``batch`` (``DeviceSpec.slice_efficiency``): narrow
     convolutions and per-slice op costs make a small filter share slower per
-    FLOP than the whole layer.
+    FLOP than the whole layer. A ``batch`` this host's workers cannot hold is
+    refused first (:func:`check_profile_fits`), naming it as ``batch_flag``.
     """
     import tensorflow.compat.v1 as tf
 
@@ -219,7 +220,7 @@ def profile_cluster_workers(addresses: Sequence[str], device_type: str = "CPU",
         raise ValueError("profile sizes must not be empty")
     log = log or (lambda *a: None)
     if model is not None:  # before any worker is asked (or sent a graph it cannot hold)
-        check_profile_fits(model, batch, addresses)
+        check_profile_fits(model, batch, addresses, what=batch_flag)
     client = ClusterClient(addresses, device_type)
     client.check_devices(client.devices)  # a GPU a worker lacks: one line, not a traceback
     n = len(client.devices)
