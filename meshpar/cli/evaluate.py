@@ -280,12 +280,12 @@ def _check_phantom_batches(args, tasks, fold_ids, parsed) -> None:
     """ValueError when a run's training phantoms (``--n`` less its test fold and
     validation share, split as train splits them) are fewer than its batch: train
     refused it only after every cohort had been written."""
-    from meshpar.data.phantoms import _label_counts
+    from meshpar.data.phantoms import label_counts
     from meshpar.data.types import Subject
     from meshpar.training.inputs import split_three_ways
 
     for task, labels in tasks.items():
-        counts = _label_counts(args.n, labels, None)  # the phantoms' labels, as written
+        counts = label_counts(args.n, labels, None)  # the phantoms' labels, as written
         names = [f"sub-{i:04d}" for i in range(1, args.n + 1)]
         subjects = [Subject(Path(name), label, subject_id=name)
                     for name, label in zip(names, [lab for lab, c in zip(labels, counts)

@@ -468,8 +468,9 @@ def save_nifti(image: np.ndarray, affine: np.ndarray, path: Union[str, Path]) ->
     return path
 
 
-def _label_counts(n: int, label_set: Sequence[str], fractions: Optional[Sequence[float]]) -> list:
-    """Integer counts per label summing to n, by largest remainder."""
+def label_counts(n: int, label_set: Sequence[str], fractions: Optional[Sequence[float]]) -> list:
+    """Integer counts per label summing to n, by largest remainder: how many of ``n``
+    phantoms get each label (``fractions`` of them; None: equal shares)."""
     k = len(label_set)
     if fractions is None:
         fractions = [1.0 / k] * k
@@ -549,7 +550,7 @@ def write_dataset(
     refuse_targets(out_dir, n, force, ("labels.csv", META_FILE))
     check_room(out_dir, n, shape)
 
-    counts = _label_counts(n, label_set, fractions)
+    counts = label_counts(n, label_set, fractions)
     root = np.random.SeedSequence(seed)
     order_rng = np.random.default_rng(root.spawn(1)[0])
     labels = np.repeat(np.arange(len(label_set)), counts)
