@@ -42,7 +42,8 @@ def register(subparsers) -> None:
     hetero.add_argument("--quick", action="store_true", help="smaller workload, fewer steps")
     hetero.add_argument("--model", default=None, choices=["conv3d", "conv3d-quick"],
                         help="workload (default conv3d, conv3d-quick with --quick)")
-    hetero.add_argument("--steps", type=int, default=None, help="timed steps per strategy")
+    hetero.add_argument("--steps", type=int, default=None,
+                        help="timed steps per strategy (default: 7, 3 with --quick)")
     hetero.set_defaults(func=run_hetero)
     train = sub.add_parser(
         "train", help="whole networks through `meshpar train --cluster`, strategies side by side",
@@ -113,7 +114,9 @@ def register(subparsers) -> None:
                              "worker that grows past it is killed (cgroup, as root) and its "
                              "strategy reported out of memory")
     memory.add_argument("--memory-headroom", type=float, default=None, help=MEMORY_HEADROOM_HELP)
-    memory.add_argument("--seed", type=seed_int, default=0)
+    memory.add_argument("--seed", type=seed_int, default=0,
+                        help="seed of the GA plans and of every training run "
+                             "(default %(default)s)")
     memory.add_argument("--out", type=path_text, default=None, help="directory for memory.json")
     memory.add_argument("--json", action="store_true", help="print the result as JSON")
     memory.set_defaults(func=run_memory, no_plot=True)
@@ -135,10 +138,14 @@ def _cluster_and_output_options(parser, name: str) -> None:
                         help="the LocalCluster throttle's period, 1 to 1000 ms (default: 10 "
                              "for the cgroup quota, 20 for the signal duty cycle); a worker "
                              "whose quota would be under 1 ms gets a longer one")
-    parser.add_argument("--seed", type=seed_int, default=0)
+    parser.add_argument("--seed", type=seed_int, default=0,
+                        help="seed of the GA plans" + ("" if name == "hetero" else
+                                                       " and of every training run")
+                             + " (default %(default)s)")
     parser.add_argument("--out", type=path_text, default=None,
                         help=f"directory for {name}.json and {name}.png")
-    parser.add_argument("--no-plot", action="store_true")
+    parser.add_argument("--no-plot", action="store_true",
+                        help=f"with --out: write {name}.json only, no {name}.png")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
 
 

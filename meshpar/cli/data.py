@@ -78,7 +78,8 @@ def register(subparsers) -> None:
                                        "Lists bad subjects; exit code 1 if there are any.",
                            epilog="example:\n  meshpar data check phantoms --labels NC,AD --content\n",
                            formatter_class=argparse.RawDescriptionHelpFormatter)
-    check.add_argument("directory", type=path_text)
+    check.add_argument("directory", type=path_text,
+                       help="the dataset directory: labels.csv and the NIfTI files it names")
     check.add_argument("--labels", type=label_names, default=("NC", "AD"),
                        help="label set (default NC,AD)")
     check.add_argument("--shape", type=_ints, default=(32, 32, 32), help="model grid (default 32,32,32)")

@@ -59,13 +59,17 @@ def register(subparsers) -> None:
                         "docs/cost_model.md)")
     parser.add_argument("--memory-headroom", type=float, default=None,
                         help=MEMORY_HEADROOM_HELP)
-    parser.add_argument("--method", choices=METHODS, default="ga")
+    parser.add_argument("--method", choices=METHODS, default="ga",
+                        help="planner: ga (genetic algorithm), exact (proven optimum by MILP), "
+                             "proportional (split by speed), even (Mesh-TF's equal split) "
+                             "(default: ga; docs/planner.md)")
     parser.add_argument("--seed", type=non_negative_int, default=None,
                         help="GA seed (default: 0; the other methods draw nothing)")
-    parser.add_argument("--generations", type=int, default=None, help="GA generations")
+    parser.add_argument("--generations", type=int, default=None, help="GA generations at most (default: 200; it also stops "
+                             "after 60 without a better plan)")
     parser.add_argument("--population", type=int, default=None,
                         help="GA population size (at least 3 per mesh shape + 2, at most "
-                             "100000; the plan's extra.population says what ran)")
+                             "100000; the plan's extra.population says what ran) (default: 32)")
     parser.add_argument("--time-limit", type=float, default=None,
                         help="ga: return within about this many seconds (device subsets "
                              "included); exact: give up (exit 2) "

@@ -52,7 +52,7 @@ def register(subparsers) -> None:
                              "cannot each hold a training step of it at once")
     parser.add_argument("--out", type=path_text, help="write the device profile JSON here")
     parser.add_argument("--json", action="store_true", help="print the profile as JSON")
-    parser.add_argument("--repeats", type=int, default=3, help="timed runs per size (median)")
+    parser.add_argument("--repeats", type=int, default=3, help="timed runs per size (median) (default: 3)")
     parser.add_argument("--quick", action="store_true", help="two small sizes only")
     parser.set_defaults(func=run)
 

@@ -101,7 +101,8 @@ def register(subparsers) -> None:
                              "example the old batch reached)")
     parser.add_argument("--model-dir", type=path_text,
                         help="checkpoint directory (default: a new temporary one)")
-    parser.add_argument("--optimizer", choices=sorted(OPTIMIZER_DEFAULT_LR), default="adam")
+    parser.add_argument("--optimizer", choices=sorted(OPTIMIZER_DEFAULT_LR), default="adam",
+                        help="optimizer of the race-free step (default: adam)")
     parser.add_argument("--lr", type=float, default=None,
                         help="learning rate (default: adam 1e-3, momentum 0.01, sgd 0.05); "
                              "the peak of --lr-schedule")
