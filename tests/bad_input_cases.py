@@ -257,6 +257,12 @@ def _run_config_in(model_dir):
     return run_config(model_dir)
 
 
+def _parse_mesh_shape(text):
+    from meshpar.planning.plan import parse_mesh_shape
+
+    return parse_mesh_shape(text)
+
+
 def _cluster_file(name, jobs):
     """``worker_addresses`` of a TF cluster file ``name`` (written into the fixtures'
     directory) holding ``jobs``."""
@@ -1366,6 +1372,38 @@ CASES = [
     Case("cluster-file-port-full-width", "api",
          _cluster_file("port-full-width.json", {"worker": ["localhost:\uff12\uff12"]}),
          "needs a port in 1..65535"),
+    # sweep 16. Python's int() and float() read '1_0' as 10 and other scripts' digits
+    # (full-width, Arabic-Indic) as ASCII ones: each was taken in silence
+    Case("plan-batch-underscore", "subprocess", ["plan", "--speeds", "1,1", "--batch", "1_0"],
+         "argument --batch: invalid int value: '1_0'"),
+    Case("plan-batch-full-width", "subprocess", ["plan", "--speeds", "1,1", "--batch", "\uff18"],
+         "argument --batch: invalid int value: '\uff18'"),
+    Case("plan-time-limit-underscore", "subprocess",
+         ["plan", "--speeds", "1,1", "--method", "exact", "--time-limit", "1_0"],
+         "argument --time-limit: invalid float value: '1_0'"),
+    Case("plan-speeds-underscore", "cli", ["plan", "--speeds", "1_0,1"],
+         "--speeds: '1_0' is not a number"),
+    Case("plan-memory-mib-arabic-indic", "cli",
+         ["plan", "--speeds", "1,1", "--memory-mib", "\u0666\u0664"],
+         "--memory-mib: '\u0666\u0664' is not a number"),
+    Case("plan-mesh-underscore", "cli", ["plan", "--speeds", "1,1", "--mesh", "model:0_2"],
+         "--mesh: bad shape 'model:0_2', expected e.g. batch:2;model:2"),
+    Case("mesh-shape-full-width", "api", lambda d: _parse_mesh_shape("batch:1;model:\uff12"),
+         "mesh shape: bad shape 'batch:1;model:\uff12'"),
+    Case("synth-shape-underscore", "subprocess",
+         ["data", "synth", "--out", "{d}/synth-underscore", "--n", "2", "--shape", "1_6,16,16"],
+         "argument --shape: expected comma-separated integers, got '1_6,16,16'"),
+    Case("synth-ad-fraction-full-width", "subprocess",
+         ["data", "synth", "--out", "{d}/synth-full-width", "--n", "2", "--ad-fraction",
+          "\uff10.\uff15"],
+         "argument --ad-fraction: expected a number in [0, 1], got '\uff10.\uff15'"),
+    Case("train-class-weights-underscore", "cli",
+         SYNTH + ["--model", "resattnet3d-tiny", "--batch", "2", "--loss",
+                  "weighted_cross_entropy", "--class-weights", "1_0,1"],
+         "--class-weights: expected 'balanced' or numbers, got '1_0,1'"),
+    Case("evaluate-seeds-underscore", "subprocess",
+         ["evaluate", "--out", "{d}/eval-underscore", "--seeds", "1_0", "--folds", "1"],
+         "argument --seeds: expected comma-separated integers, got '1_0'"),
 ]
 
 

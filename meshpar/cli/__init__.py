@@ -15,6 +15,7 @@ import importlib
 import re
 import sys
 
+from meshpar.cli.parsing import strict_number_types
 from meshpar.runtime.client import ClusterFailure
 
 # Subcommand modules, in the order --help lists them. A module that is not
@@ -42,7 +43,14 @@ EPILOG = """examples:
 class OneLineErrorParser(argparse.ArgumentParser):
     """An argument parser whose errors (a bad value, an unknown option) are one line on
     stderr and exit code 2, as every other bad input of the command; the usage is a
-    ``--help`` away. Subcommand parsers are of the same class."""
+    ``--help`` away. Subcommand parsers are of the same class, and each reads
+    ``type=int`` and ``type=float`` strictly (:func:`~meshpar.cli.parsing.strict_number_types`:
+    ``1_0`` and full-width digits are refused; ``nan`` and ``inf`` reach each flag's
+    own range check)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        strict_number_types(self)
 
     def error(self, message):
         """Print ``<prog>: error: <message> (see <prog> --help)`` and exit with code 2."""

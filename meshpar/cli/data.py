@@ -8,13 +8,14 @@ from __future__ import annotations
 import argparse
 import time
 
-from meshpar.cli.parsing import (label_names, non_negative_int, path_text, positive_float,
-                                 positive_int, refuse_file_as_directory)
+from meshpar.cli.parsing import (float_text, int_text, label_names, non_negative_int,
+                                 path_text, positive_float, positive_int,
+                                 refuse_file_as_directory)
 
 
 def _ints(text: str) -> tuple:
     try:
-        values = tuple(int(v) for v in text.split(","))
+        values = tuple(int_text(v) for v in text.split(","))
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
     if len(values) != 3 or min(values) < 1:
@@ -24,7 +25,7 @@ def _ints(text: str) -> tuple:
 
 def _fraction(text: str) -> float:
     try:
-        value = float(text)
+        value = float_text(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text!r}") from None
     if not 0.0 <= value <= 1.0:

@@ -22,8 +22,8 @@ import sys
 import time
 from pathlib import Path
 
-from meshpar.cli.parsing import (MAX_SEED, label_names, path_text, refuse_file_as_directory,
-                                 seed_too_large, thread_count)
+from meshpar.cli.parsing import (MAX_SEED, int_text, label_names, path_text,
+                                 refuse_file_as_directory, seed_too_large, thread_count)
 from meshpar.planning.jsonio import dumps_strict, write_text_atomic
 
 EPILOG = """examples:
@@ -43,7 +43,7 @@ DEFAULTS = {"tasks": "ad-nc,smci-pmci", "n": 400, "phantoms": "geometric",
 
 def _int_list(text: str) -> list:
     try:
-        values = [int(v) for v in text.split(",") if v.strip()]
+        values = [int_text(v) for v in text.split(",") if v.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
     if not values:
@@ -146,7 +146,7 @@ def _test_folds(text: str, folds: int) -> list:
     if text.strip() == "all":
         return list(range(folds))
     try:
-        fold_ids = [int(v) for v in text.split(",") if v.strip()]
+        fold_ids = [int_text(v) for v in text.split(",") if v.strip()]
     except ValueError:
         raise ValueError(f"--test-folds: expected comma-separated integers or 'all', "
                          f"got {text!r}") from None

@@ -4,13 +4,52 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 from typing import Sequence
+
+_INT = re.compile(r"[+-]?[0-9]+")
+_FLOAT = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
+
+
+def int_text(text: str) -> int:
+    """``int(text)`` for an integer as one is written on a command line: ASCII digits,
+    an optional sign, blanks around. Python's ``int`` also read ``1_0`` as 10 (a typo
+    of ``1,0`` or ``1.0`` as often as a grouping) and other scripts' digits
+    (full-width ``５``): ValueError for those, as for any other non-integer."""
+    stripped = str(text).strip()
+    if not _INT.fullmatch(stripped):
+        raise ValueError(f"invalid int value: {text!r}")
+    return int(stripped)
+
+
+def float_text(text: str) -> float:
+    """``float(text)`` for a number as one is written on a command line: ASCII digits
+    with an optional sign, point and exponent, blanks around, or the words ``nan`` and
+    ``inf``, which each flag's own range check refuses with its range. Python's
+    ``float`` also read ``1_0`` as 10 and other scripts' digits: ValueError for those."""
+    stripped = str(text).strip()
+    if not (_FLOAT.fullmatch(stripped) or non_finite_word(stripped)):
+        raise ValueError(f"invalid float value: {text!r}")
+    return float(stripped)
+
+
+def non_finite_word(text: str) -> bool:
+    """Whether ``text`` is a word ``float`` reads as NaN or an infinity (``nan``, ``-inf``)."""
+    return str(text).strip().lower().lstrip("+-") in ("nan", "inf", "infinity")
+
+
+def strict_number_types(parser: argparse.ArgumentParser) -> None:
+    """Make ``type=int`` and ``type=float`` of ``parser`` (and of its argument groups)
+    read values with :func:`int_text` and :func:`float_text`; argparse's message for a
+    refused one stays ``argument --batch: invalid int value: '1_0'``."""
+    parser.register("type", int, int_text)
+    parser.register("type", float, float_text)
 
 
 def non_negative_int(text: str) -> int:
     """argparse type: an integer >= 0 (seeds; thread counts, where 0 is TF's default)."""
     try:
-        value = int(text)
+        value = int_text(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
     if value < 0:
@@ -81,7 +120,7 @@ def device_strings(text: str) -> str:
 def positive_float(text: str) -> float:
     """argparse type: a finite number > 0 (sizes in mm)."""
     try:
-        value = float(text)
+        value = float_text(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
     if not math.isfinite(value) or value <= 0:
@@ -101,7 +140,7 @@ def parse_positive_list(text: str, flag: str, what: str, whats: str) -> list:
     values = []
     for i, p in enumerate(parts):
         try:
-            v = float(p)
+            v = float_text(p)
         except ValueError:
             raise ValueError(f"{flag}: {p!r} is not a number") from None
         if not math.isfinite(v) or v <= 0:

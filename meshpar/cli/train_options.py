@@ -8,7 +8,8 @@ import json
 import math
 import sys
 
-from meshpar.cli.parsing import device_strings, non_negative_int, parse_speeds, path_text
+from meshpar.cli.parsing import (device_strings, float_text, non_negative_int, parse_speeds,
+                                 path_text)
 from meshpar.training.defaults import DEFAULT_WEIGHT_DECAY  # no TensorFlow: every parser
 
 #: seconds an operation may wait on a worker (``--worker-timeout``)
@@ -152,7 +153,7 @@ def refuse_unused_recipe_flags(args) -> None:
 def _class_weights(text: str, classes: int) -> list:
     """``"1,2"`` -> ``[1.0, 2.0]``: one finite weight > 0 per class (ValueError)."""
     try:
-        weights = [float(w) for w in text.split(",")]
+        weights = [float_text(w) for w in text.split(",")]
     except ValueError:
         raise ValueError(f"--class-weights: expected 'balanced' or numbers, got {text!r}") from None
     if len(weights) != classes or not all(math.isfinite(w) and w > 0 for w in weights):

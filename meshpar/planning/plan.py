@@ -19,10 +19,14 @@ import json
 import math
 import numbers
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Optional
 
 from meshpar.planning.jsonio import load_json, save_json_atomic
+
+#: a mesh axis's size as written: ASCII digits, an optional sign
+_DECIMAL = re.compile(r"[+-]?[0-9]+")
 
 
 
@@ -38,10 +42,9 @@ def parse_mesh_shape(text: str, what: str = "mesh shape") -> tuple:
     axes = []
     for part in filter(None, (p.strip() for p in str(text).split(";"))):
         name, _, size = part.partition(":")
-        try:
-            axes.append((name.strip(), int(size)))
-        except ValueError:
-            raise ValueError(bad) from None
+        if not _DECIMAL.fullmatch(size.strip()):  # int() read "1_0" and full-width digits
+            raise ValueError(bad)
+        axes.append((name.strip(), int(size)))
         if not axes[-1][0] or axes[-1][1] < 1:
             raise ValueError(f"{bad} (each axis needs a name and a size >= 1)")
     if not axes:

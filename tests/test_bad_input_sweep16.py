@@ -1,0 +1,89 @@
+"""Bad-input sweep 16: the cases that need more than one row of ``bad_input_cases.py``
+(every flag of a kind at once, a patched core count, a file of their own, what is
+still accepted)."""
+import argparse
+import json
+
+import pytest
+
+from meshpar.cli import build_parser, main
+
+
+def _number_actions():
+    """``(command, flag, parser, action)`` of every ``type=int`` / ``type=float`` flag."""
+    found = []
+
+    def walk(parser, command):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    walk(sub, command + [name])
+            elif action.type in (int, float):
+                found.append((" ".join(command), action.option_strings[0], parser, action))
+    walk(build_parser(), [])
+    return found
+
+
+NUMBER_FLAGS = _number_actions()
+
+
+def _exit_code(argv) -> int:
+    """``main(argv)``'s exit code, argparse's own refusals (SystemExit) too."""
+    try:
+        return main(argv)
+    except SystemExit as stop:
+        return stop.code
+
+
+def test_the_walk_finds_the_number_flags():
+    flags = {(command, flag) for command, flag, _, _ in NUMBER_FLAGS}
+    assert {("plan", "--batch"), ("train", "--lr"), ("evaluate", "--jobs"),
+            ("bench train", "--rounds"), ("worker", "--task")} <= flags
+
+
+@pytest.mark.parametrize("text", ["1_0", "\uff15", "\u0665", "0x10", "1__0", "", " "])
+def test_no_number_flag_reads_underscores_or_other_scripts_digits(text):
+    """Python's int() and float() read '1_0' as 10 and full-width or Arabic-Indic digits
+    as ASCII ones: ``--speeds 1_0``, ``--batch 1_0``, ``--steps \uff15`` were taken as
+    10, 10 and 5 in silence. Every int and float flag of every command refuses them."""
+    for command, flag, parser, action in NUMBER_FLAGS:
+        read = parser._registry_get("type", action.type, action.type)
+        with pytest.raises(ValueError):
+            read(text)
+            pytest.fail(f"{command} {flag} read {text!r}")
+
+
+@pytest.mark.parametrize("text, value", [("8", 8), (" 8 ", 8), ("+8", 8), ("-2", -2)])
+def test_int_flags_still_read_what_a_user_means(text, value):
+    for command, flag, parser, action in NUMBER_FLAGS:
+        if action.type is int:
+            assert parser._registry_get("type", int, int)(text) == value, (command, flag)
+
+
+@pytest.mark.parametrize("text, value", [("0.5", 0.5), (".5", 0.5), ("5.", 5.0), ("1e-3", 1e-3),
+                                         ("+2E+1", 20.0), (" 3 ", 3.0)])
+def test_float_flags_still_read_what_a_user_means(text, value):
+    for command, flag, parser, action in NUMBER_FLAGS:
+        if action.type is float:
+            assert parser._registry_get("type", float, float)(text) == value, (command, flag)
+
+
+def test_nan_and_inf_reach_each_flags_own_range_check(capsys):
+    """nan and inf are not refused by the reader: the flag's own check names its range."""
+    assert main(["plan", "--speeds", "1,1", "--memory-headroom", "nan"]) == 2
+    assert "--memory-headroom must be in [0, 1), got nan" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["plan", "--speeds", "1,1", "--batch", "1_0"], "argument --batch: invalid int value: '1_0'"),
+    (["plan", "--speeds", "1,1", "--method", "exact", "--time-limit", "1_0"],
+     "argument --time-limit: invalid float value: '1_0'"),
+    (["plan", "--speeds", "1_0,1"], "--speeds: '1_0' is not a number"),
+    (["plan", "--speeds", "\uff11,1"], "--speeds: '\uff11' is not a number"),
+    (["plan", "--speeds", "1,1", "--memory-mib", "6_4"], "--memory-mib: '6_4' is not a number"),
+    (["plan", "--speeds", "1,1", "--mesh", "batch:1;model:\uff12"], "--mesh: bad shape"),
+])
+def test_the_command_line_names_the_flag_and_the_value(argv, words, capsys):
+    assert _exit_code(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("meshpar plan: error: ") and words in err[0], err
