@@ -87,3 +87,27 @@ def test_the_command_line_names_the_flag_and_the_value(argv, words, capsys):
     assert _exit_code(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("meshpar plan: error: ") and words in err[0], err
+
+
+# ------------------------------------------------------------------ evaluate --jobs
+def test_evaluate_refuses_more_jobs_than_cores_before_writing_anything(tmp_path, monkeypatch,
+                                                                       capsys):
+    """--jobs 64 on a 2-core machine started every run at once (each a TensorFlow
+    process of its own), in silence. (--folds 1 is refused next in line: an old
+    evaluate stops there too, before any run.)"""
+    import meshpar.cli.evaluate as evaluate
+
+    monkeypatch.setattr(evaluate, "usable_cores", lambda: 2, raising=False)
+    monkeypatch.setattr(evaluate.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    out = tmp_path / "acc"
+    assert _exit_code(["evaluate", "--out", str(out), "--jobs", "3", "--folds", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("meshpar evaluate: error: --jobs 3 is more than the 2 cores"), err
+    assert "give at most 2" in err and not out.exists()
+
+
+def test_usable_cores_is_the_affinity_mask(monkeypatch):
+    import meshpar.cli.evaluate as evaluate
+
+    monkeypatch.setattr(evaluate.os, "sched_getaffinity", lambda pid: {0, 3, 5}, raising=False)
+    assert evaluate.usable_cores() == 3

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import shlex
 import sys
 import time
@@ -92,7 +93,8 @@ def register(subparsers) -> None:
                         help="extra `meshpar train` options for every run, one quoted string "
                              "(not those evaluate sets for every run, --cluster or --trace-out)")
     parser.add_argument("--jobs", type=int, default=1,
-                        help="runs (and phantom cohorts) at a time (default: 1)")
+                        help="runs (and phantom cohorts) at a time, at most the cores this "
+                             "process may use (default: 1)")
     parser.add_argument("--threads", type=thread_count, default=1,
                         help="TensorFlow threads per run (default 1: deterministic)")
     parser.add_argument("--json", action="store_true",
@@ -184,11 +186,24 @@ def _check_train_args(train_args) -> None:
                              f"run (use evaluate's {SET_BY_EVALUATE[option]})")
 
 
+def usable_cores() -> int:
+    """The CPU cores this process may run on (its affinity mask, else the machine's)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # no affinity on this platform
+        return os.cpu_count() or 1
+
+
 def _check(args) -> None:
     """evaluate's own options, before any phantom or directory is made (ValueError)."""
     _refuse_ignored(args)
     if args.jobs < 1 or args.threads < 1:
         raise ValueError("--jobs and --threads must be >= 1")
+    cores = usable_cores()
+    if args.jobs > cores:  # was taken as given: every run at once, each slowing the others
+        raise ValueError(f"--jobs {args.jobs} is more than the {cores} cores this process may "
+                         f"use; each run is a TensorFlow process of its own, and more at once "
+                         f"only slow each other: give at most {cores}")
     if args.folds < 2:  # before any phantom is written
         raise ValueError(f"--folds must be >= 2, got {args.folds}")
     refuse_file_as_directory(args.out)
