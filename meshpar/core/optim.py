@@ -322,7 +322,8 @@ def _variables_and_grads(graph, loss, variables):
 
 
 def race_free_update_ops(graph, loss, optimizer, variables=None,
-                         extra_dependencies: Iterable = (), bucket: bool = True) -> list:
+                         extra_dependencies: Iterable = (), bucket: bool = True,
+                         model_updates: Iterable = ()) -> list:
     """Gradient step whose every variable update runs after the whole backward pass.
 
     Parameters
@@ -340,6 +341,13 @@ def race_free_update_ops(graph, loss, optimizer, variables=None,
     bucket : bool
         All-reduce the gradients together (:func:`allreduce_together`), one
         message per device pair instead of one per variable.
+    model_updates : iterable of mtf.Operation
+        The model's own updates of the step (batch-norm moving averages, an
+        average of the weights): the optimizer's writes wait for the values
+        they assign (which may read a weight the optimizer writes), and each
+        ``mtf.Assign`` among them is made again to write only after the
+        barrier (its variable may be read elsewhere in the step); returned
+        after the optimizer's operations, in their order.
 
     Returns
     -------
@@ -350,9 +358,23 @@ def race_free_update_ops(graph, loss, optimizer, variables=None,
     if bucket:
         reduced = iter(allreduce_together([g for g in grads if g is not None]))
         grads = [None if g is None else next(reduced) for g in grads]
-    barrier = [g for g in grads if g is not None] + [loss] + list(extra_dependencies)
+    model_updates = list(model_updates)
+    barrier = ([g for g in grads if g is not None] + [loss] + list(extra_dependencies)
+               + [t for op in model_updates for t in op.inputs])
     gated = [None if g is None else after_all(g, barrier) for g in grads]
-    return optimizer.apply_grads(gated, variables)
+    return optimizer.apply_grads(gated, variables) + [_after_barrier(op, barrier)
+                                                      for op in model_updates]
+
+
+def _after_barrier(op, barrier):
+    """``op`` again writing its values only after every tensor of ``barrier`` (an
+    ``mtf.Assign``; any other operation as it is: its inputs are in the barrier, so
+    nothing the optimizer writes is read by it late). The original assignment is
+    left unused in the graph."""
+    if not isinstance(op, mtf.Assign):
+        return op
+    return mtf.Assign(op.variables, [after_all(v, barrier) for v in op.inputs], op.assign_fn,
+                      name=f"{op.name.split('/')[-1]}_after_step")
 
 
 class AllreduceTogether(mtf.Operation):

@@ -6,8 +6,8 @@
 2. adds the loss (softmax cross-entropy unless ``params`` choose another)
    and, in training, the race-free optimizer step (:mod:`meshpar.core.optim`)
    with the recipe's learning-rate schedule, weight decay and gradient
-   clipping (:mod:`meshpar.training.recipe`), plus the batch-norm
-   moving-average updates,
+   clipping (:mod:`meshpar.training.recipe`), plus the model's own updates
+   (batch-norm moving averages), ordered behind the same barrier,
 3. lowers it with ``mtf.Lowering`` onto a :class:`~meshpar.HeterogeneousMeshImpl`
    made from a :class:`~meshpar.planning.plan.Plan` or from explicit mesh arguments,
 4. checkpoints through the *master* variables: slices are copied to the
@@ -234,8 +234,8 @@ def lower_model(spec: models.ModelSpec, features, labels, mesh: MeshSpec, is_tra
         if isinstance(learning_rate, tf.Tensor):  # one scalar, on every processor
             learning_rate = mtf.import_tf_tensor(mtf_mesh, learning_rate, mtf.Shape([]))
         rule = recipe.optimizer(optimizer, learning_rate)
-        update_ops = optim.race_free_update_ops(graph, loss, rule, extra_dependencies=[logits])
-        update_ops += list(bn_updates)
+        update_ops = optim.race_free_update_ops(graph, loss, rule, extra_dependencies=[logits],
+                                                model_updates=bn_updates)
     impl = mesh.make_impl(spec)
     if mesh.upstream:
         _check_even_divisible(graph, impl)
