@@ -1409,6 +1409,12 @@ CASES = [
     Case("evaluate-jobs-past-the-cores", "cli",
          ["evaluate", "--out", "{d}/eval-jobs", "--jobs", "100000", "--folds", "1"],
          "--jobs 100000 is more than the"),
+    # a hand-edited plan naming one worker device twice: two slices on one device,
+    # planned as two devices' speed, taken as written
+    Case("plan-device-twice", "api",
+         lambda d: _plan_of(mesh_shape=(("model", 2),), devices=(
+             "/job:worker/task:1/device:GPU:0", "/job:worker/replica:0/task:1/device:gpu:0")),
+         "device /job:worker/replica:0/task:1/device:gpu:0 of pnum 1 is pnum 0's"),
 ]
 
 

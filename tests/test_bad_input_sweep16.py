@@ -111,3 +111,52 @@ def test_usable_cores_is_the_affinity_mask(monkeypatch):
 
     monkeypatch.setattr(evaluate.os, "sched_getaffinity", lambda pid: {0, 3, 5}, raising=False)
     assert evaluate.usable_cores() == 3
+
+
+# ------------------------------------------------------------ a device listed twice
+DEVICE = "/job:worker/task:0/device:CPU:0"
+
+
+def _plan_file(tmp_path, devices):
+    from meshpar.models import describe_model
+    from meshpar.planning.cluster import ClusterSpec
+    from meshpar.planning.planners import plan
+
+    path = tmp_path / "plan.json"
+    plan(describe_model("resattnet3d-tiny"), ClusterSpec.from_speeds([1.0, 0.5]), 2,
+         method="proportional").save(path)
+    data = json.loads(path.read_text())
+    data["devices"] = devices
+    path.write_text(json.dumps(data))
+    return path
+
+
+@pytest.mark.parametrize("second", [DEVICE, "/job:worker/replica:0/task:0/device:CPU:0",
+                                    "/job:worker/task:0/device:cpu:0", DEVICE + " "])
+def test_a_plan_that_lists_a_worker_device_twice_is_refused(tmp_path, second):
+    """Its two slices would run on the one device, planned as two devices' speed; a
+    hand-edited plan.json was taken as written."""
+    from meshpar.planning.plan import Plan
+
+    with pytest.raises(ValueError, match=r"device .* of pnum 1 is pnum 0's \(/job:worker/task:0/"
+                                         r"device:CPU:0\) too; each worker device holds one"):
+        Plan.load(_plan_file(tmp_path, [DEVICE, second]))
+
+
+def test_train_refuses_such_a_plan_in_one_line(tmp_path, capsys):
+    path = _plan_file(tmp_path, [DEVICE, DEVICE])
+    rc = main(["train", "--synthetic", "--model", "resattnet3d-tiny", "--batch", "2",
+               "--steps", "1", "--no-progress", "--plan", str(path),
+               "--model-dir", str(tmp_path / "run")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "is pnum 0's" in err[0], err
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("devices", [["/cpu:0", "/cpu:0"], ["", ""],
+                                     [DEVICE, "/job:worker/task:0/device:GPU:0"],
+                                     [DEVICE, "/job:worker/task:1/device:CPU:0"]])
+def test_emulated_devices_and_two_devices_of_one_task_are_still_planned(tmp_path, devices):
+    from meshpar.planning.plan import Plan
+
+    assert list(Plan.load(_plan_file(tmp_path, devices)).devices) == devices

@@ -91,7 +91,8 @@ class Plan:
         e.g. ``(("batch", 2), ("model", 3))``.
     layout : tuple of (tensor_dim, mesh_axis)
     devices : tuple of str
-        Device strings in pnum order (row-major over ``mesh_shape``).
+        Device strings in pnum order (row-major over ``mesh_shape``); a worker's
+        device (``/job:...``) at most once, emulated local ones may repeat.
     split_weights : dict
         Mesh axis -> weights per coordinate.
     dim_split_weights : dict
@@ -146,6 +147,7 @@ class Plan:
         if len(self.devices) != n:
             raise ValueError(f"plan: mesh {self.mesh_shape_string()} has {n} processors "
                              f"but {len(self.devices)} devices are listed")
+        _refuse_a_worker_device_twice(self.devices)
         sizes = dict(shape)
         for name, weights in list(self.split_weights.items()) + list(
                 self.dim_split_weights.items()):
@@ -306,6 +308,30 @@ class Plan:
                              f"`meshpar profile --cluster {path}`, then `meshpar plan --profile`, "
                              "makes one")
         return cls.from_dict(data, source=f"plan file {path}")
+
+
+#: the parts of a worker's device string that do not tell two devices apart
+_REPLICA_0 = re.compile(r"/replica:0(?=/|$)")
+_DEVICE_TYPE = re.compile(r"(/device:)([A-Za-z]+)(?=:)")
+
+
+def _refuse_a_worker_device_twice(devices) -> None:
+    """ValueError for a worker's device (``/job:...``) listed twice, under any spelling
+    TensorFlow reads as one (``/replica:0``, the device type's case): its two slices
+    would run on the one device, planned as two devices' speed (a hand-edited plan was
+    taken as written). Emulated local devices may share a string, as in
+    :class:`~meshpar.planning.cluster.ClusterSpec`."""
+    seen = {}
+    for pnum, name in enumerate(devices):
+        if not name.strip().startswith("/job:"):
+            continue
+        key = _DEVICE_TYPE.sub(lambda m: m.group(1) + m.group(2).upper(),
+                               _REPLICA_0.sub("", name.strip()))
+        if key in seen:
+            raise ValueError(f"plan: device {name} of pnum {pnum} is pnum {seen[key]}'s "
+                             f"({devices[seen[key]]}) too; each worker device holds one "
+                             "slice (edit the plan's devices, or plan again)")
+        seen[key] = pnum
 
 
 def _json_float(x) -> Optional[float]:
