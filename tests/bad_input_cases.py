@@ -1415,6 +1415,14 @@ CASES = [
          lambda d: _plan_of(mesh_shape=(("model", 2),), devices=(
              "/job:worker/task:1/device:GPU:0", "/job:worker/replica:0/task:1/device:gpu:0")),
          "device /job:worker/replica:0/task:1/device:gpu:0 of pnum 1 is pnum 0's"),
+    # a chief (TF: a worker that also coordinates) or a ps was left idle in silence
+    Case("cluster-file-chief", "api",
+         _cluster_file("chief.json", {"chief": ["h0:2222"], "worker": ["h1:2222"]}),
+         "job 'chief' (h0:2222) would sit idle: meshpar places every slice, variables too, "
+         "on a 'worker' task, and the process that runs the mesh coordinates it (no chief)"),
+    Case("cluster-file-ps", "api",
+         _cluster_file("ps.json", {"cluster": {"worker": ["h1:2222"], "ps": ["h2:2222"]}}),
+         "job 'ps' (h2:2222) would sit idle"),
 ]
 
 

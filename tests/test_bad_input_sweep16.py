@@ -160,3 +160,46 @@ def test_emulated_devices_and_two_devices_of_one_task_are_still_planned(tmp_path
     from meshpar.planning.plan import Plan
 
     assert list(Plan.load(_plan_file(tmp_path, devices)).devices) == devices
+
+
+# ------------------------------------------------------------ a chief in the cluster
+CHIEF = {"chief": ["127.0.0.1:1"], "worker": ["127.0.0.1:2", "127.0.0.1:3"]}
+
+
+@pytest.mark.parametrize("command", [["profile", "--model", "resattnet3d-tiny", "--batch", "2"],
+                                     ["train", "--synthetic", "--model", "resattnet3d-tiny",
+                                      "--batch", "2", "--steps", "1", "--speeds", "1,1"]])
+def test_a_cluster_file_with_a_chief_is_refused_not_left_idle(tmp_path, capsys, command):
+    """TF's chief is a worker that also coordinates; meshpar placed nothing on it and
+    trained on the 'worker' job alone, in silence."""
+    path = tmp_path / "cluster.json"
+    path.write_text(json.dumps(CHIEF))
+    out = ["--out", str(tmp_path / "p.json")] if command[0] == "profile" else [
+        "--model-dir", str(tmp_path / "run")]
+    assert main(command + ["--cluster", str(path)] + out) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{path}: job 'chief' (127.0.0.1:1) would sit idle" in err[0], err
+    assert "no chief" in err[0] and not list(tmp_path.glob("p.json")) + list(
+        tmp_path.glob("run"))
+
+
+def test_tf_config_with_a_parameter_server_is_refused(monkeypatch):
+    from meshpar.runtime.cluster_files import worker_addresses
+
+    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"worker": ["h:1"], "ps": ["h:2"]},
+                                                "task": {"type": "worker", "index": 0}}))
+    with pytest.raises(ValueError, match=r"^TF_CONFIG: job 'ps' \(h:2\) would sit idle: "
+                                         "meshpar places every slice, variables too"):
+        worker_addresses("TF_CONFIG")
+
+
+def test_bench_on_an_existing_cluster_reads_the_workers_the_same_way(tmp_path):
+    from meshpar.runtime.cluster_files import ExistingCluster
+
+    path = tmp_path / "cluster.json"
+    path.write_text(json.dumps(CHIEF))
+    with pytest.raises(ValueError, match="job 'chief'"):
+        ExistingCluster(str(path))
+    path.write_text(json.dumps({"worker": CHIEF["worker"]}))
+    assert ExistingCluster(str(path)).devices == ["/job:worker/task:0/device:CPU:0",
+                                                  "/job:worker/task:1/device:CPU:0"]

@@ -8,7 +8,9 @@ device file (speeds, memory, links) is a different thing,
 :class:`meshpar.planning.cluster.ClusterSpec`. Each task needs a server of its
 own: an address listed twice, under any spelling of one server (``localhost``,
 ``127.0.0.1``, ``::1`` and this machine's host name alike, a host name in any
-case, a port with a leading zero), is refused; a port is ASCII digits.
+case, a port with a leading zero), is refused; a port is ASCII digits. The mesh runs
+on the ``worker`` job alone (:func:`worker_addresses`): a file that lists another job
+besides it (a ``chief``, a ``ps``) is refused, as nothing would run there.
 """
 from __future__ import annotations
 
@@ -103,10 +105,24 @@ def _server_key(host: str, port: str) -> tuple:
 
 def worker_addresses(cluster_file: Optional[str]) -> list:
     """Worker addresses from a TF cluster JSON file, or ``TF_CONFIG`` when None or
-    ``"TF_CONFIG"``."""
+    ``"TF_CONFIG"``: the tasks of its ``worker`` job, each of which holds a slice.
+    ValueError for a cluster without that job, or with another job besides it
+    (``chief``, ``ps``, ...): meshpar places no slice there, and the process that
+    runs the mesh coordinates it, so such a job's machines sat idle in silence
+    (TF's convention makes a chief a worker that also coordinates)."""
     jobs, _ = load_cluster(cluster_file)
+    source = cluster_file if cluster_file and cluster_file != TF_CONFIG else "TF_CONFIG"
     if "worker" not in jobs:
         raise ValueError(f"the cluster has no 'worker' job (jobs: {sorted(jobs)})")
+    others = sorted(set(jobs) - {"worker"}, key=str)
+    if others:
+        job = others[0]
+        chief = (", and the process that runs the mesh coordinates it (no chief)"
+                 if job in ("chief", "master") else "")
+        raise ValueError(f"{source}: job {job!r} ({', '.join(jobs[job])}) would sit idle: "
+                         f"meshpar places every slice, variables too, on a 'worker' task"
+                         f"{chief}; list those machines under 'worker' to train on them, or "
+                         "leave the job out")
     return list(jobs["worker"])
 
 
@@ -119,10 +135,8 @@ class ExistingCluster:
 
     def __init__(self, cluster_file: Optional[str] = None, device_type: str = "CPU",
                  connect_timeout: float = 5.0):
-        jobs, _ = load_cluster(cluster_file)
-        job = "worker" if "worker" in jobs else sorted(jobs)[0]
-        self.addresses = list(jobs[job])
-        self.devices = [f"/job:{job}/task:{i}/device:{device_type}:0"
+        self.addresses = worker_addresses(cluster_file)
+        self.devices = [f"/job:worker/task:{i}/device:{device_type}:0"
                         for i in range(len(self.addresses))]
         self.speeds = [1.0] * len(self.addresses)
         self.connect_timeout = float(connect_timeout)
