@@ -504,7 +504,7 @@ def _normalise_local(x, scale, offset, shift, channel_dim, epsilon):
     sample carries its share's mean and variance), so mtf's semantics hold: the
     moving averages' ``mean`` and ``variance`` are the rows' mean over the batch
     (the batch's mean exactly; the mean of the shares' variances), an all-reduce
-    that nothing in the step waits for. Backward, per-sample sums of ``dy`` and
+    that only the step's variable writes wait for. Backward, per-sample sums of ``dy`` and
     ``dy * xhat`` give the share's sums for ``dx`` locally and, summed over the
     batch, the gradients of ``offset`` and ``scale``: pending all-reduces that
     the optimizer bucket sends with the weight gradients. On a mesh that does
