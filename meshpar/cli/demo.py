@@ -132,7 +132,7 @@ def show_uneven_split(speeds) -> float:
 
 def show_plans(speeds, batch: int):
     """Part 2: the planners on resattnet3d-small for this cluster."""
-    from meshpar.planning.cluster import ClusterSpec
+    from meshpar.planning.cluster import REFERENCE_FLOPS, ClusterSpec
     from meshpar.models import describe_model
     from meshpar.planning.planners import plan as make_plan
 
@@ -141,6 +141,9 @@ def show_plans(speeds, batch: int):
     print(f"\n== 2. Plans for resattnet3d-small, batch {batch}, on {len(speeds)} devices"
           f" (cost model from speeds; proportional and ga, as `meshpar plan`, may leave"
           f" the slowest idle)")
+    print(f"   relative speeds {', '.join(f'{s:g}' for s in speeds)}, speed 1 taken as"
+          f" {REFERENCE_FLOPS:.0e} FLOP/s: the predicted steps compare the plans; they are"
+          f" not this machine's step times (`meshpar profile` measures those)")
     plans = {}
     for method in ("even", "proportional", "ga"):  # the last two: what `meshpar plan` returns
         plans[method] = make_plan(model, cluster, batch, method=method, seed=0,
