@@ -482,6 +482,11 @@ CASES = [
     Case("worker-task-index-not-a-number", "api",
          lambda d: _serve({"worker": ["127.0.0.1:1"]}, "worker", "zero"),
          "the task index must be a whole number, got 'zero'"),
+    # str.isdigit let a superscript through to int(): "invalid literal for int()" named
+    # nothing (a full-width one was served as task 0: tests/test_bad_input_sweep16.py)
+    Case("worker-task-index-superscript", "api",
+         lambda d: _serve({"worker": ["127.0.0.1:1"]}, "worker", "\u00b2"),
+         "the task index must be a whole number, got '\u00b2'"),
     Case("worker-task-index-negative", "api",
          lambda d: _serve({"worker": ["127.0.0.1:1", "127.0.0.1:2"]}, "worker", -1),
          "--task must be in 0..1 for job 'worker'"),

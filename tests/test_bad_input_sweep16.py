@@ -203,3 +203,21 @@ def test_bench_on_an_existing_cluster_reads_the_workers_the_same_way(tmp_path):
     path.write_text(json.dumps({"worker": CHIEF["worker"]}))
     assert ExistingCluster(str(path)).devices == ["/job:worker/task:0/device:CPU:0",
                                                   "/job:worker/task:1/device:CPU:0"]
+
+
+# ------------------------------------------------------------ a worker's task index
+@pytest.mark.parametrize("index", ["\uff10", "\u0660", "0_0"])
+def test_a_task_index_in_other_digits_is_refused_not_served(index):
+    """TF_CONFIG's "index": "\uff10" (full-width) passed str.isdigit and int() made it
+    task 0, served in silence. The address is in use here, so a worker that took the
+    index would stop there, not serve."""
+    import socket
+
+    from meshpar.runtime.worker import serve
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        cluster = {"worker": ["127.0.0.1:%d" % busy.getsockname()[1]]}
+        with pytest.raises(ValueError, match="the task index must be a whole number, got "):
+            serve(cluster, "worker", index, announce=None)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import time
 from typing import Optional
 
@@ -23,9 +24,12 @@ def serve(cluster: dict, job: str, index: int, threads: int = 0,
     if index is None:
         raise ValueError("which task to serve: give --task, or a TF_CONFIG with "
                          "\"task\": {\"type\": ..., \"index\": ...}")
-    if isinstance(index, bool) or not str(index).strip().lstrip("-").isdigit():
+    # ASCII digits: int() read a full-width '\uff10' as task 0 and died on a superscript
+    # ('invalid literal for int()'), which str.isdigit let through
+    if isinstance(index, bool) or not re.fullmatch(r"-?[0-9]+", str(index).strip()):
         raise ValueError(f"the task index must be a whole number, got {index!r}")
-    if not 0 <= int(index) < len(cluster[job]):
+    index = int(str(index).strip())
+    if not 0 <= index < len(cluster[job]):
         raise ValueError(f"{index_name} must be in 0..{len(cluster[job]) - 1} for job {job!r}, "
                          f"got {index}")
     address = cluster[job][int(index)]
