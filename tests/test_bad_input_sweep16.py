@@ -221,3 +221,31 @@ def test_a_task_index_in_other_digits_is_refused_not_served(index):
         cluster = {"worker": ["127.0.0.1:%d" % busy.getsockname()[1]]}
         with pytest.raises(ValueError, match="the task index must be a whole number, got "):
             serve(cluster, "worker", index, announce=None)
+
+
+# ------------------------------------------------ predict on a link to the training's data
+def test_predict_refuses_another_fold_of_the_training_data_through_a_link(tmp_path, capsys):
+    """The run file records the dataset's absolute path; a symbolic link to it (or any
+    other path to the same directory) was another dataset, so another fold of the
+    training's own subjects, most of them trained on, was predicted in silence. (A
+    copy is still another dataset: tests/test_predict.py.)"""
+    from meshpar.data import write_dataset
+
+    data = tmp_path / "data"
+    write_dataset(str(data), 6, shape=(16, 16, 16))
+    link = tmp_path / "link"
+    link.symlink_to(data, target_is_directory=True)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "meshpar_run.json").write_text(json.dumps({
+        "model": "resattnet3d-tiny", "model_overrides": {}, "labels": ["NC", "AD"],
+        "input_shape": [16, 16, 16, 1], "channels": 1, "batch": 2, "data": str(data),
+        "split": {"folds": 3, "fold": 0, "fold_seed": 0, "test_fraction": None}}))
+    out = tmp_path / "p.csv"
+    for given in (link, tmp_path / "link" / ".." / "data"):
+        assert main(["predict", "--model-dir", str(run), "--data", str(given), "--folds", "3",
+                     "--fold", "1", "--out", str(out)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "was trained with (--folds 3 --fold 0 --fold-seed 0, " \
+            "run/meshpar_run.json)" in err[0], err
+    assert not out.exists()

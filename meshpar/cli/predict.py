@@ -147,7 +147,7 @@ def _refuse_another_split(args, info: dict) -> None:
     check_split_request(**split)  # a bad request is named as such first
     asked = any(split[k] is not None for k in ("folds", "fold", "test_fraction"))
     recorded = info.get("split")
-    if not asked or recorded is None or info.get("data") != os.path.abspath(args.data):
+    if not asked or recorded is None or not _same_directory(info.get("data"), args.data):
         return
     if {k: recorded.get(k) for k in split} != split:
         raise ValueError(
@@ -155,6 +155,20 @@ def _refuse_another_split(args, info: dict) -> None:
             f"({_split_flags(recorded)}, {os.path.basename(args.model_dir) or args.model_dir}"
             f"/meshpar_run.json): on {args.data} it would hold subjects the model trained on; "
             "give the training's split flags, or none to predict every subject")
+
+
+def _same_directory(recorded, given: str) -> bool:
+    """Whether the run file's ``data`` (an absolute path, or "synthetic") is the directory
+    ``given`` names, under any path to it: a link to the dataset was another directory,
+    and another fold of the training's own subjects was predicted in silence."""
+    if not isinstance(recorded, str) or not os.path.isabs(recorded):
+        return False
+    if os.path.abspath(given) == recorded:
+        return True
+    try:
+        return os.path.samefile(recorded, given)
+    except OSError:  # the recorded one is gone (moved): not provably the same
+        return False
 
 
 def _checkpoint(model_dir: str, which: str, info: dict) -> str:
