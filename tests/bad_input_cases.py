@@ -257,6 +257,12 @@ def _run_config_in(model_dir):
     return run_config(model_dir)
 
 
+def _make_estimator_in(model_dir):
+    from meshpar.training.estimator import make_estimator
+
+    return make_estimator("resattnet3d-tiny", str(model_dir))
+
+
 def _parse_mesh_shape(text):
     from meshpar.planning.plan import parse_mesh_shape
 
@@ -1420,6 +1426,22 @@ CASES = [
          lambda d: _plan_of(mesh_shape=(("model", 2),), devices=(
              "/job:worker/task:1/device:GPU:0", "/job:worker/replica:0/task:1/device:gpu:0")),
          "device /job:worker/replica:0/task:1/device:gpu:0 of pnum 1 is pnum 0's"),
+    # TensorFlow looks checkpoints up by glob pattern: under run[1] it found none of the
+    # run's own (the summary said 0 steps; a resumed run failed, 'not a valid checkpoint')
+    Case("train-model-dir-glob", "cli",
+         SYNTH + ["--model", "resattnet3d-tiny", "--batch", "2", "--model-dir", "{d}/run[1]"],
+         "--model-dir {d}/run[1] holds '[', which TensorFlow reads as a glob pattern"),
+    Case("predict-model-dir-glob", "cli",
+         ["predict", "--model-dir", "{d}/run*", "--data", "{d}/corrupt", "--out", "{d}/glob.csv"],
+         "--model-dir {d}/run* holds '*', which TensorFlow reads as a glob pattern"),
+    Case("predict-checkpoint-glob", "cli",
+         ["predict", "--model-dir", "{d}/run-bad-best", "--checkpoint", "model.ckpt-?",
+          "--data", "{d}/corrupt", "--out", "{d}/glob.csv"],
+         "--checkpoint model.ckpt-? holds '?', which TensorFlow reads as a glob pattern"),
+    Case("evaluate-out-glob", "cli", ["evaluate", "--out", "{d}/acc[1]", "--folds", "1"],
+         "--out {d}/acc[1] holds '[', which TensorFlow reads as a glob pattern"),
+    Case("estimator-model-dir-glob", "api", lambda d: _make_estimator_in(Path(d) / "m\\1"),
+         "model_dir {d}/m\\1 holds '\\\\', which TensorFlow reads as a glob pattern"),
     # a chief (TF: a worker that also coordinates) or a ps was left idle in silence
     Case("cluster-file-chief", "api",
          _cluster_file("chief.json", {"chief": ["h0:2222"], "worker": ["h1:2222"]}),

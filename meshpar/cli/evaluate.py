@@ -196,6 +196,8 @@ def usable_cores() -> int:
 
 def _check(args) -> None:
     """evaluate's own options, before any phantom or directory is made (ValueError)."""
+    from meshpar.training.run import refuse_pattern_path
+
     _refuse_ignored(args)
     if args.jobs < 1 or args.threads < 1:
         raise ValueError("--jobs and --threads must be >= 1")
@@ -204,6 +206,7 @@ def _check(args) -> None:
         raise ValueError(f"--jobs {args.jobs} is more than the {cores} cores this process may "
                          f"use; each run is a TensorFlow process of its own, and more at once "
                          f"only slow each other: give at most {cores}")
+    refuse_pattern_path(args.out, "--out")  # each run's model directory is under it
     if args.folds < 2:  # before any phantom is written
         raise ValueError(f"--folds must be >= 2, got {args.folds}")
     refuse_file_as_directory(args.out)

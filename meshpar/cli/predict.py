@@ -68,14 +68,16 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     """Write the predictions CSV; print where and how many rows. Returns 0."""
-    from meshpar.training.run import load_run_info, run_model
+    from meshpar.training.run import load_run_info, refuse_pattern_path, run_model
 
     from meshpar.cli.train_data import resolve_fold_seed
 
     resolve_fold_seed(args)
     refuse_non_utf8_path(args.model_dir, "--model-dir")  # TF's error after the volumes
+    refuse_pattern_path(args.model_dir, "--model-dir")
     if args.checkpoint not in ("latest", "best"):
         refuse_non_utf8_path(args.checkpoint, "--checkpoint")
+        refuse_pattern_path(args.checkpoint, "--checkpoint")
     check_mesh_args(args)
     refuse_overwriting_inputs(args, ["out"], ["plan", "cluster", (
         "--data labels", os.path.join(args.data, "labels.csv"))])

@@ -294,9 +294,12 @@ def _refuse_cadence_past_the_steps(args) -> None:
 def _check_model_dir(args) -> None:
     """--model-dir must be a directory (new or a run's) and not the --data one: its
     checkpoints and run file would be written among the dataset's files."""
+    from meshpar.training.run import refuse_pattern_path
+
     if not args.model_dir:
         return
     refuse_non_utf8_path(args.model_dir, "--model-dir")  # TF's error once training began
+    refuse_pattern_path(args.model_dir, "--model-dir")
     if os.path.exists(args.model_dir) and not os.path.isdir(args.model_dir):
         raise ValueError(f"--model-dir {args.model_dir} is a file, not a directory")
     refuse_file_as_directory(args.model_dir, "--model-dir")  # under a file: was '[Errno 20]'

@@ -49,6 +49,7 @@ from meshpar.core.splits import integer_at_least, number_above
 from meshpar.training import staging
 from meshpar.training.mesh_spec import MeshSpec, as_spec, chosen_mesh, default_layout
 from meshpar.training.recipe import Recipe
+from meshpar.training.run import refuse_pattern_path
 
 tf_estimator = tf.estimator
 
@@ -442,6 +443,7 @@ def make_estimator(model, model_dir: str, plan=None, *, seed: int = 1, threads: 
     with a chief is tf.estimator's own between-graph job."""
     Recipe.from_params(params)
     _refuse_file_as_model_dir(model_dir)
+    refuse_pattern_path(model_dir, "model_dir")
     if cluster_client is None:
         cluster_client = _workers_only_tf_config_client()
     if "TF_CONFIG" not in os.environ and cluster_client is None:

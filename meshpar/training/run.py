@@ -126,6 +126,27 @@ def estimator_files(model_dir: str) -> list:
     return [n for n in names if is_run_file(n) and n != RUN_FILE]
 
 
+#: characters TensorFlow's checkpoint lookup reads as a glob pattern (it finds
+#: ``model.ckpt-N.index`` with ``get_matching_files``)
+PATTERN_CHARACTERS = "*?[\\"
+
+
+def refuse_pattern_path(path, what: str) -> None:
+    """ValueError for a model directory or checkpoint path (``what`` names it) holding
+    a character of :data:`PATTERN_CHARACTERS`: TensorFlow looked ``run[1]``'s checkpoints
+    up as a pattern and found none of them, so a first run reported 0 steps trained and
+    a resumed one failed with 'The passed save_path is not a valid checkpoint' (and
+    ``run*`` could match another run's)."""
+    if path is None:
+        return
+    text = os.fsdecode(os.fspath(path))
+    found = sorted({c for c in text if c in PATTERN_CHARACTERS})
+    if found:
+        raise ValueError(f"{what} {text} holds {' and '.join(repr(c) for c in found)}, which "
+                         "TensorFlow reads as a glob pattern when it looks for the run's "
+                         "checkpoints (it would not find them); give a path without them")
+
+
 def is_run_file(name: str) -> bool:
     """Whether ``name`` (an entry of a model directory) is one of the run's own files:
     its run description, checkpoints, graph, event files (``eval/`` holds the
