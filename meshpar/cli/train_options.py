@@ -29,9 +29,11 @@ def add_mesh_options(parser) -> None:
                         help="mtf: lower with Mesh-TensorFlow's own PlacementMeshImpl (even "
                              "splits only), the baseline (default: %(default)s)")
     parser.add_argument("--devices", type=device_strings,
-                        help="comma-separated device strings of this machine, pnum order; "
-                             "empty for the default device, /cpu:0 repeated to emulate "
-                             "(default: emulated local devices; a worker's device: --cluster)")
+                        help="comma-separated device strings of this machine, one per mesh "
+                             "processor in pnum order, none empty (e.g. /gpu:0,/gpu:1; /cpu:0 "
+                             "repeated to emulate) (default: every processor on this "
+                             "process's default device, emulated; a worker's device: "
+                             "--cluster)")
     parser.add_argument("--cluster", type=path_text,
                         help="run on TF gRPC workers (`meshpar worker`) listed in "
                              "this cluster JSON; 'TF_CONFIG' reads the environment")
