@@ -287,10 +287,14 @@ def format_plan(result, cluster=None, max_rows: int = 16) -> str:
             lines.append(f"note: nothing is split on mesh axis {axis}: its {size} devices each "
                          "compute the same work, no faster than one")
     cols = dict(result.mesh_shape).get("model", 1)
-    lines.append(f"{'pnum':>5} {'(batch,model)':>14}  {'memory GiB':>10}  device")
+    # what the cost model counts each device needs for its part, and (with the cluster)
+    # the memory it has: the profile's, or --memory-mib's budget
+    lines.append(f"{'pnum':>5} {'(batch,model)':>14}  {'needs':>10}  {'has':>10}  device")
     for p, device in enumerate(result.devices[:max_rows]):
-        mem = result.memory_per_device[p] / 2**30 if result.memory_per_device else float("nan")
-        lines.append(f"{p:>5} {str((p // cols, p % cols)):>14}  {mem:>10.3f}  {device}")
+        needs = _size(result.memory_per_device[p]) if result.memory_per_device else "-"
+        has = _capacity(cluster, device) if cluster is not None else math.inf
+        has = _size(has) if math.isfinite(has) else "-"
+        lines.append(f"{p:>5} {str((p // cols, p % cols)):>14}  {needs:>10}  {has:>10}  {device}")
     if len(result.devices) > max_rows:
         lines.append(f"  ... {len(result.devices) - max_rows} more devices")
     return "\n".join(lines)
