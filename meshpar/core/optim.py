@@ -41,7 +41,9 @@ Same variables and slots either way; results differ by float32 rounding.
 
 Any ``mtf.optimize.Optimizer`` (e.g. ``AdafactorOptimizer``) can be passed to
 :func:`race_free_update_ops` instead; its per-variable rule is used behind the
-same barrier.
+same barrier, and its assignments write only after every value they assign is
+read (``MomentumOptimizer`` reads the velocity it also assigns: the old one, on
+every mesh).
 
 Example
 -------
@@ -344,10 +346,16 @@ def race_free_update_ops(graph, loss, optimizer, variables=None,
     model_updates : iterable of mtf.Operation
         The model's own updates of the step (batch-norm moving averages, an
         average of the weights): the optimizer's writes wait for the values
-        they assign (which may read a weight the optimizer writes), and each
-        ``mtf.Assign`` among them is made again to write only after the
-        barrier (its variable may be read elsewhere in the step); returned
+        they assign (which may read a weight the optimizer writes); returned
         after the optimizer's operations, in their order.
+
+    Every ``mtf.Assign`` returned (the optimizer's, e.g. an ``mtf.optimize``
+    rule's slots, and the model's) is made again to write only after every
+    value any of them assigns, and the gradients, are computed: a rule that
+    reads a variable it also writes in the step (``mtf.optimize.MomentumOptimizer``
+    subtracts its velocity while it assigns a new one) then reads the value
+    from before the step on every mesh, not whichever the executor reached
+    first. The original assignments are left unused in the graph.
 
     Returns
     -------
@@ -359,22 +367,36 @@ def race_free_update_ops(graph, loss, optimizer, variables=None,
         reduced = iter(allreduce_together([g for g in grads if g is not None]))
         grads = [None if g is None else next(reduced) for g in grads]
     model_updates = list(model_updates)
+    reads = {}  # id of an assigned value -> the value read once, a tensor of its own
     barrier = ([g for g in grads if g is not None] + [loss] + list(extra_dependencies)
-               + [t for op in model_updates for t in op.inputs])
+               + _assigned_values(model_updates, reads))
     gated = [None if g is None else after_all(g, barrier) for g in grads]
-    return optimizer.apply_grads(gated, variables) + [_after_barrier(op, barrier)
-                                                      for op in model_updates]
+    ops = optimizer.apply_grads(gated, variables) + model_updates
+    step = [g for g in gated if g is not None] + _assigned_values(ops, reads)
+    return [_written_after(op, step, reads) for op in ops]
 
 
-def _after_barrier(op, barrier):
-    """``op`` again writing its values only after every tensor of ``barrier`` (an
-    ``mtf.Assign``; any other operation as it is: its inputs are in the barrier, so
-    nothing the optimizer writes is read by it late). The original assignment is
-    left unused in the graph."""
+def _assigned_values(ops, reads: dict) -> list:
+    """The values the ``mtf.Assign`` operations among ``ops`` assign, each read into a
+    tensor of its own (a variable's own output would be read again by each consumer,
+    and a gate on it would order none of those reads); ``reads`` caches them."""
+    values = []
+    for op in ops:
+        if isinstance(op, mtf.Assign):
+            for value in op.inputs:
+                if id(value) not in reads:
+                    reads[id(value)] = AfterAll(value, [], name="assigned_value").outputs[0]
+                values.append(reads[id(value)])
+    return values
+
+
+def _written_after(op, barrier, reads: dict):
+    """``op`` again assigning its values (as read in ``reads``) only after every tensor
+    of ``barrier`` (an ``mtf.Assign``; any other operation as it is)."""
     if not isinstance(op, mtf.Assign):
         return op
-    return mtf.Assign(op.variables, [after_all(v, barrier) for v in op.inputs], op.assign_fn,
-                      name=f"{op.name.split('/')[-1]}_after_step")
+    return mtf.Assign(op.variables, [after_all(reads[id(v)], barrier) for v in op.inputs],
+                      op.assign_fn, name=f"{op.name.split('/')[-1]}_after_step")
 
 
 class AllreduceTogether(mtf.Operation):
