@@ -144,6 +144,7 @@ def _refuse_another_split(args, info: dict) -> None:
     """ValueError when the split flags ask for a test set of the training's own dataset
     other than the one the run held out: it would hold subjects the model trained on."""
     from meshpar.training.inputs import check_split_request
+    from meshpar.training.run import RUN_FILE
 
     split = split_request(args)
     check_split_request(**split)  # a bad request is named as such first
@@ -154,8 +155,8 @@ def _refuse_another_split(args, info: dict) -> None:
     if {k: recorded.get(k) for k in split} != split:
         raise ValueError(
             f"{_split_flags(split)} is not the test split {args.model_dir} was trained with "
-            f"({_split_flags(recorded)}, {os.path.basename(args.model_dir) or args.model_dir}"
-            f"/meshpar_run.json): on {args.data} it would hold subjects the model trained on; "
+            f"({_split_flags(recorded)}, {os.path.join(args.model_dir, RUN_FILE)}): "
+            f"on {args.data} it would hold subjects the model trained on; "
             "give the training's split flags, or none to predict every subject")
 
 
