@@ -7,6 +7,7 @@ element (Box-Muller), for ``mtf.random_normal``."""
 from __future__ import annotations
 
 import math
+import operator
 from typing import Optional
 
 import tensorflow.compat.v1 as tf
@@ -15,7 +16,8 @@ import tensorflow.compat.v1 as tf
 def uniform_arguments(tf_fn, kwargs) -> Optional[tuple]:
     """``(minval, maxval, dtype)`` when ``tf_fn(shape, **kwargs)`` is a uniform draw that
     :func:`uniform_at` makes (``tf.random.uniform`` of a float dtype, or of an integer
-    dtype with Python integer bounds less than 2**32 apart); None otherwise."""
+    dtype with integer bounds, Python's or numpy's, less than 2**32 apart); None
+    otherwise."""
     if tf_fn not in (tf.random.uniform, tf.random_uniform):
         return None
     if set(kwargs) - {"minval", "maxval", "dtype", "name"}:
@@ -24,10 +26,22 @@ def uniform_arguments(tf_fn, kwargs) -> Optional[tuple]:
     minval, maxval = kwargs.get("minval", 0), kwargs.get("maxval")
     if dtype.is_floating:
         return minval, 1 if maxval is None else maxval, dtype
-    if dtype.is_integer and isinstance(minval, int) and isinstance(maxval, int) \
-            and 0 < maxval - minval <= 2 ** 32:
-        return minval, maxval, dtype
+    if dtype.is_integer:
+        minval, maxval = _integer(minval), _integer(maxval)
+        if minval is not None and maxval is not None and 0 < maxval - minval <= 2 ** 32:
+            return minval, maxval, dtype
     return None
+
+
+def _integer(value) -> Optional[int]:
+    """``value`` as a Python int if it is an integer (a numpy integer too: a bound a
+    network computed with numpy), else None (a tensor, a float, a bool, None)."""
+    if isinstance(value, (bool, float)) or value is None:
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
 
 
 def normal_arguments(tf_fn, kwargs) -> Optional[tuple]:
