@@ -249,3 +249,15 @@ def test_predict_refuses_another_fold_of_the_training_data_through_a_link(tmp_pa
         assert len(err) == 1 and "was trained with (--folds 3 --fold 0 --fold-seed 0, " \
             "run/meshpar_run.json)" in err[0], err
     assert not out.exists()
+
+
+def test_make_estimator_refuses_a_tf_config_with_a_parameter_server(tmp_path, monkeypatch):
+    """The library's own reading of a workers-only TF_CONFIG (it masters the workers, as
+    train --cluster TF_CONFIG does) left a 'ps' job idle in silence, as the CLI did."""
+    from meshpar.training.estimator import make_estimator
+
+    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"worker": ["127.0.0.1:1"],
+                                                            "ps": ["127.0.0.1:2"]},
+                                                "task": {"type": "worker", "index": 0}}))
+    with pytest.raises(ValueError, match=r"TF_CONFIG: job 'ps' \(127.0.0.1:2\) would sit idle"):
+        make_estimator("resattnet3d-tiny", str(tmp_path / "run"))

@@ -459,16 +459,18 @@ def _workers_only_tf_config_client():
     """A :class:`~meshpar.runtime.client.ClusterClient` of ``TF_CONFIG``'s workers when
     it lists a ``worker`` job and no ``chief`` or ``master`` (RunConfig refused that
     layout: 'If "cluster" is set in TF_CONFIG, it must have one "chief" node'), else
-    None. Not probed here: the session says which worker it cannot reach."""
+    None; ValueError for another job beside the workers (a ``ps``), which would sit
+    idle (:func:`~meshpar.runtime.cluster_files.worker_addresses`). Not probed here:
+    the session says which worker it cannot reach."""
     if not os.environ.get("TF_CONFIG"):
         return None
     from meshpar.runtime.client import ClusterClient
-    from meshpar.runtime.cluster_files import load_cluster
+    from meshpar.runtime.cluster_files import load_cluster, worker_addresses
 
     jobs, _ = load_cluster(None)
     if "worker" not in jobs or {"chief", "master"} & set(jobs):
         return None
-    return ClusterClient(jobs["worker"], check=False)
+    return ClusterClient(worker_addresses(None), check=False)
 
 
 def _refuse_file_as_model_dir(model_dir) -> None:
