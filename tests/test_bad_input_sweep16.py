@@ -261,3 +261,61 @@ def test_make_estimator_refuses_a_tf_config_with_a_parameter_server(tmp_path, mo
                                                 "task": {"type": "worker", "index": 0}}))
     with pytest.raises(ValueError, match=r"TF_CONFIG: job 'ps' \(127.0.0.1:2\) would sit idle"):
         make_estimator("resattnet3d-tiny", str(tmp_path / "run"))
+
+
+# ------------------------------------------------------ a checkpoint missing a file
+def test_resuming_from_a_checkpoint_missing_a_data_file_is_refused(tmp_path, capsys):
+    """A checkpoint copied or cleaned up without one of its .data shards: resuming (and
+    predicting from it) was TensorFlow's 'Restoring from checkpoint failed' traceback."""
+    run = tmp_path / "run"
+    argv = ["train", "--synthetic", "--model", "vgg-cifar-small", "--n-synthetic", "8",
+            "--batch", "4", "--val-fraction", "0", "--no-progress", "--no-keep-best",
+            "--devices", "/cpu:0,/cpu:0", "--speeds", "1,1", "--model-dir", str(run)]
+    assert main(argv + ["--steps", "1"]) == 0, capsys.readouterr().err
+    shards = sorted(run.glob("model.ckpt-1.data-*"))
+    assert [p.name for p in shards] == ["model.ckpt-1.data-00000-of-00002",
+                                        "model.ckpt-1.data-00001-of-00002"]
+    shards[1].unlink()
+    capsys.readouterr()
+    assert main(argv + ["--steps", "2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"meshpar train: error: checkpoint {run}/model.ckpt-1 is incomplete: "
+                   "model.ckpt-1.data-00001-of-00002 is missing (1 of its 2 data files); a "
+                   "resumed run starts from it: put the missing files back, or give another "
+                   "--model-dir"], err
+
+
+def test_predicting_from_a_checkpoint_missing_a_data_file_is_refused(tmp_path, capsys):
+    from meshpar.data import write_dataset
+
+    data = tmp_path / "data"
+    write_dataset(str(data), 4, shape=(16, 16, 16))
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "meshpar_run.json").write_text(json.dumps({
+        "model": "resattnet3d-tiny", "model_overrides": {}, "labels": ["NC", "AD"],
+        "input_shape": [16, 16, 16, 1], "channels": 1, "batch": 2}))
+    (run / "checkpoint").write_text('model_checkpoint_path: "model.ckpt-3"\n')
+    for name in ("model.ckpt-3.index", "model.ckpt-3.data-00001-of-00002"):
+        (run / name).write_bytes(b"")
+    out = tmp_path / "p.csv"
+    assert main(["predict", "--model-dir", str(run), "--data", str(data), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "model.ckpt-3.data-00000-of-00002 is missing (1 of its 2 data " \
+        "files); put the missing files back, or give --checkpoint another" in err[0], err
+    assert not out.exists()
+
+
+def test_a_checkpoint_is_complete_with_every_shard_of_one_save(tmp_path):
+    from meshpar.training.run import refuse_incomplete_checkpoint
+
+    prefix = tmp_path / "model.ckpt-5"
+    for name in ("index", "data-00000-of-00001", "data-00001-of-00002"):  # an older save
+        (tmp_path / f"model.ckpt-5.{name}").write_bytes(b"")
+    refuse_incomplete_checkpoint(str(prefix), "")
+    (tmp_path / "model.ckpt-5.data-00000-of-00001").unlink()
+    with pytest.raises(ValueError, match=r"model.ckpt-5.data-00000-of-00002 is missing \(1 of"):
+        refuse_incomplete_checkpoint(str(prefix), "")
+    (tmp_path / "model.ckpt-5.data-00001-of-00002").unlink()
+    with pytest.raises(ValueError, match=r"ckpt-5.data-00000-of-00001 is missing \(1 of its 1"):
+        refuse_incomplete_checkpoint(str(prefix), "")

@@ -68,7 +68,8 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     """Write the predictions CSV; print where and how many rows. Returns 0."""
-    from meshpar.training.run import load_run_info, refuse_pattern_path, run_model
+    from meshpar.training.run import (load_run_info, refuse_incomplete_checkpoint,
+                                      refuse_pattern_path, run_model)
 
     from meshpar.cli.train_data import resolve_fold_seed
 
@@ -106,6 +107,8 @@ def run(args) -> int:
         raise ValueError("--batch must be >= 1")
     _refuse_another_split(args, info)
     checkpoint = _checkpoint(args.model_dir, args.checkpoint, info)
+    refuse_incomplete_checkpoint(checkpoint, "put the missing files back, or give "
+                                 "--checkpoint another of the run's checkpoints")
     client = cluster_client(args)
     mesh_kwargs = mesh_arguments(args, spec, client)
     check_batch_fits_mesh(batch, mesh_kwargs, None if args.batch else

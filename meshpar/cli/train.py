@@ -275,6 +275,17 @@ def _check_args(args) -> None:
     _resolve_keep_best(args)
 
 
+def _refuse_an_incomplete_last_checkpoint(model_dir: str) -> None:
+    """ValueError when the checkpoint a resumed run starts from lacks a file."""
+    import tensorflow.compat.v1 as tf
+
+    from meshpar.training.run import refuse_incomplete_checkpoint
+
+    refuse_incomplete_checkpoint(tf.train.latest_checkpoint(model_dir),
+                                 "a resumed run starts from it: put the missing files back, "
+                                 "or give another --model-dir")
+
+
 def _refuse_cadence_past_the_steps(args) -> None:
     """``--checkpoint-every N`` or ``--worker-times-every N`` with N past ``--steps`` (a
     global step: a resumed run ends there too) could never take effect: the run's only
@@ -360,6 +371,8 @@ def run(args) -> int:
         from meshpar.training.run import stream_segments
 
         first_step = checkpoint_step(model_dir)
+        if first_step:  # TF's restore of a checkpoint missing a file was a traceback
+            _refuse_an_incomplete_last_checkpoint(model_dir)
         resumed = resumed_run_info(model_dir, first_step)
         # where the data stream stands: a resume with another --batch goes on from there
         data = prepare_data(args, spec, scratch, model_dir,

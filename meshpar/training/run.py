@@ -289,6 +289,29 @@ def best_checkpoint(model_dir: str) -> Optional[str]:
     return prefix if glob.glob(prefix + ".index") else None
 
 
+def refuse_incomplete_checkpoint(prefix: str, advice: str) -> None:
+    """ValueError naming checkpoint ``prefix`` when a file TensorFlow restores it from is
+    missing: its ``.index``, or a ``.data-NNNNN-of-MMMMM`` shard (a copy or a clean-up
+    that kept only some). TF's restore failed with a traceback ('Restoring from
+    checkpoint failed ... No such file or directory'). ``advice``: what to do then."""
+    name = os.path.basename(prefix)
+    if not os.path.isfile(prefix + ".index"):
+        raise ValueError(f"checkpoint {prefix} is incomplete: {name}.index is missing; "
+                         f"{advice}")
+    have = {}  # shard count -> shard numbers present
+    for path in glob.glob(glob.escape(prefix) + ".data-*-of-*"):
+        number, _, count = path[len(prefix) + len(".data-"):].partition("-of-")
+        if number.isascii() and number.isdigit() and count.isascii() and count.isdigit():
+            have.setdefault(int(count), set()).add(int(number))
+    if any(set(range(count)) <= numbers for count, numbers in have.items()):
+        return  # every shard of one save (files of an older save may lie beside them)
+    count, numbers = max(have.items(), key=lambda kv: len(kv[1]), default=(1, set()))
+    missing = sorted(set(range(count)) - numbers)
+    raise ValueError(f"checkpoint {prefix} is incomplete: {name}.data-{missing[0]:05d}-of-"
+                     f"{count:05d} is missing ({len(missing)} of its {count} data files); "
+                     f"{advice}")
+
+
 def best_record(model_dir: str) -> Optional[dict]:
     """``{"step", "val_loss"}`` of the kept best checkpoint, or None."""
     path = os.path.join(model_dir, BEST_DIR, "best.json")
