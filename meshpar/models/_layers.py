@@ -56,11 +56,20 @@ def pad_to_even(x, dim_names):
 
     mtf computes a strided or pooled output size as ``floor(n / 2)`` while TF's
     ``SAME`` padding gives ``ceil(n / 2)``; on even sizes they agree.
+
+    The zeros are concatenated, not padded (``mtf.pad``): TF 2.15's oneDNN CPU
+    kernels fold a ``Pad`` whose only consumer is a ``Conv3D`` into the
+    convolution and return a tensor of the wrong shape (a [2, 5, 4, 1, 3] input
+    padded to [2, 6, 4, 2, 3] and convolved with stride 2 came out as the
+    input itself, not [2, 3, 2, 1, 5]). A training graph hides it (the filter
+    gradient reads the padded tensor too); prediction and evaluation of a
+    network with an odd size at a strided convolution failed.
     """
     for name in dim_names:
         dim = x.shape.get_dim_by_name(name)
         if dim.size % 2:
-            x = mtf.pad(x, [0, 1], name)
+            edge = mtf.zeros(x.mesh, x.shape.resize_dimension(name, 1), dtype=x.dtype)
+            x = mtf.concat([x, edge], name)
     return x
 
 
