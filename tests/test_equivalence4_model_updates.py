@@ -69,15 +69,15 @@ def _data():
             rng.randint(0, CLASSES, BATCH).astype(np.int32))
 
 
-def _train(mesh, steps=3):
+def _train(mesh, steps=3, spec=SPEC):
     """``(losses, unordered reads of the step, master variables after each step)``
-    of ``steps`` SGD steps of the estimator's step on ``mesh``."""
+    of ``steps`` SGD steps of the estimator's step of ``spec`` on ``mesh``."""
     x, y = _data()
     close_graphs()
     with tf.Graph().as_default():
         tf.set_random_seed(2)
         global_step = tf.train.get_or_create_global_step()
-        lowering, _, loss, updates = E.lower_model(SPEC, tf.constant(x), tf.constant(y), mesh,
+        lowering, _, loss, updates = E.lower_model(spec, tf.constant(x), tf.constant(y), mesh,
                                                    True, "sgd", 0.5)
         tf_loss = lowering.export_to_tf_tensor(loss)
         with tf.control_dependencies(updates):
@@ -126,3 +126,28 @@ def test_a_network_with_its_own_updates_trains_on_uneven_meshes_like_one_device(
             np.testing.assert_allclose(other[-1][name], want, rtol=0,
                                        atol=3e-5 * float(np.abs(want).max()) + 1e-9,
                                        err_msg=f"{mesh.mesh_shape}: {name}")
+
+
+def _build_depending(inputs, config, mesh=None, is_training=True):
+    """The network above, its logits made to wait for a step counter's update
+    (``mtf.depend``): the update is part of the forward pass."""
+    logits, updates = _build(inputs, config, mesh, is_training)
+    if not is_training:
+        return logits, updates
+    count = mtf.get_variable(mesh, "count", [], initializer=tf.zeros_initializer(),
+                             trainable=False)
+    counted = mtf.assign_add(count, mtf.ones(mesh, [], dtype=count.dtype))
+    return mtf.depend(logits, [counted]), updates + [counted]
+
+
+def test_an_update_the_forward_pass_waits_for_runs_once_a_step():
+    """Left where the model put it: the step's copy behind the barrier would apply it a
+    second time (69fc7bf's copies did: the counter read 6 after 3 steps)."""
+    spec = models.from_module(types.SimpleNamespace(**{**vars(NET), "build": _build_depending}),
+                              types.SimpleNamespace(), name="counting-net")
+    _, _, history = _train(MeshSpec("all:1"), spec=spec)
+    _, _, uneven = _train(UNEVEN[1], spec=spec)
+    assert [float(h["count"]) for h in history] == [0.0, 1.0, 2.0, 3.0]
+    assert float(uneven[-1]["count"]) == 3.0
+    np.testing.assert_allclose(uneven[-1]["head_average"], history[-1]["head_average"],
+                               rtol=0, atol=1e-6)

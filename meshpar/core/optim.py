@@ -355,7 +355,8 @@ def race_free_update_ops(graph, loss, optimizer, variables=None,
     reads a variable it also writes in the step (``mtf.optimize.MomentumOptimizer``
     subtracts its velocity while it assigns a new one) then reads the value
     from before the step on every mesh, not whichever the executor reached
-    first. The original assignments are left unused in the graph.
+    first. The original assignments are left unused in the graph, except one
+    that an ``mtf.depend`` waits for (it runs where the model put it, once).
 
     Returns
     -------
@@ -373,7 +374,17 @@ def race_free_update_ops(graph, loss, optimizer, variables=None,
     gated = [None if g is None else after_all(g, barrier) for g in grads]
     ops = optimizer.apply_grads(gated, variables) + model_updates
     step = [g for g in gated if g is not None] + _assigned_values(ops, reads)
-    return [_written_after(op, step, reads) for op in ops]
+    awaited = _awaited_operations(graph)
+    return [op if id(op) in awaited else _written_after(op, step, reads) for op in ops]
+
+
+def _awaited_operations(graph) -> set:
+    """Ids of the operations an ``mtf.depend`` of ``graph`` waits for: an update the
+    model made part of its forward pass runs there, so it is neither made again (the
+    copy would apply it a second time) nor put after the step (a cycle)."""
+    return {id(d) for op in graph.operations if isinstance(op, mtf.Depend)
+            for d in op._dependencies  # pylint: disable=protected-access  (no accessor)
+            if isinstance(d, mtf.Operation)}
 
 
 def _assigned_values(ops, reads: dict) -> list:
