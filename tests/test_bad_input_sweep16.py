@@ -275,14 +275,22 @@ def test_resuming_from_a_checkpoint_missing_a_data_file_is_refused(tmp_path, cap
     shards = sorted(run.glob("model.ckpt-1.data-*"))
     assert [p.name for p in shards] == ["model.ckpt-1.data-00000-of-00002",
                                         "model.ckpt-1.data-00001-of-00002"]
+    whole = shards[1].read_bytes()
     shards[1].unlink()
     capsys.readouterr()
     assert main(argv + ["--steps", "2"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"meshpar train: error: checkpoint {run}/model.ckpt-1 is incomplete: "
                    "model.ckpt-1.data-00001-of-00002 is missing (1 of its 2 data files); a "
-                   "resumed run starts from it: put the missing files back, or give another "
+                   "resumed run starts from it: copy its files back whole, or give another "
                    "--model-dir"], err
+    shards[1].write_bytes(whole[:len(whole) // 2])  # a copy cut short
+    assert main(argv + ["--steps", "2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(
+        f"meshpar train: error: checkpoint {run}/model.ckpt-1 cannot be read whole ("), err
+    shards[1].write_bytes(whole)  # whole again: the run resumes
+    assert main(argv + ["--steps", "2"]) == 0, capsys.readouterr().err
 
 
 def test_predicting_from_a_checkpoint_missing_a_data_file_is_refused(tmp_path, capsys):
@@ -302,17 +310,20 @@ def test_predicting_from_a_checkpoint_missing_a_data_file_is_refused(tmp_path, c
     assert main(["predict", "--model-dir", str(run), "--data", str(data), "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "model.ckpt-3.data-00000-of-00002 is missing (1 of its 2 data " \
-        "files); put the missing files back, or give --checkpoint another" in err[0], err
+        "files); copy its files back whole, or give --checkpoint another" in err[0], err
     assert not out.exists()
 
 
 def test_a_checkpoint_is_complete_with_every_shard_of_one_save(tmp_path):
+    """Shards of an older save beside a complete one do not count against it (these
+    empty files then fail to be read, the check after the files')."""
     from meshpar.training.run import refuse_incomplete_checkpoint
 
     prefix = tmp_path / "model.ckpt-5"
     for name in ("index", "data-00000-of-00001", "data-00001-of-00002"):  # an older save
         (tmp_path / f"model.ckpt-5.{name}").write_bytes(b"")
-    refuse_incomplete_checkpoint(str(prefix), "")
+    with pytest.raises(ValueError, match=r"model.ckpt-5 cannot be read whole \("):
+        refuse_incomplete_checkpoint(str(prefix), "")
     (tmp_path / "model.ckpt-5.data-00000-of-00001").unlink()
     with pytest.raises(ValueError, match=r"model.ckpt-5.data-00000-of-00002 is missing \(1 of"):
         refuse_incomplete_checkpoint(str(prefix), "")

@@ -107,7 +107,7 @@ def run(args) -> int:
         raise ValueError("--batch must be >= 1")
     _refuse_another_split(args, info)
     checkpoint = _checkpoint(args.model_dir, args.checkpoint, info)
-    refuse_incomplete_checkpoint(checkpoint, "put the missing files back, or give "
+    refuse_incomplete_checkpoint(checkpoint, "copy its files back whole, or give "
                                  "--checkpoint another of the run's checkpoints")
     client = cluster_client(args)
     mesh_kwargs = mesh_arguments(args, spec, client)

@@ -282,7 +282,7 @@ def _refuse_an_incomplete_last_checkpoint(model_dir: str) -> None:
     from meshpar.training.run import refuse_incomplete_checkpoint
 
     refuse_incomplete_checkpoint(tf.train.latest_checkpoint(model_dir),
-                                 "a resumed run starts from it: put the missing files back, "
+                                 "a resumed run starts from it: copy its files back whole, "
                                  "or give another --model-dir")
 
 

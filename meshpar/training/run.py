@@ -291,9 +291,11 @@ def best_checkpoint(model_dir: str) -> Optional[str]:
 
 def refuse_incomplete_checkpoint(prefix: str, advice: str) -> None:
     """ValueError naming checkpoint ``prefix`` when a file TensorFlow restores it from is
-    missing: its ``.index``, or a ``.data-NNNNN-of-MMMMM`` shard (a copy or a clean-up
-    that kept only some). TF's restore failed with a traceback ('Restoring from
-    checkpoint failed ... No such file or directory'). ``advice``: what to do then."""
+    missing (its ``.index``, or a ``.data-NNNNN-of-MMMMM`` shard: a copy or a clean-up
+    that kept only some) or cannot be read whole (a truncated shard, a damaged index):
+    every tensor is read once. TF's restore failed with a traceback ('Restoring from
+    checkpoint failed ... No such file or directory', 'Read less bytes than requested',
+    'file is too short to be an sstable'). ``advice``: what to do then."""
     name = os.path.basename(prefix)
     if not os.path.isfile(prefix + ".index"):
         raise ValueError(f"checkpoint {prefix} is incomplete: {name}.index is missing; "
@@ -304,12 +306,26 @@ def refuse_incomplete_checkpoint(prefix: str, advice: str) -> None:
         if number.isascii() and number.isdigit() and count.isascii() and count.isdigit():
             have.setdefault(int(count), set()).add(int(number))
     if any(set(range(count)) <= numbers for count, numbers in have.items()):
-        return  # every shard of one save (files of an older save may lie beside them)
+        return _refuse_unreadable_checkpoint(prefix, advice)  # every shard of one save
     count, numbers = max(have.items(), key=lambda kv: len(kv[1]), default=(1, set()))
     missing = sorted(set(range(count)) - numbers)
     raise ValueError(f"checkpoint {prefix} is incomplete: {name}.data-{missing[0]:05d}-of-"
                      f"{count:05d} is missing ({len(missing)} of its {count} data files); "
                      f"{advice}")
+
+
+def _refuse_unreadable_checkpoint(prefix: str, advice: str) -> None:
+    """ValueError when a tensor of checkpoint ``prefix`` cannot be read."""
+    import tensorflow.compat.v1 as tf
+
+    try:
+        reader = tf.train.load_checkpoint(prefix)
+        for name in sorted(reader.get_variable_to_shape_map()):
+            reader.get_tensor(name)
+    except Exception as err:  # OpError for the index; IndexError for a short shard
+        first = (str(err) or type(err).__name__).strip().splitlines()[0]
+        raise ValueError(f"checkpoint {prefix} cannot be read whole ({type(err).__name__}: "
+                         f"{first}); {advice}") from None
 
 
 def best_record(model_dir: str) -> Optional[dict]:
