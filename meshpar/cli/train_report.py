@@ -16,6 +16,8 @@ def run_summary(spec, mesh, losses, steps: int, seconds: float, speed: dict,
     steps after the last checkpoint run again); ``speed``: the steady-state
     throughput (:func:`meshpar.training.throughput.steady_state`)."""
     runs = len(losses)
+    if runs == 0:  # a model directory already at --steps: no step ran, none warmed up
+        speed = {**speed, "warmup_steps": 0}
     summary = {"model": spec.name, "mesh_shape": mesh.mesh_shape, "devices": list(mesh.devices),
                "split_weights": mesh.split_weights,
                # a plan's per-layer ratios override the axis weights of their dimensions
@@ -30,7 +32,7 @@ def run_summary(spec, mesh, losses, steps: int, seconds: float, speed: dict,
             ("first loss", f"{losses[0]:.4f}" if losses else "-"),
             ("last loss", f"{losses[-1]:.4f}" if losses else "-"),
             ("train time", f"{seconds:.1f} s (graph build included)"),
-            ("samples/s", _format_speed(speed)),
+            ("samples/s", _format_speed(speed) if runs else "- (no step ran in this run)"),
             # the workers are other processes: they decide for themselves (meshpar worker
             # imports meshpar, so it turns oneDNN on unless its own environment says no)
             ("cpu kernels" + (" (this process)" if on_cluster else ""),
