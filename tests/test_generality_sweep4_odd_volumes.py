@@ -9,7 +9,9 @@ filter gradient reads the padded tensor too), so a ResAttNet of one's own on
 PATH.py:ATTR``) trained, but its validation in ``meshpar train --val-fraction``
 and ``meshpar predict`` stopped with a traceback: "Incompatible shapes: [5] vs.
 [3,5,4,1,3]" in ``s1b0/bn1``. The zeros are now concatenated; the training
-step is the same bit for bit.
+step is the same bit for bit. The same holds for any network that pads
+(``mtf.pad``) before a 3-D convolution: on a ``HeterogeneousMeshImpl`` each
+slice's pad is now a concatenation with zeros (``meshpar.core.lowering``).
 """
 import contextlib
 import csv
@@ -50,6 +52,50 @@ def test_pad_to_even_pads_odd_sizes_with_zeros_at_the_end():
         with tf.Session() as session:
             got = session.run(lowering.export_to_tf_tensor(y))
     np.testing.assert_array_equal(got, np.pad(value, [(0, 0), (0, 1), (0, 0), (0, 1), (0, 0)]))
+
+
+@pytest.mark.parametrize("mesh_shape, layout, weights", [
+    ("all:1", "", None),
+    ("batch:2", "batch:batch", {"batch": [3, 1]}),
+    ("batch:2;model:2", "batch:batch;f:model", {"batch": [1, 1], "model": [4, 1]}),
+])
+def test_a_pad_before_a_convolution_predicts_on_every_mesh(mesh_shape, layout, weights):
+    """A network of one's own that pads (``mtf.pad``) before a strided 3-D
+    convolution, run forward only (prediction): each slice's pad is a
+    concatenation with zeros, so oneDNN's fused Pad + Conv3D never runs."""
+    import mesh_tensorflow as mtf
+    import tensorflow.compat.v1 as tf
+
+    from meshpar.core.mesh_impl import HeterogeneousMeshImpl
+
+    rng = np.random.default_rng(1)
+    value = rng.normal(size=(4, 5, 4, 1, 3)).astype(np.float32)
+    kernel = rng.normal(size=(3, 3, 3, 3, 5)).astype(np.float32)
+    with tf.Graph().as_default():
+        tf.set_random_seed(0)
+        graph = mtf.Graph()
+        mesh = mtf.Mesh(graph, "m")
+        fed = tf.placeholder(tf.float32, value.shape)  # a constant would be folded
+        x = mtf.import_tf_tensor(mesh, fed, mtf.Shape(
+            [mtf.Dimension(n, s) for n, s in zip(["batch", "d", "h", "w", "c"], value.shape)]))
+        x = mtf.pad(mtf.pad(x, [1, 2], "d"), [0, 1], "w")
+        y = mtf.layers.conv3d(x, mtf.Dimension("f", 5), (3, 3, 3), strides=(2, 2, 2),
+                              padding="SAME", filter_initializer=tf.constant_initializer(kernel))
+        impl = HeterogeneousMeshImpl(mesh_shape, layout, [""] * (4 if "model" in mesh_shape
+                                                                 else 2 if ":2" in mesh_shape
+                                                                 else 1), split_weights=weights)
+        lowering = mtf.Lowering(graph, {mesh: impl})
+        out = lowering.export_to_tf_tensor(y)
+        padded = tf.placeholder(tf.float32, [4, 8, 4, 2, 3])  # no Pad op: the reference
+        want = tf.nn.conv3d(padded, tf.constant(kernel), [1, 2, 2, 2, 1], "SAME")
+        with tf.Session() as session:
+            session.run(tf.global_variables_initializer())
+            session.run(lowering.copy_masters_to_slices())
+            got = session.run(out, {fed: value})
+            want = session.run(want, {padded: np.pad(value, [(0, 0), (1, 2), (0, 0), (0, 1),
+                                                             (0, 0)])})
+    assert got.shape == (4, 4, 2, 1, 5)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
 @pytest.fixture(scope="module")

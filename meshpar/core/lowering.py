@@ -13,7 +13,10 @@ Transposed convolutions (``Conv2dTransposeOperation``,
 output-channel dimension, so it cannot split the filters even evenly. Here
 batch, input channels and output channels may be split, evenly or not; a split
 spatial or filter-window dimension is refused with an error naming the op and
-the dimension, as upstream refuses it.
+the dimension, as upstream refuses it. So are pads (``PadOperation``): each
+slice is concatenated with zeros rather than padded by TF's ``Pad``, which TF
+2.15's oneDNN CPU kernels fold into a following ``Conv3D`` with a wrong output
+shape.
 
 :func:`install` wraps the ``lower`` methods of those op classes (and two
 ``Lowering`` methods), listed in one registry (``_PATCHED``); the wrappers leave
@@ -94,6 +97,30 @@ def _refusing(dim_of, why: str):
             _refuse(op, impl, dim, why)
         return op.lower.meshpar_original(op, lowering)
     return lower
+
+
+def _lower_pad(op, lowering, impl):
+    """``mtf.pad`` on each slice as a concatenation with zeros, not a TF ``Pad``:
+    TF 2.15's oneDNN CPU kernels fold a ``Pad`` whose only consumer is a
+    ``Conv3D`` into the convolution and return a tensor of the unpadded input's
+    shape (a network that pads before a convolution then fails to predict,
+    where no filter gradient also reads the pad; ``_layers.pad_to_even``). The
+    padded dimension may not be split (refused naming the op, as upstream)."""
+    dim = op._output_dim  # pylint: disable=protected-access
+    if impl.tensor_dimension_to_mesh_axis(dim) is not None:
+        _refuse(op, impl, dim, "cannot pad along")
+    axis, (before, after) = op._axis, op._paddings  # pylint: disable=protected-access
+
+    def pad(x):
+        def zeros(n):
+            shape = x.shape.as_list()
+            shape[axis] = n
+            return tf.zeros(shape, x.dtype)
+        parts = ([zeros(before)] if before else []) + [x] + ([zeros(after)] if after else [])
+        return tf.concat(parts, axis, name="pad") if len(parts) > 1 else tf.identity(x)
+
+    lowering.set_tensor_lowering(op.outputs[0],
+                                 impl.slicewise(pad, lowering.tensors[op.inputs[0]]))
 
 
 def _concat_dim(op):
@@ -381,7 +408,6 @@ _PATCHED = (
 # dimension, what the op does to it).
 _REFUSALS = (
     (mtf_ops.SliceOperation, lambda op: op._slice_dim, "cannot slice along"),  # pylint: disable=protected-access
-    (mtf_ops.PadOperation, lambda op: op._output_dim, "cannot pad along"),  # pylint: disable=protected-access
     (mtf_ops.ConcatOperation, _concat_dim, "cannot concatenate along"),
     (mtf_ops.SplitOperation, lambda op: op._split_dim, "cannot split along"),  # pylint: disable=protected-access
     (mtf_ops.StackOperation, lambda op: op._new_dim, "cannot stack along"),  # pylint: disable=protected-access
@@ -411,6 +437,7 @@ def install() -> None:
     _wrap_lower(mtf_ops.TopKOperation, _lower_top_k)
     _wrap_lower(mtf_ops.Conv2dTransposeOperation, _lower_conv_transpose, even_too=True)
     _wrap_lower(mtf_ops.Conv3dTransposeOperation, _lower_conv_transpose, even_too=True)
+    _wrap_lower(mtf_ops.PadOperation, _lower_pad, even_too=True)
     for cls, dim_of, why in _REFUSALS:
         _wrap_lower(cls, _refusing(dim_of, why), even_too=True)
     _INSTALLED = True
