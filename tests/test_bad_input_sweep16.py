@@ -330,3 +330,37 @@ def test_a_checkpoint_is_complete_with_every_shard_of_one_save(tmp_path):
     (tmp_path / "model.ckpt-5.data-00001-of-00002").unlink()
     with pytest.raises(ValueError, match=r"ckpt-5.data-00000-of-00001 is missing \(1 of its 1"):
         refuse_incomplete_checkpoint(str(prefix), "")
+
+
+# ------------------------------------------------------ a replay off the cluster's workers
+def _replay_file(path, devices):
+    record = {"new": {"mesh_shape": f"model:{len(devices)}", "layout": "", "devices": devices,
+                      "split_weights": {"model": [1] * len(devices)}, "dim_split_weights": {}},
+              "step": 1}
+    path.write_text(json.dumps({"model": "resattnet3d-tiny", "batch": 2,
+                                "replans": [record]}) + "\n")
+    return str(path)
+
+
+@pytest.mark.parametrize("devices, words", [
+    (["/job:worker/task:0/device:CPU:0", "/job:worker/task:5/device:CPU:0"],
+     "places pnum 1 on '/job:worker/task:5/device:CPU:0', which is not a worker of --cluster"),
+    (["/job:worker/task:1/device:CPU:0", "/job:worker/task:1/device:CPU:0"],
+     "places pnums 0 and 1 on worker task 1; each worker holds one slice"),
+    (["/job:worker/task:0/device:CPU:0", ""], "places pnum 1 on '', which is not a worker"),
+])
+def test_a_replay_off_the_clusters_workers_is_refused_before_any_step(tmp_path, capsys,
+                                                                      devices, words):
+    """A re-plan to task 5 of a 2-worker cluster was refused at its step, once training
+    had begun, in words that named no flag; one to a task twice replayed both slices
+    on the one worker in silence. (The workers here are dead: the refusal comes first.)"""
+    cluster = tmp_path / "cluster.json"
+    cluster.write_text(json.dumps({"worker": ["127.0.0.1:1", "127.0.0.1:2"]}))
+    rc = main(["train", "--synthetic", "--model", "resattnet3d-tiny", "--batch", "2",
+               "--steps", "3", "--val-fraction", "0", "--no-progress", "--cluster", str(cluster),
+               "--speeds", "1,1", "--model-dir", str(tmp_path / "run"),
+               "--replay-replans", _replay_file(tmp_path / "summary.json", devices)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1, err
+    assert err[0].startswith("meshpar train: error: --replay-replans ") and words in err[0], err
+    assert not (tmp_path / "run").exists()

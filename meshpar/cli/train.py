@@ -430,7 +430,31 @@ def _replay_schedule(args, spec) -> list:
               f"{len(late)} of its {len(schedule)} re-plans (step(s) "
               f"{', '.join(map(str, late))}) are at or past --steps {args.steps} and are not "
               "replayed", file=sys.stderr)
+    _refuse_replans_off_the_workers(args, schedule)
     return schedule
+
+
+def _refuse_replans_off_the_workers(args, schedule) -> None:
+    """ValueError before any step for a replayed mesh with a device that is not a
+    worker task of ``--cluster``, or with one task twice: the first was refused at its
+    step, once training had begun ('worker tasks [0, 5] are not a non-empty subset of
+    0..1'), and the second replayed both slices on the one worker in silence."""
+    from meshpar.runtime.client import parse_worker_device
+    from meshpar.runtime.cluster_files import worker_addresses
+
+    workers = len(worker_addresses(args.cluster))
+    where = f"--replay-replans {args.replay_replans}: its re-plan at step"
+    for step, mesh in schedule:
+        seen = {}
+        for pnum, name in enumerate(mesh.devices):
+            task, _ = parse_worker_device(name)
+            if task is None or task >= workers:
+                raise ValueError(f"{where} {step} places pnum {pnum} on {name!r}, which is not "
+                                 f"a worker of --cluster {args.cluster} (tasks 0..{workers - 1})")
+            if task in seen:
+                raise ValueError(f"{where} {step} places pnums {seen[task]} and {pnum} on "
+                                 f"worker task {task}; each worker holds one slice")
+            seen[task] = pnum
 
 
 def _train(args, spec, lr, params, mesh_kwargs, model_dir, data, client=None,
