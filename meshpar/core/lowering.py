@@ -304,12 +304,16 @@ def _lower_constant(op, lowering, impl):
 
 # ------------------------------------------------------------------- shift
 def _lower_shift(op, lowering, impl):
-    """A shift along an unevenly split dimension: gather the dimension, shift it
-    whole, cut it again by its own sizes (upstream moves equal blocks between
-    neighbours, which needs equal slices)."""
+    """A shift along a dimension that is not split, or split unevenly: each slice
+    shifted whole, the vacated positions concatenated zeros (upstream pads with
+    TF's ``Pad``, which TF 2.15's oneDNN kernels fold into a following ``Conv3D``
+    with a wrong output shape: see :func:`_lower_pad`); along an uneven split,
+    gather the dimension, shift it whole, cut it again by its own sizes
+    (upstream moves equal blocks between neighbours, which needs equal slices).
+    An even split shifts as upstream (blocks between neighbours, no pad)."""
     dim, axis = op._dim, op._axis  # pylint: disable=protected-access
     mesh_axis = impl.tensor_dimension_to_mesh_axis(dim)
-    if mesh_axis is None or len(set(impl.dim_sizes(dim, mesh_axis))) == 1:
+    if mesh_axis is not None and len(set(impl.dim_sizes(dim, mesh_axis))) == 1:
         return op.lower.meshpar_original(op, lowering)
     offset, size = op._offset, dim.size  # pylint: disable=protected-access
 
@@ -319,10 +323,20 @@ def _lower_shift(op, lowering, impl):
         keep = max(0, size - abs(offset))  # elements that stay in the tensor
         begin, sizes = [0] * t.shape.ndims, [-1] * t.shape.ndims
         begin[axis], sizes[axis] = (0 if offset > 0 else size - keep), keep
-        padding = [[0, 0]] * t.shape.ndims
-        padding[axis] = [size - keep, 0] if offset > 0 else [0, size - keep]
-        return tf.pad(tf.slice(t, begin, sizes), padding)
+        shape = t.shape.as_list()
+        shape[axis] = size - keep
+        zeros = tf.zeros(shape, t.dtype)
+        if not keep:
+            return zeros
+        kept = tf.slice(t, begin, sizes)
+        if keep == size:
+            return kept
+        return tf.concat([zeros, kept] if offset > 0 else [kept, zeros], axis)
 
+    if mesh_axis is None:
+        lowering.set_tensor_lowering(
+            op.outputs[0], impl.slicewise(shift_whole, lowering.tensors[op.inputs[0]]))
+        return
     whole = impl.allconcat(lowering.tensors[op.inputs[0]], mesh_axis, axis)
     shifted = impl.slicewise(shift_whole, whole)
     lowering.set_tensor_lowering(op.outputs[0], impl.allsplit(shifted, mesh_axis, axis, sizes=dim))
@@ -433,7 +447,7 @@ def install() -> None:
     _wrap_lower(mtf_ops.Conv2or3dBackpropFilterOperation, _lower_conv_backprop_filter)
     _wrap_lower(mtf_ops.OneHotOperation, _lower_one_hot)
     _wrap_lower(mtf_ops.Constant, _lower_constant, even_too=True)
-    _wrap_lower(mtf_ops.ShiftOperation, _lower_shift)
+    _wrap_lower(mtf_ops.ShiftOperation, _lower_shift, even_too=True)
     _wrap_lower(mtf_ops.TopKOperation, _lower_top_k)
     _wrap_lower(mtf_ops.Conv2dTransposeOperation, _lower_conv_transpose, even_too=True)
     _wrap_lower(mtf_ops.Conv3dTransposeOperation, _lower_conv_transpose, even_too=True)
