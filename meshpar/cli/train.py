@@ -550,7 +550,10 @@ def _train_rebalancing(args, spec, lr, params, model_fn, model_dir, data, client
                        scratch):
     """``--rebalance``/``--elastic``/``--replay-replans``: train through
     :func:`meshpar.training.rebalance.train_rebalancing`; returns its result and an
-    estimator on the final mesh (what evaluation runs on)."""
+    estimator on the final mesh (what evaluation runs on). The client then watches
+    only that mesh's workers: one lost to ``--elastic`` no longer stops the run's
+    evaluation (it had: 'worker 1 ... stopped answering', exit 1, after every step
+    had trained on worker 0)."""
     import tensorflow.compat.v1 as tf
 
     from meshpar.runtime.client import ClusterFailure
@@ -565,9 +568,10 @@ def _train_rebalancing(args, spec, lr, params, model_fn, model_dir, data, client
                               cluster_client=client)
         client.restrict(config.session_config, tasks)
         built[0] = tf.estimator.Estimator(fn, model_dir=model_dir, params=params, config=config)
+        built[1] = list(tasks)
         return built[0]
 
-    built = [None]
+    built = [None, None]
     layout_of = lambda mesh: mesh.layout_for(spec)  # noqa: E731
     try:
         result = R.train_rebalancing(
@@ -576,4 +580,6 @@ def _train_rebalancing(args, spec, lr, params, model_fn, model_dir, data, client
             log=lambda line: print(line, flush=True))
     except ClusterFailure as failure:
         exit_now(scratch)(failure)
-    return result, built[0] or build(model_fn.mesh, range(len(client.addresses)))
+    est = built[0] or build(model_fn.mesh, range(len(client.addresses)))
+    client.use_only(built[1])
+    return result, est
