@@ -87,3 +87,20 @@ def test_mtf_rules_train_on_uneven_meshes_like_one_device(one_device, rule, mesh
         np.testing.assert_allclose(history[-1][name], value, rtol=0,
                                    atol=3e-5 * float(np.abs(value).max()) + 1e-9,
                                    err_msg=f"{mesh.mesh_shape} {rule}: {name}")
+
+
+def test_with_reference_variables_the_velocity_read_is_a_copy(one_device):
+    """Resource variables off (``disable_v2_behavior``): a read of a reference variable
+    shares its buffer, so the velocity read before its write still changed under the
+    weight's update when that ran after the write (model:3 moved by the new velocity,
+    5e-2 off one device's kernel after 3 steps). The read is a copy now."""
+    tf.disable_resource_variables()
+    try:
+        _, unordered, history = _train(MESHES[1], "momentum")
+    finally:
+        tf.enable_resource_variables()
+    assert unordered == []
+    np.testing.assert_array_equal(history[1][KERNEL], history[0][KERNEL])
+    want = one_device["momentum"][2][-1][KERNEL]
+    np.testing.assert_allclose(history[-1][KERNEL], want, rtol=0,
+                               atol=3e-5 * float(np.abs(want).max()))

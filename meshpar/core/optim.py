@@ -396,9 +396,33 @@ def _assigned_values(ops, reads: dict) -> list:
         if isinstance(op, mtf.Assign):
             for value in op.inputs:
                 if id(value) not in reads:
-                    reads[id(value)] = AfterAll(value, [], name="assigned_value").outputs[0]
+                    reads[id(value)] = _ReadOnce(value).outputs[0]
                 values.append(reads[id(value)])
     return values
+
+
+class _ReadOnce(mtf.Operation):
+    """``x`` read into tensors of its own, one per slice. With reference variables
+    (resource variables off) a copy: a read of one shares the variable's buffer, so a
+    write after the read would still change what a later consumer of the read sees."""
+
+    def __init__(self, x):
+        super().__init__([x], x.mesh, name="assigned_value")
+        self._outputs = [mtf.Tensor(self, x.shape, x.dtype)]
+
+    @property
+    def has_gradient(self):
+        """False: used on the step's updates, after differentiation."""
+        return False
+
+    def lower(self, lowering):
+        """``tf.identity`` of each slice (a resource variable's read is its own), else
+        ``DeepCopy``."""
+        mesh_impl = lowering.mesh_impl(self)
+        copy = (tf.identity if tf.resource_variables_enabled()
+                else lambda t: tf.raw_ops.DeepCopy(x=t))
+        x = lowering.tensors[self.inputs[0]].to_laid_out_tensor()
+        lowering.set_tensor_lowering(self.outputs[0], mesh_impl.slicewise(copy, x))
 
 
 def _written_after(op, barrier, reads: dict):
