@@ -6,8 +6,10 @@ Shows, with numbers, what meshpar does on an emulated mesh of uneven devices:
    one-device result;
 2. the planners (even, proportional, GA) choosing mesh shape, placement and
    split weights for ``resattnet3d-small`` on that cluster;
-3. training ``resattnet3d-small`` on synthetic NIfTI phantoms on the planned
-   uneven hybrid mesh through ``tf.estimator``, with held-out metrics.
+3. training ``resattnet3d-small`` on synthetic NIfTI phantoms on the GA's
+   planned uneven mesh (a batch split, a filter split or both, as it picks:
+   for the default speeds, batch:4;model:1) through ``tf.estimator``, with
+   held-out metrics.
 """
 from __future__ import annotations
 
@@ -39,7 +41,7 @@ BATCH, MIN_SUBJECTS = 8, 10
 def register(subparsers) -> None:
     """Add ``meshpar demo`` to ``subparsers``."""
     parser = subparsers.add_parser(
-        "demo", help="uneven split, planning and hybrid training on an emulated mesh",
+        "demo", help="uneven split, planning and training on an emulated mesh",
         description=__doc__, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--speeds", default=DEFAULT_SPEEDS,
                         help="relative speeds of the emulated devices (default %(default)s)")
