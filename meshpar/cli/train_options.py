@@ -53,7 +53,8 @@ def add_split_options(parser) -> None:
     parser.add_argument("--fold", type=int, default=None, help="the test fold, 0 <= I < K")
     parser.add_argument("--fold-seed", type=non_negative_int, default=0,
                         help="seed of the test split (--folds or --test-fraction), independent "
-                             "of --seed (default: 0)")
+                             "of train's --seed; predict takes the training's to predict its "
+                             "test set (default: 0)")
     parser.add_argument("--test-fraction", type=float, default=None,
                         help="hold out this share of the people as the test set instead of a "
                              "fold")
