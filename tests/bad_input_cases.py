@@ -372,10 +372,13 @@ CASES = [
     Case("dim-smaller-than-parts", "api", _split_small_dim, "size 2 cannot be split into 3 parts"),
     Case("dim-smaller-than-parts-lowering", "api", _lower("a:model", [("a", 1)]),
          "'a' (size 1) on mesh axis 'model': size 1 cannot be split into 2 parts"),
+    # a dimension narrower than the axis stays whole (the planner's rule); an axis wider
+    # than every dimension splits nothing
     Case("train-dim-smaller-than-parts", "cli",
-         SYNTH + ["--model", "resattnet3d-tiny", "--speeds", "1,1,1,1,1", "--batch", "5",
+         SYNTH + ["--model", "resattnet3d-tiny", "--speeds", "1,1,1,1,1,1,1,1,1", "--batch", "5",
                   "--n-synthetic", "12"],
-         "'stem_filters' (size 4) on mesh axis 'model': size 4 cannot be split into 5 parts"),
+         "mesh model:9: axis 'model' splits nothing: each dimension resattnet3d-tiny lays out "
+         "on it has fewer units than its 9 devices"),
     Case("train-mtf-batch-not-divisible", "cli",
          SYNTH + ["--model", "resattnet3d-tiny", "--speeds", "1,1", "--mesh", "batch:2;model:1",
                   "--mesh-impl", "mtf", "--batch", "3", "--n-synthetic", "12"],

@@ -128,14 +128,36 @@ def default_layout(spec: models.ModelSpec, mesh_shape: str) -> str:
     """The model's layout rules for the axes present in ``mesh_shape``.
 
     Axis ``batch`` gets the batch dimension, axis ``model`` every filter, key,
-    value and unit dimension; a one-axis mesh of another name (``all:4``) is
-    used for the model dimensions.
+    value and unit dimension with at least as many units as the axis has
+    devices (the planner's rule, ``CostModel.active_dims``: a dimension of 4
+    filters stays whole on ``model:5``, where it has no split with every part
+    >= 1); a one-axis mesh of another name (``all:4``) is used for the model
+    dimensions.
     """
+    batch_axis, model_axis = _default_axes(mesh_shape)
+    rules = spec.layout_rules(model_axis=model_axis, batch_axis=batch_axis)
+    narrow = _narrow_dims(spec, dict(parse_mesh_shape(mesh_shape)).get(model_axis, 1))
+    if not narrow:
+        return rules
+    return ";".join(f"{dim}:{axis}" for dim, axis in parse_layout(rules, f"{spec.name}'s layout")
+                    if not (axis == model_axis and dim in narrow))
+
+
+def _default_axes(mesh_shape: str) -> tuple:
+    """``(batch axis, model axis)`` of the models' default layout on ``mesh_shape``
+    (either None where the mesh has no such axis)."""
     names = [name for name, _ in parse_mesh_shape(mesh_shape)]
-    batch_axis = "batch" if "batch" in names else None
     others = [n for n in names if n != "batch"]
-    model_axis = "model" if "model" in names else (others[0] if len(others) == 1 else None)
-    return spec.layout_rules(model_axis=model_axis, batch_axis=batch_axis)
+    return ("batch" if "batch" in names else None,
+            "model" if "model" in names else (others[0] if len(others) == 1 else None))
+
+
+def _narrow_dims(spec: models.ModelSpec, size: int) -> dict:
+    """``{dimension: units}`` of ``spec``'s split dimensions with fewer units than
+    ``size`` devices (none when ``size`` is 1)."""
+    if size <= 1:
+        return {}
+    return {dim: units for dim, units in spec.describe().split_dims.items() if units < size}
 
 
 def as_spec(model) -> models.ModelSpec:
@@ -218,6 +240,12 @@ def check_layout(spec: models.ModelSpec, mesh: MeshSpec) -> None:
         raise ValueError(f"layout rule {dim}:{axis}: mesh {mesh.mesh_shape} has no axis "
                          f"{axis!r}, and no rule uses its axis {idle[0]!r}")
     if mesh.layout is None and idle:
+        narrow = _narrow_dims(spec, axes[idle[0]])
+        if narrow and idle[0] == _default_axes(mesh.mesh_shape)[1]:  # all narrower than it
+            shown = ", ".join(f"{dim} {units}" for dim, units in narrow.items())
+            raise ValueError(f"mesh {mesh.mesh_shape}: axis {idle[0]!r} splits nothing: each "
+                             f"dimension {spec.name} lays out on it has fewer units than its "
+                             f"{axes[idle[0]]} devices ({shown}); use a smaller axis")
         raise ValueError(f"mesh {mesh.mesh_shape}: axis {idle[0]!r} splits nothing, since "
                          f"{spec.name}'s layout puts the batch on an axis named 'batch' and its "
                          "filters on one named 'model' (or on a mesh's only other axis); name "
