@@ -328,6 +328,14 @@ def mesh_arguments(args, spec, client=None) -> dict:
         where = "--devices names" if args.devices else f"the cluster ({args.cluster}) has"
         raise ValueError(f"--speeds gives {len(speeds)} devices' speeds but {where} "
                          f"{len(devices)}: one speed per device")
+    if speeds is None and devices is not None and len(devices) > 1:
+        # one device (all:1) was then given every worker and refused as 'mesh all:1 has
+        # 1 processors but 2 devices were given', devices the user had not given
+        where = (f"--devices names {len(devices)} devices" if args.devices else
+                 f"the cluster ({args.cluster}) has {len(devices)} workers")
+        raise ValueError(f"{where}: say how to split over them with --plan (`meshpar plan`) "
+                         f"or --speeds, one per device (--speeds "
+                         f"{','.join(['1'] * len(devices))}: an even split)")
     if client is not None:
         _use_only_the_mesh_workers(args, client, devices)
         client.check_reachable()
