@@ -247,7 +247,7 @@ def test_predict_refuses_another_fold_of_the_training_data_through_a_link(tmp_pa
                      "--fold", "1", "--out", str(out)]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and "was trained with (--folds 3 --fold 0 --fold-seed 0, " \
-            "run/meshpar_run.json)" in err[0], err
+            in err[0] and "run/meshpar_run.json)" in err[0], err
     assert not out.exists()
 
 
@@ -364,3 +364,60 @@ def test_a_replay_off_the_clusters_workers_is_refused_before_any_step(tmp_path, 
     assert rc == 2 and len(err) == 1, err
     assert err[0].startswith("meshpar train: error: --replay-replans ") and words in err[0], err
     assert not (tmp_path / "run").exists()
+
+
+# ------------------------------------------------------ an output directory not writable
+@pytest.fixture
+def unwritable(tmp_path, monkeypatch):
+    """A directory ``os.access`` says no file can be made in (as a read-only mount or
+    another user's directory does; root may write anywhere, so it is simulated)."""
+    import os
+
+    shut = tmp_path / "shut"
+    shut.mkdir()
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode, *a, **k: False if os.path.abspath(
+        path) == str(shut) and mode & os.W_OK else real(path, mode, *a, **k))
+    return shut
+
+
+@pytest.mark.parametrize("command, words", [
+    (["plan", "--speeds", "1,1", "--out", "{shut}/plan.json"],
+     "meshpar plan: error: {shut}/plan.json: its directory {shut} is not writable"),
+    (["plan", "--speeds", "1,1", "--plot", "{shut}/plan.png"],
+     "meshpar plan: error: {shut}/plan.png: its directory {shut} is not writable"),
+    (["data", "synth", "--out", "{shut}/phantoms", "--n", "2", "--shape", "16,16,16"],
+     "meshpar data synth: error: --out {shut}/phantoms: {shut}, where it would be made, is "
+     "not writable by this user; give a path elsewhere"),
+    (["train", "--synthetic", "--model", "vgg-cifar-small", "--batch", "4", "--steps", "1",
+      "--no-progress", "--trace-step", "1", "--trace-out", "{shut}/trace.json"],
+     "meshpar train: error: {shut}/trace.json: its directory {shut} is not writable"),
+    (["evaluate", "--out", "{shut}", "--n", "2"],  # (--n 2 is refused next in line)
+     "meshpar evaluate: error: --out {shut} is not writable"),
+])
+def test_an_output_directory_that_cannot_be_written_is_refused_before_the_work(
+        unwritable, capsys, command, words):
+    """It was '[Errno 30] Read-only file system' once the plan was made, the phantoms
+    begun, or the whole run trained for its trace."""
+    argv = [a.replace("{shut}", str(unwritable)) for a in command]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(words.replace("{shut}", str(unwritable))), err
+    assert list(unwritable.iterdir()) == []
+
+
+def test_predict_refuses_an_unwritable_out_before_predicting(unwritable, tmp_path, capsys):
+    from meshpar.data import write_dataset
+
+    data = tmp_path / "data"
+    write_dataset(str(data), 4, shape=(16, 16, 16))
+    run = tmp_path / "run"  # no checkpoint: the refusal comes before it is looked for
+    run.mkdir()
+    (run / "meshpar_run.json").write_text(json.dumps({
+        "model": "resattnet3d-tiny", "model_overrides": {}, "labels": ["NC", "AD"],
+        "input_shape": [16, 16, 16, 1], "channels": 1, "batch": 2}))
+    out = unwritable / "p.csv"
+    assert main(["predict", "--model-dir", str(run), "--data", str(data), "--out", str(out)]) == 2
+    assert capsys.readouterr().err.startswith(
+        f"meshpar predict: error: --out {out}: its directory {unwritable} is not writable by "
+        "this user; give a path elsewhere")

@@ -319,6 +319,24 @@ def refuse_missing_directories(*paths) -> None:
             raise FileNotFoundError(f"{path}: its directory {directory} does not exist")
         if path and os.path.isdir(path):
             raise IsADirectoryError(f"{path} is a directory; give a file name")
+        if directory:
+            refuse_unwritable_directory(directory, f"{path}: its directory {directory}")
+
+
+def refuse_unwritable_directory(directory: str, named: str) -> None:
+    """PermissionError when no file can be made in the existing ``directory`` (``named``
+    as the message starts: ``"--out x.csv: its directory d"``): a read-only file system,
+    or a directory this user may not write. Said before the work; it was '[Errno 30]
+    Read-only file system' once a plan was made, every subject predicted or a trace
+    taken."""
+    if os.access(directory, os.W_OK | os.X_OK):
+        return
+    try:
+        read_only = bool(os.statvfs(directory).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):  # no statvfs here: say it the general way
+        read_only = False
+    why = "is on a read-only file system" if read_only else "is not writable by this user"
+    raise PermissionError(f"{named} {why}; give a path elsewhere")
 
 
 def refuse_file_as_directory(path, flag: str = "--out") -> None:
@@ -335,6 +353,11 @@ def refuse_file_as_directory(path, flag: str = "--out") -> None:
     if not os.path.isdir(above):
         raise NotADirectoryError(f"{flag} {path}: {above} is a file, so no directory can be "
                                  "made under it")
+    existing = os.path.abspath(path)  # the directory itself, or the one it is made in
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    refuse_unwritable_directory(existing, f"{flag} {path}" if existing == os.path.abspath(
+        path) else f"{flag} {path}: {existing}, where it would be made,")
 
 
 def _flag(attribute: str) -> str:

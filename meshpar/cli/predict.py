@@ -22,8 +22,8 @@ import os
 import sys
 
 from meshpar.cli.parsing import (path_text, positive_int, refuse_non_utf8_path,
-                                 refuse_overwriting_inputs,
-                                 refuse_replacing_another_kind, refuse_writing_over_run,
+                                 refuse_overwriting_inputs, refuse_replacing_another_kind,
+                                 refuse_unwritable_directory, refuse_writing_over_run,
                                  thread_count)
 from meshpar.cli.train_options import (add_mesh_options, add_split_options,
                                        check_batch_fits_mesh, check_mesh_args, cluster_client,
@@ -95,6 +95,7 @@ def run(args) -> int:
     if not os.path.isdir(above):  # was '[Errno 17] File exists' once every subject was predicted
         raise NotADirectoryError(f"--out {args.out}: {above} is a file, so the CSV cannot be "
                                  "written under it")
+    refuse_unwritable_directory(above, f"--out {args.out}: its directory {above}")
     os.environ.setdefault("TF_DETERMINISTIC_OPS", "1")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     info = load_run_info(args.model_dir)
