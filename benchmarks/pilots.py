@@ -73,9 +73,10 @@ def format_table(result: dict) -> str:
     for name, row in result["pilots"].items():
         acc, auc = row["accuracy"], row["auc"]
         paired = row.get("paired_accuracy")
+        interval = "one run: no 95% CI" if paired is None or paired["ci95"] is None else (
+            f"95% CI {paired['ci95'][0]:+.3f}..{paired['ci95'][1]:+.3f}")
         diff = "-" if paired is None else (
-            f"{paired['mean_difference']:+.3f} (sd {paired['std_difference']:.3f}, 95% CI "
-            f"{paired['ci95'][0]:+.3f}..{paired['ci95'][1]:+.3f}; "
+            f"{paired['mean_difference']:+.3f} (sd {paired['std_difference']:.3f}, {interval}; "
             f"{paired['wins']}/{paired['ties']}/{paired['losses']})")
         lines.append(f"{name:16s} {acc['n']:4d}  {acc['mean']:.3f} +/- {acc['std']:.3f}  "
                      f"{auc['mean']:.3f} +/- {auc['std']:.3f}  {diff}")

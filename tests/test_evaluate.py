@@ -56,6 +56,15 @@ def test_paired_comparison_by_hand():
     assert c["p_value"] == pytest.approx(0.3416, abs=1e-3)
     same = metrics.paired_comparison([0.5, 0.6], [0.5, 0.6])
     assert same["mean_difference"] == 0 and math.isnan(same["p_value"])
+    assert same["ci95"] == [0.0, 0.0]  # two equal differences: the t interval is a point
+
+
+def test_one_paired_run_has_no_confidence_interval():
+    """One run gives a t interval no degree of freedom: it was reported as the
+    point ``+0.000..+0.000``, which reads as a certain zero difference."""
+    one = metrics.paired_comparison([0.8], [0.75])
+    assert one["mean_difference"] == pytest.approx(-0.05)
+    assert one["ci95"] is None and math.isnan(one["p_value"])
 
 
 def test_prediction_agreement_on_common_subjects():
@@ -194,6 +203,12 @@ def test_summarize_pairs_configurations_by_seed_and_fold():
     assert s["ad-nc"]["configs"]["one-device"]["summary"]["accuracy"]["mean"] == \
         pytest.approx(0.875)
     assert "uneven-mesh" in report.format_table(s)
+    one = report.format_table(report.summarize(scored[:2], {"ad-nc": ("NC", "AD")},
+                                               ["one-device", "uneven-mesh"]))
+    # one run: its mean, no '+/- 0.000' spread and no '95% CI +0.000..+0.000' interval
+    assert "+/-" not in one and "95% CI" not in one
+    assert "(one paired run: no confidence interval)" in one
+    assert "0.875 +/- 0.177" in report.format_table(s)  # two runs: mean and sample std
 
 
 def test_evaluate_refuses_bad_options(capsys):

@@ -94,9 +94,9 @@ def paired_comparison(a: Sequence[float], b: Sequence[float]) -> Dict[str, float
     """Compare configuration ``b`` with ``a`` over the same runs (same seeds and folds).
 
     Returns the mean and sample std of ``b - a``, a 95% t confidence interval
-    of the mean difference, the paired t-test p-value (NaN when every
-    difference is equal, the test is undefined) and how many runs ``b`` beat,
-    tied and lost.
+    of the mean difference (None for one run: there is none), the paired t-test
+    p-value (NaN when every difference is equal or there is one run, the test is
+    undefined) and how many runs ``b`` beat, tied and lost.
     """
     from scipy import stats
 
@@ -112,8 +112,11 @@ def paired_comparison(a: Sequence[float], b: Sequence[float]) -> Dict[str, float
         half = stats.t.ppf(0.975, d.size - 1) * out["std_difference"] / math.sqrt(d.size)
         out["ci95"] = [out["mean_difference"] - half, out["mean_difference"] + half]
         out["p_value"] = float(stats.ttest_rel(y, x).pvalue)
-    else:  # all differences equal: no spread to test against
+    elif d.size > 1:  # all differences equal: no spread to test against
         out["ci95"] = [out["mean_difference"], out["mean_difference"]]
+        out["p_value"] = float("nan")
+    else:  # one run: a t interval has no degree of freedom (it was shown as a point)
+        out["ci95"] = None
         out["p_value"] = float("nan")
     return out
 

@@ -165,7 +165,10 @@ def _paired(base: Sequence[dict], other: Sequence[dict]) -> dict:
 
 
 def _pm(s: dict) -> str:
-    return "-" if s["n"] == 0 else f"{s['mean']:.3f} +/- {s['std']:.3f}"
+    """``mean +/- std`` over the runs; one run has no spread to show (its std is 0)."""
+    if s["n"] == 0:
+        return "-"
+    return f"{s['mean']:.3f}" if s["n"] == 1 else f"{s['mean']:.3f} +/- {s['std']:.3f}"
 
 
 def format_table(summary: dict) -> str:
@@ -189,9 +192,10 @@ def format_table(summary: dict) -> str:
             if not p:
                 continue
             a, pr = p["accuracy"], p["predictions"]
+            interval = ("one paired run: no confidence interval" if a["ci95"] is None else
+                        f"95% CI {a['ci95'][0]:+.3f}..{a['ci95'][1]:+.3f}, {a['n']} paired runs")
             out.append(f"{task}: {c} - {next(iter(entry['configs']))}: accuracy "
-                       f"{a['mean_difference']:+.3f} (95% CI {a['ci95'][0]:+.3f}..{a['ci95'][1]:+.3f},"
-                       f" {a['n']} paired runs); predictions: max |dp| "
+                       f"{a['mean_difference']:+.3f} ({interval}); predictions: max |dp| "
                        f"{pr['max_abs_p_difference']:.2e}, labels agree "
                        f"{pr['label_agreement']:.3f} of {pr['subjects']} subjects")
             if "same_weights" in p:
