@@ -240,7 +240,8 @@ def profile_cluster_workers(addresses: Sequence[str], device_type: str = "CPU",
     with tf.Session(client.target, graph=graph, config=config) as session:
         session.run(init)
         session.run(copies)
-        alone, together = _time_sizes(session, steps, sizes, flops_of, n, repeats, log)
+        alone, together = _time_sizes(session, steps, sizes, flops_of, n, repeats, log,
+                                      "batch" if model is not None else "size")
         efficiency = _time_slices(session, slices, [steps[task, (batch,)] for task in range(n)]
                                   if slices else [], n, repeats, log)
         split_seconds = {}
@@ -406,9 +407,12 @@ def _balanced_splits(tf, session, graph, client, spec, batch: int, axes, weights
     return ops
 
 
-def _time_sizes(session, steps, sizes, flops_of, n: int, repeats: int, log) -> tuple:
+def _time_sizes(session, steps, sizes, flops_of, n: int, repeats: int, log,
+                what: str = "size") -> tuple:
     """FLOP/s of every (task, size) step, one task at a time and all at once:
-    ``(alone, together)``, each ``{task: {flops: flop/s}}``."""
+    ``(alone, together)``, each ``{task: {flops: flop/s}}``; each size logged as
+    ``what`` (``batch 8`` for a model's whole steps, ``size (8, 16, 16, 16, 8, 8)``
+    for the conv3d kernel's)."""
     alone = {task: {} for task in range(n)}
     together = {task: {} for task in range(n)}
     for size in sizes:
@@ -419,7 +423,8 @@ def _time_sizes(session, steps, sizes, flops_of, n: int, repeats: int, log) -> t
         ops = [steps[task, tuple(size)] for task in range(n)]
         for task, seconds in enumerate(_median_seconds(session, ops, repeats)):
             together[task][flops] = flops / seconds
-        log(f"size {tuple(size)}: " + ", ".join(
+        shown = size[0] if what == "batch" else tuple(size)
+        log(f"{what} {shown}: " + ", ".join(
             f"task {t} {alone[t][flops] / 1e9:.2f} alone / {together[t][flops] / 1e9:.2f} "
             f"together GFLOP/s" for t in range(n)))
     return alone, together
