@@ -1418,11 +1418,6 @@ CASES = [
     Case("evaluate-seeds-underscore", "subprocess",
          ["evaluate", "--out", "{d}/eval-underscore", "--seeds", "1_0", "--folds", "1"],
          "argument --seeds: expected comma-separated integers, got '1_0'"),
-    # far more runs at once than cores: every run started together, each slowing the
-    # others (--folds 1 is refused next in line, so nothing runs either way)
-    Case("evaluate-jobs-past-the-cores", "cli",
-         ["evaluate", "--out", "{d}/eval-jobs", "--jobs", "100000", "--folds", "1"],
-         "--jobs 100000 is more than the"),
     # a hand-edited plan naming one worker device twice: two slices on one device,
     # planned as two devices' speed, taken as written
     Case("plan-device-twice", "api",

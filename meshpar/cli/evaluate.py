@@ -94,7 +94,7 @@ def register(subparsers) -> None:
                              "(not those evaluate sets for every run, --cluster or --trace-out)")
     parser.add_argument("--jobs", type=int, default=1,
                         help="runs (and phantom cohorts) at a time, at most the cores this "
-                             "process may use (default: 1)")
+                             "process may use (more are run that many at a time; default: 1)")
     parser.add_argument("--threads", type=thread_count, default=1,
                         help="TensorFlow threads per run (default 1: deterministic)")
     parser.add_argument("--json", action="store_true",
@@ -202,10 +202,11 @@ def _check(args) -> None:
     if args.jobs < 1 or args.threads < 1:
         raise ValueError("--jobs and --threads must be >= 1")
     cores = usable_cores()
-    if args.jobs > cores:  # was taken as given: every run at once, each slowing the others
-        raise ValueError(f"--jobs {args.jobs} is more than the {cores} cores this process may "
-                         f"use; each run is a TensorFlow process of its own, and more at once "
-                         f"only slow each other: give at most {cores}")
+    if args.jobs > cores:  # every run at once would only slow each other; results are the same
+        print(f"meshpar evaluate: note: --jobs {args.jobs} is more than the {cores} cores this "
+              f"process may use; running {cores} at a time (each run is a TensorFlow process "
+              "of its own)", file=sys.stderr)
+        args.jobs = cores
     refuse_pattern_path(args.out, "--out")  # each run's model directory is under it
     if args.folds < 2:  # before any phantom is written
         raise ValueError(f"--folds must be >= 2, got {args.folds}")
