@@ -123,6 +123,11 @@ def _nifti_data(args, spec, scratch, model_dir, stream=None) -> dict:
     if len(subjects) < 2:
         raise ValueError(f"{directory}: need at least 2 subjects, found {len(subjects)}")
     parts = inputs.split_three_ways(subjects, args.val_fraction, args.seed, **split_request(args))
+    # training and validation in the order of their files, not of labels.csv's rows: the
+    # stream shuffles by position, so one dataset listed in two orders trained on other
+    # batches with one --seed (the split and subjects_record were already order-free)
+    parts = [sorted(part, key=lambda s: os.path.relpath(s.path, directory))
+             for part in parts[:2]] + [parts[2]]
     if len(parts[0]) < args.batch:
         raise ValueError(f"--batch {args.batch} is larger than the {len(parts[0])} "
                          "training subjects")
