@@ -32,7 +32,7 @@ CLUSTER_MODULES = frozenset({
     "test_bench_hetero", "test_bench_memory", "test_bench_train", "test_determinism",
     "test_equivalence_rebalance", "test_equivalence_workers",
     "test_generality_tf_config", "test_local_cluster", "test_placement", "test_rebalance",
-    "test_worker_failure"})
+    "test_repro_worker_determinism", "test_worker_failure"})
 
 
 def pytest_collection_modifyitems(config, items):

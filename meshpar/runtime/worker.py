@@ -16,7 +16,8 @@ def serve(cluster: dict, job: str, index: int, threads: int = 0,
           announce: Optional[callable] = print, index_name: str = "--task") -> None:
     """Start the TF gRPC server of task ``index`` of ``job`` and block until killed.
 
-    ``threads`` sets intra/inter-op threads (0: TensorFlow's default);
+    ``threads`` sets intra/inter-op threads (0: TensorFlow's default); the kernels run
+    with op determinism (``TF_DETERMINISTIC_OPS=1``) unless the environment sets it;
     ``index_name``: where ``index`` came from, as an out-of-range error names it.
     """
     if job not in cluster:
@@ -36,6 +37,8 @@ def serve(cluster: dict, job: str, index: int, threads: int = 0,
     refuse_port_in_use(address)
     exit_with_parent(os.environ.get(PARENT_ENV))
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    # the slices' kernels run here, not in the client that set it (README, "Determinism")
+    os.environ.setdefault("TF_DETERMINISTIC_OPS", "1")
     import tensorflow.compat.v1 as tf
 
     config = tf.ConfigProto()
