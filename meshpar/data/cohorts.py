@@ -40,10 +40,13 @@ def group_by_person(subjects: Sequence["Subject"]) -> Dict[str, List["Subject"]]
 
 
 def _strata(people: Dict[str, List["Subject"]], fields: Sequence[str]) -> Dict[tuple, List[str]]:
-    """Stratum key (the ``fields`` of a person's first scan) -> person ids."""
+    """Stratum key (the ``fields`` of a person's first scan, the one with the first file
+    path: not the first listed, so that one dataset listed in two orders is split one
+    way) -> person ids."""
     strata: Dict[tuple, List[str]] = {}
     for pid, scans in people.items():
-        key = tuple(getattr(scans[0], f) for f in fields)
+        first = min(scans, key=lambda s: str(s.path))
+        key = tuple(getattr(first, f) for f in fields)
         strata.setdefault(key, []).append(pid)
     return strata
 
@@ -65,7 +68,7 @@ def split_subjects(
     """Stratified train/validation split by person (``subject_id``).
 
     All scans of one person land on the same side. People are grouped by the
-    ``stratify`` fields of their first scan (label, and group when present);
+    ``stratify`` fields of their first scan by file path (label, and group if any);
     each stratum sends ``round(val_fraction * size)`` people to validation,
     at least one of a stratum of two or more when ``val_fraction > 0``, and
     never all of one. Both lists keep the input order. The same ``seed``
@@ -94,7 +97,7 @@ def person_folds(
     """Stratified k-fold partition by person: ``k`` disjoint lists of scans.
 
     Every scan of one person lands in the same fold. Within each stratum (the
-    ``stratify`` fields of a person's first scan) people are shuffled with
+    ``stratify`` fields of a person's first scan by path) people are shuffled with
     ``seed`` and dealt round-robin, continuing across strata where the last
     one stopped, so fold sizes differ by at most one person overall and each
     fold gets its share of every stratum. Each fold keeps the input order.
