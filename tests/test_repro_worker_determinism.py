@@ -18,7 +18,9 @@ from meshpar.runtime.local_cluster import LocalCluster
 def _seedless_random_op_runs(cluster) -> bool:
     with tf.Graph().as_default():
         with tf.device(cluster.devices[0]):
-            draw = tf.random.uniform([3])  # no graph seed, no op seed
+            # seeds 0, 0: no seed (the raw op: tf.random.uniform would refuse it here
+            # already when this process has op determinism on)
+            draw = tf.raw_ops.RandomUniform(shape=[3], dtype=tf.float32, seed=0, seed2=0)
         with tf.Session(cluster.target) as sess:
             try:
                 sess.run(draw)
