@@ -93,3 +93,36 @@ def at_checkpoint(model_dir, step):
     (model_dir / f"model.ckpt-{step}.index").write_bytes(b"")
     (model_dir / "checkpoint").write_text(f'model_checkpoint_path: "model.ckpt-{step}"\n')
     return str(model_dir)
+
+
+def train_lowered_model(spec, x, y, mesh, optimizer, learning_rate=None, steps=3, seed=1):
+    """``(losses, unordered reads of the step, master variables before and after each
+    step)`` of ``steps`` training steps of the estimator's lowered step of ``spec``
+    (:func:`meshpar.training.estimator.lower_model`) on ``mesh``, features ``x`` and
+    labels ``y``, in one thread (:func:`meshpar.core.optim.unordered_reads` lists
+    what in the step nothing orders against a write)."""
+    from meshpar.core import optim
+    from meshpar.training.estimator import lower_model
+
+    close_graphs()
+    with tf.Graph().as_default():
+        tf.set_random_seed(seed)
+        global_step = tf.train.get_or_create_global_step()
+        rate = () if learning_rate is None else (learning_rate,)
+        lowering, _, loss, updates = lower_model(spec, tf.constant(x), tf.constant(y), mesh,
+                                                 True, optimizer, *rate)
+        tf_loss = lowering.export_to_tf_tensor(loss)
+        with tf.control_dependencies(updates):
+            step = tf.assign_add(global_step, 1)
+        unordered = optim.unordered_reads([tf_loss, step.op])
+        to_masters = lowering.copy_slices_to_masters()
+        masters = {v.op.name: v for v in tf.global_variables() if "_slice_" not in v.op.name}
+        with tf.Session(config=tf.ConfigProto(**ONE_THREAD)) as sess:
+            sess.run(tf.global_variables_initializer())
+            sess.run(lowering.copy_masters_to_slices())
+            history, losses = [sess.run(masters)], []
+            for _ in range(steps):
+                losses.append(sess.run([tf_loss, step])[0])
+                sess.run(to_masters)
+                history.append(sess.run(masters))
+    return np.array(losses), unordered, history

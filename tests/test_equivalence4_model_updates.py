@@ -16,7 +16,7 @@ import types
 
 import numpy as np
 
-from mtf_helpers import ONE_THREAD, close_graphs, mtf, tf
+from mtf_helpers import close_graphs, mtf, tf, train_lowered_model
 
 from meshpar import models
 from meshpar.core import optim
@@ -73,27 +73,7 @@ def _train(mesh, steps=3, spec=SPEC):
     """``(losses, unordered reads of the step, master variables after each step)``
     of ``steps`` SGD steps of the estimator's step of ``spec`` on ``mesh``."""
     x, y = _data()
-    close_graphs()
-    with tf.Graph().as_default():
-        tf.set_random_seed(2)
-        global_step = tf.train.get_or_create_global_step()
-        lowering, _, loss, updates = E.lower_model(spec, tf.constant(x), tf.constant(y), mesh,
-                                                   True, "sgd", 0.5)
-        tf_loss = lowering.export_to_tf_tensor(loss)
-        with tf.control_dependencies(updates):
-            step = tf.assign_add(global_step, 1)
-        unordered = optim.unordered_reads([tf_loss, step.op])
-        to_masters = lowering.copy_slices_to_masters()
-        masters = {v.op.name: v for v in tf.global_variables() if "_slice_" not in v.op.name}
-        with tf.Session(config=tf.ConfigProto(**ONE_THREAD)) as sess:
-            sess.run(tf.global_variables_initializer())
-            sess.run(lowering.copy_masters_to_slices())
-            history, losses = [sess.run(masters)], []
-            for _ in range(steps):
-                losses.append(sess.run([tf_loss, step])[0])
-                sess.run(to_masters)
-                history.append(sess.run(masters))
-    return np.array(losses), unordered, history
+    return train_lowered_model(spec, x, y, mesh, "sgd", 0.5, steps=steps, seed=2)
 
 
 def test_the_step_reads_every_variable_before_any_write_on_every_mesh():

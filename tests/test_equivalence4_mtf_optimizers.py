@@ -13,11 +13,9 @@ writes after every value assigned is read: the old velocity, on every mesh.
 import numpy as np
 import pytest
 
-from mtf_helpers import ONE_THREAD, close_graphs, mtf, tf
+from mtf_helpers import mtf, tf, train_lowered_model
 
 from meshpar import models
-from meshpar.core import optim
-from meshpar.training.estimator import lower_model
 from meshpar.training.mesh_spec import MeshSpec
 
 BATCH, LR = 5, 0.05
@@ -35,27 +33,7 @@ def _train(mesh, rule, steps=3):
     rng = np.random.RandomState(0)
     x = rng.randn(BATCH, *SPEC.input_shape).astype(np.float32)
     y = rng.randint(0, SPEC.config.num_classes, BATCH).astype(np.int32)
-    close_graphs()
-    with tf.Graph().as_default():
-        tf.set_random_seed(1)
-        global_step = tf.train.get_or_create_global_step()
-        lowering, _, loss, updates = lower_model(SPEC, tf.constant(x), tf.constant(y), mesh,
-                                                 True, RULES[rule])
-        tf_loss = lowering.export_to_tf_tensor(loss)
-        with tf.control_dependencies(updates):
-            step = tf.assign_add(global_step, 1)
-        unordered = optim.unordered_reads([tf_loss, step.op])
-        to_masters = lowering.copy_slices_to_masters()
-        masters = {v.op.name: v for v in tf.global_variables() if "_slice_" not in v.op.name}
-        with tf.Session(config=tf.ConfigProto(**ONE_THREAD)) as sess:
-            sess.run(tf.global_variables_initializer())
-            sess.run(lowering.copy_masters_to_slices())
-            history, losses = [sess.run(masters)], []
-            for _ in range(steps):
-                losses.append(sess.run([tf_loss, step])[0])
-                sess.run(to_masters)
-                history.append(sess.run(masters))
-    return np.array(losses), unordered, history
+    return train_lowered_model(SPEC, x, y, mesh, RULES[rule], steps=steps, seed=1)
 
 
 @pytest.fixture(scope="module")
