@@ -227,12 +227,21 @@ class CostModel:
         extra = cluster.extra or {}
         measured = extra.get("split_seconds") if self.step_profile else None
         known = extra.get("split_overhead_flops") if self.step_profile else None
-        if known:  # already calibrated (a profile re-scaled to live speeds keeps it)
+        if known:  # already calibrated (:meth:`calibration`: a re-scaled profile, a subset)
             self.split_overhead = {"batch": float(known["batch"]), "model": float(known["model"])}
             self.sync_jitter = {axis: float((extra.get("sync_jitter") or {}).get(axis, 0.0))
                                 for axis in ("batch", "model")}
         elif measured:
             self.split_overhead, self.sync_jitter = self._calibrate(measured)
+
+    def calibration(self) -> dict:
+        """The profile fields that carry this model's calibration of the cost of
+        splitting to a cluster of fewer or re-scaled devices (``split_overhead_flops``,
+        ``sync_jitter``; read before ``split_seconds``), none when not calibrated."""
+        if self.split_overhead is None:
+            return {}
+        return {"split_overhead_flops": dict(self.split_overhead),
+                "sync_jitter": dict(self.sync_jitter)}
 
     def _calibrate(self, measured: dict) -> tuple:
         """``(overhead, jitter)`` per mesh axis from the profile's timed splits:

@@ -247,10 +247,7 @@ def scaled_profile(profile, speeds: Dict[int, float], description=None, batch: i
             by_task[t].device: tuple((size, f * scale[t] / norm) for size, f in points)
             for t in sorted(speeds) if (points := profile.alone_points(by_task[t].device))}
     if description is not None and batch:
-        calibrated = CostModel(description, profile, batch)
-        if calibrated.split_overhead is not None:
-            extra["split_overhead_flops"] = dict(calibrated.split_overhead)
-            extra["sync_jitter"] = dict(calibrated.sync_jitter)
+        extra.update(CostModel(description, profile, batch).calibration())
     return ClusterSpec(devices, bandwidth=profile.bandwidth, latency=profile.latency,
                        extra=extra)
 

@@ -44,11 +44,7 @@ def subset_cost(cost: CostModel, devices: Sequence) -> CostModel:
     device their ``device_names`` say, so a subset's model cannot fit them again
     (it took the N-way times for its own k-way split, shares in listing order)."""
     sub = cost.cluster.subset(devices)
-    if cost.split_overhead is not None:
-        extra = {k: v for k, v in (sub.extra or {}).items() if k != "split_seconds"}
-        extra["split_overhead_flops"] = dict(cost.split_overhead)
-        extra["sync_jitter"] = dict(cost.sync_jitter)
-        sub = dataclasses.replace(sub, extra=extra)
+    sub = dataclasses.replace(sub, extra={**(sub.extra or {}), **cost.calibration()})
     return CostModel(cost.model, sub, cost.batch, cost.optimizer_slots, cost.memory_terms)
 
 
