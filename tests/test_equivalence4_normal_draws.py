@@ -14,11 +14,9 @@ import types
 import numpy as np
 import pytest
 
-from mtf_helpers import ONE_THREAD, HeterogeneousMeshImpl, close_graphs, mtf, new_graph, \
-    session, tf
+from mtf_helpers import HeterogeneousMeshImpl, mtf, new_graph, session, tf, train_lowered_model
 
 from meshpar import models
-from meshpar.training.estimator import lower_model
 from meshpar.training.mesh_spec import MeshSpec
 
 MESHES = [
@@ -123,23 +121,9 @@ def _train(mesh, steps=3):
     rng = np.random.RandomState(0)
     x = rng.randn(5, 6, 6, 2).astype(np.float32)
     y = rng.randint(0, 3, 5).astype(np.int32)
-    close_graphs()
-    with tf.Graph().as_default():
-        tf.set_random_seed(2)
-        global_step = tf.train.get_or_create_global_step()
-        lowering, _, loss, updates = lower_model(spec, tf.constant(x), tf.constant(y), mesh,
-                                                 True, "adam", 0.05)
-        tf_loss = lowering.export_to_tf_tensor(loss)
-        with tf.control_dependencies(updates):
-            step = tf.assign_add(global_step, 1)
-        to_masters = lowering.copy_slices_to_masters()
-        masters = {v.op.name: v for v in tf.global_variables() if "_slice_" not in v.op.name}
-        with tf.Session(config=tf.ConfigProto(**ONE_THREAD)) as sess:
-            sess.run(tf.global_variables_initializer())
-            sess.run(lowering.copy_masters_to_slices())
-            losses = [sess.run([tf_loss, step])[0] for _ in range(steps)]
-            sess.run(to_masters)
-            return np.array(losses), sess.run(masters)
+    losses, _, history = train_lowered_model(spec, x, y, mesh, "adam", 0.05, steps=steps,
+                                             seed=2)
+    return losses, history[-1]
 
 
 def test_a_network_with_gaussian_noise_trains_on_uneven_meshes_like_one_device():

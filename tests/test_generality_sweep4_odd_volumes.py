@@ -65,19 +65,16 @@ def _processors(mesh_shape):
     return int(np.prod([int(axis.split(":")[1]) for axis in mesh_shape.split(";")]))
 
 
-@pytest.mark.parametrize("mesh_shape, layout, weights", MESHES)
-def test_a_pad_before_a_convolution_predicts_on_every_mesh(mesh_shape, layout, weights):
-    """A network of one's own that pads (``mtf.pad``) before a strided 3-D
-    convolution, run forward only (prediction): each slice's pad is a
-    concatenation with zeros, so oneDNN's fused Pad + Conv3D never runs."""
+def _conv_after(transform, value, reference, kernel, strides, mesh_shape, layout, weights):
+    """``(got, want)``: ``transform`` (mtf ops on the input) then a 3-D convolution with
+    ``kernel``, lowered on a ``HeterogeneousMeshImpl`` and fed ``value``, run forward
+    only; and TF's own convolution of ``reference`` (the transformed input made in
+    numpy and fed through a placeholder, so no Pad op reaches oneDNN)."""
     import mesh_tensorflow as mtf
     import tensorflow.compat.v1 as tf
 
     from meshpar.core.mesh_impl import HeterogeneousMeshImpl
 
-    rng = np.random.default_rng(1)
-    value = rng.normal(size=(4, 5, 4, 1, 3)).astype(np.float32)
-    kernel = rng.normal(size=(3, 3, 3, 3, 5)).astype(np.float32)
     with tf.Graph().as_default():
         tf.set_random_seed(0)
         graph = mtf.Graph()
@@ -85,21 +82,35 @@ def test_a_pad_before_a_convolution_predicts_on_every_mesh(mesh_shape, layout, w
         fed = tf.placeholder(tf.float32, value.shape)  # a constant would be folded
         x = mtf.import_tf_tensor(mesh, fed, mtf.Shape(
             [mtf.Dimension(n, s) for n, s in zip(["batch", "d", "h", "w", "c"], value.shape)]))
-        x = mtf.pad(mtf.pad(x, [1, 2], "d"), [0, 1], "w")
-        y = mtf.layers.conv3d(x, mtf.Dimension("f", 5), (3, 3, 3), strides=(2, 2, 2),
-                              padding="SAME", filter_initializer=tf.constant_initializer(kernel))
+        y = mtf.layers.conv3d(transform(x), mtf.Dimension("f", kernel.shape[-1]),
+                              kernel.shape[:3], strides=strides, padding="SAME",
+                              filter_initializer=tf.constant_initializer(kernel))
         impl = HeterogeneousMeshImpl(mesh_shape, layout, [""] * _processors(mesh_shape),
                                      split_weights=weights)
         lowering = mtf.Lowering(graph, {mesh: impl})
         out = lowering.export_to_tf_tensor(y)
-        padded = tf.placeholder(tf.float32, [4, 8, 4, 2, 3])  # no Pad op: the reference
-        want = tf.nn.conv3d(padded, tf.constant(kernel), [1, 2, 2, 2, 1], "SAME")
+        plain = tf.placeholder(tf.float32, reference.shape)
+        want = tf.nn.conv3d(plain, tf.constant(kernel), [1, *strides, 1], "SAME")
         with tf.Session() as session:
             session.run(tf.global_variables_initializer())
             session.run(lowering.copy_masters_to_slices())
-            got = session.run(out, {fed: value})
-            want = session.run(want, {padded: np.pad(value, [(0, 0), (1, 2), (0, 0), (0, 1),
-                                                             (0, 0)])})
+            return session.run(out, {fed: value}), session.run(want, {plain: reference})
+
+
+@pytest.mark.parametrize("mesh_shape, layout, weights", MESHES)
+def test_a_pad_before_a_convolution_predicts_on_every_mesh(mesh_shape, layout, weights):
+    """A network of one's own that pads (``mtf.pad``) before a strided 3-D
+    convolution, run forward only (prediction): each slice's pad is a
+    concatenation with zeros, so oneDNN's fused Pad + Conv3D never runs."""
+    import mesh_tensorflow as mtf
+
+    rng = np.random.default_rng(1)
+    value = rng.normal(size=(4, 5, 4, 1, 3)).astype(np.float32)
+    kernel = rng.normal(size=(3, 3, 3, 3, 5)).astype(np.float32)
+    got, want = _conv_after(
+        lambda x: mtf.pad(mtf.pad(x, [1, 2], "d"), [0, 1], "w"), value,
+        np.pad(value, [(0, 0), (1, 2), (0, 0), (0, 1), (0, 0)]), kernel, (2, 2, 2),
+        mesh_shape, layout, weights)
     assert got.shape == (4, 4, 2, 1, 5)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
@@ -113,9 +124,6 @@ def test_a_shift_before_a_convolution_predicts_on_every_mesh(mesh_shape, layout,
     which oneDNN folded into the ``Conv3D`` (a [4, 5, 4, 2, 3] input shifted by 2
     came out of the convolution as [4, 3, 4, 2, 3], the unshifted slice)."""
     import mesh_tensorflow as mtf
-    import tensorflow.compat.v1 as tf
-
-    from meshpar.core.mesh_impl import HeterogeneousMeshImpl
 
     rng = np.random.default_rng(2)
     value = rng.normal(size=(4, 5, 4, 2, 3)).astype(np.float32)
@@ -125,27 +133,8 @@ def test_a_shift_before_a_convolution_predicts_on_every_mesh(mesh_shape, layout,
         shifted[:, offset:] = value[:, :-offset]
     else:
         shifted[:, :offset] = value[:, -offset:]
-    with tf.Graph().as_default():
-        tf.set_random_seed(0)
-        graph = mtf.Graph()
-        mesh = mtf.Mesh(graph, "m")
-        fed = tf.placeholder(tf.float32, value.shape)  # a constant would be folded
-        x = mtf.import_tf_tensor(mesh, fed, mtf.Shape(
-            [mtf.Dimension(n, s) for n, s in zip(["batch", "d", "h", "w", "c"], value.shape)]))
-        x = mtf.shift(x, offset, x.shape.dims[1], wrap=False)
-        y = mtf.layers.conv3d(x, mtf.Dimension("f", 5), (3, 3, 3), padding="SAME",
-                              filter_initializer=tf.constant_initializer(kernel))
-        impl = HeterogeneousMeshImpl(mesh_shape, layout, [""] * _processors(mesh_shape),
-                                     split_weights=weights)
-        lowering = mtf.Lowering(graph, {mesh: impl})
-        out = lowering.export_to_tf_tensor(y)
-        plain = tf.placeholder(tf.float32, value.shape)  # no Pad op: the reference
-        want = tf.nn.conv3d(plain, tf.constant(kernel), [1, 1, 1, 1, 1], "SAME")
-        with tf.Session() as session:
-            session.run(tf.global_variables_initializer())
-            session.run(lowering.copy_masters_to_slices())
-            got = session.run(out, {fed: value})
-            want = session.run(want, {plain: shifted})
+    got, want = _conv_after(lambda x: mtf.shift(x, offset, x.shape.dims[1], wrap=False),
+                            value, shifted, kernel, (1, 1, 1), mesh_shape, layout, weights)
     assert got.shape == (4, 5, 4, 2, 5)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
