@@ -18,6 +18,7 @@ and the ratio of the medians (second listing over first) as JSON.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -48,42 +49,38 @@ def main(argv=None) -> int:
     listings = {",".join(map(str, s)): s for s in (first, first[::-1])}
     result = {"model": args.model, "batch": args.batch, "steps": args.steps,
               "rounds": args.rounds, "orders": {}}
-    with tempfile.TemporaryDirectory() as work:
-        clusters = [LocalCluster(s) for s in listings.values()]
-        try:
-            setup = {}
-            for (name, _), cluster in zip(listings.items(), clusters):
-                cluster.__enter__()
-                cluster_file = os.path.join(work, f"cluster-{name}.json")
-                profile, plan = (os.path.join(work, f"{what}-{name}.json")
-                                 for what in ("profile", "plan"))
-                with open(cluster_file, "w", encoding="utf-8") as f:
-                    json.dump({"worker": list(cluster.addresses)}, f)
-                _meshpar("profile", "--cluster", cluster_file, "--model", args.model,
-                         "--batch", str(args.batch), "--out", profile)
-                _meshpar("plan", "--profile", profile, "--batch", str(args.batch),
-                         "--out", plan)
-                with open(plan, encoding="utf-8") as f:
-                    p = json.load(f)
-                setup[name] = (cluster_file, plan)
-                result["orders"][name] = {
-                    "devices": p["devices"], "split_sizes": p["split_sizes"],
-                    "mesh_shape": p["mesh_shape"],
-                    "predicted_step_seconds": p["predicted_step_seconds"], "runs": []}
-                print(f"listed {name}: plan {p['split_sizes']} on {p['devices']}", flush=True)
-            names = list(listings)
-            for r in range(args.rounds):
-                for name in names if r % 2 == 0 else names[::-1]:
-                    cluster_file, plan = setup[name]
-                    out = run_train_command(train_argv(
-                        args.model, cluster_file, plan, args.steps, args.batch, None,
-                        os.path.join(work, f"run-{name}-{r}"), False, 0), name)
-                    rate = json.loads(out.strip().splitlines()[-1])["samples_per_second"]
-                    result["orders"][name]["runs"].append(rate)
-                    print(f"round {r} listed {name}: {rate:.1f} samples/s", flush=True)
-        finally:
-            for cluster in clusters:
-                cluster.__exit__(None, None, None)
+    with contextlib.ExitStack() as stack:
+        work = stack.enter_context(tempfile.TemporaryDirectory())
+        setup = {}
+        for name, speeds in listings.items():
+            cluster = stack.enter_context(LocalCluster(speeds))
+            cluster_file = os.path.join(work, f"cluster-{name}.json")
+            profile, plan = (os.path.join(work, f"{what}-{name}.json")
+                             for what in ("profile", "plan"))
+            with open(cluster_file, "w", encoding="utf-8") as f:
+                json.dump({"worker": list(cluster.addresses)}, f)
+            _meshpar("profile", "--cluster", cluster_file, "--model", args.model,
+                     "--batch", str(args.batch), "--out", profile)
+            _meshpar("plan", "--profile", profile, "--batch", str(args.batch),
+                     "--out", plan)
+            with open(plan, encoding="utf-8") as f:
+                p = json.load(f)
+            setup[name] = (cluster_file, plan)
+            result["orders"][name] = {
+                "devices": p["devices"], "split_sizes": p["split_sizes"],
+                "mesh_shape": p["mesh_shape"],
+                "predicted_step_seconds": p["predicted_step_seconds"], "runs": []}
+            print(f"listed {name}: plan {p['split_sizes']} on {p['devices']}", flush=True)
+        names = list(listings)
+        for r in range(args.rounds):
+            for name in names if r % 2 == 0 else names[::-1]:
+                cluster_file, plan = setup[name]
+                out = run_train_command(train_argv(
+                    args.model, cluster_file, plan, args.steps, args.batch, None,
+                    os.path.join(work, f"run-{name}-{r}"), False, 0), name)
+                rate = json.loads(out.strip().splitlines()[-1])["samples_per_second"]
+                result["orders"][name]["runs"].append(rate)
+                print(f"round {r} listed {name}: {rate:.1f} samples/s", flush=True)
     for entry in result["orders"].values():
         entry["median"] = statistics.median(entry["runs"])
     a, b = (result["orders"][n]["median"] for n in listings)
