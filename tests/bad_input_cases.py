@@ -672,7 +672,7 @@ CASES = [
                                                "{d}/no-such-dir/plan.json"],
          "no-such-dir/plan.json: its directory"),
     Case("train-mesh-axis-lays-out-nothing", "cli", SYNTH + ["--speeds", "1,1", "--mesh", "foo:2"],
-         "axis 'foo' splits nothing; the models lay out batch and model"),
+         "--mesh foo:2: axis 'foo'; the mesh's axes are batch (the samples) and model"),
     Case("train-step-schedule-without-decay-steps", "cli", SYNTH + ["--lr-schedule", "step"],
          "--lr-schedule step needs --lr-decay-steps"),
     Case("train-diverged-nan-loss", "cli",  # was NanLossDuringTrainingError's traceback
@@ -804,7 +804,8 @@ CASES = [
     Case("mesh-empty", "cli", SYNTH + ["--speeds", "1,1", "--mesh", ";;"], "bad shape ';;'"),
     Case("mesh-repeated-axis", "cli", SYNTH + ["--speeds", "1,1", "--mesh", "model:2;model:1"],
          "axis names must differ"),
-    Case("mesh-three-axes", "cli", SYNTH + ["--speeds", "1,1", "--mesh", "a:1;b:1;c:2"], "one or two axes"),
+    Case("mesh-three-axes", "cli", SYNTH + ["--speeds", "1,1", "--mesh", "a:1;b:1;c:2"],
+         "axis 'a'; the mesh's axes are batch (the samples) and model"),
     Case("mesh-without-speeds", "cli", SYNTH + ["--mesh", "model:2"], "--mesh goes with --speeds"),
     # sweep 12: a voxel size past what the phantoms can draw wrote files in silence
     # (NaN voxels, a NaN in phantoms.json, a singular affine) or a LinAlgError traceback

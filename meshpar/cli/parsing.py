@@ -128,6 +128,26 @@ def positive_float(text: str) -> float:
     return value
 
 
+MESH_AXES = ("batch", "model")
+
+
+def cli_mesh_axes(text: str, flag: str = "--mesh") -> tuple:
+    """``--mesh``'s axes as ``plan`` and ``train`` both read them: ``batch`` (the samples)
+    and ``model`` (the filters), alone or together in either order, or ``all:N`` alone,
+    the same as ``model:N`` (returned so). ValueError naming any other axis."""
+    from meshpar.planning.plan import parse_mesh_shape
+
+    axes = parse_mesh_shape(text, flag)
+    if len(axes) == 1 and axes[0][0] == "all":
+        return (("model", axes[0][1]),)
+    other = [name for name, _ in axes if name not in MESH_AXES]
+    if other:
+        raise ValueError(f"{flag} {text}: axis {other[0]!r}; the mesh's axes are batch (the "
+                         "samples) and model (the filters), e.g. batch:2;model:2, or all:N "
+                         "alone, the same as model:N")
+    return axes
+
+
 def parse_positive_list(text: str, flag: str, what: str, whats: str) -> list:
     """``"0.9,0.3"`` -> ``[0.9, 0.3]``: a comma-separated list of finite numbers > 0.
 

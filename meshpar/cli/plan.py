@@ -77,7 +77,8 @@ def register(subparsers) -> None:
     parser.add_argument("--progress", action="store_true",
                         help="show the GA progress bar even when stderr is not a terminal")
     parser.add_argument("--mesh", help="plan this mesh shape only, e.g. 'batch:2;model:2' (axes "
-                                       "batch and model, every device of the cluster; as "
+                                       "batch and model, or all:N for model:N; every device "
+                                       "of the cluster; as "
                                        "train --mesh); default: the best shape")
     parser.add_argument("--all-devices", action="store_true",
                         help="use every device even where leaving the slowest ones idle is "
@@ -217,17 +218,13 @@ def run(args) -> int:
 
 def _mesh_rows_cols(text: str, devices: int) -> tuple:
     """``--mesh`` as the planner's ``(rows, cols)``: ``batch:R;model:M`` in either order,
-    one axis alone, or ``all:N`` (ValueError for other axes or another device count)."""
-    from meshpar.planning.plan import parse_mesh_shape
+    one axis alone, or ``all:N`` (``model:N``; ValueError for other axes or another
+    device count)."""
+    from meshpar.cli.parsing import cli_mesh_axes
 
-    axes = parse_mesh_shape(text, "--mesh")
-    other = [name for name, size in axes if name not in ("batch", "model")
-             and not (len(axes) == 1 and name == "all")]
-    if other:
-        raise ValueError(f"--mesh {text}: axis {other[0]!r}; a plan's mesh has the axes "
-                         "batch and model (e.g. batch:2;model:2)")
+    axes = cli_mesh_axes(text)
     sizes = dict(axes)
-    rows, cols = sizes.get("batch", 1), sizes.get("model", sizes.get("all", 1))
+    rows, cols = sizes.get("batch", 1), sizes.get("model", 1)
     if rows * cols != devices:
         raise ValueError(f"--mesh {text} has {rows * cols} processors but the cluster has "
                          f"{devices} devices: a plan for a mesh uses every device")

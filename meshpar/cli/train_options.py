@@ -24,7 +24,8 @@ def add_mesh_options(parser) -> None:
     where.add_argument("--speeds", help="relative device speeds, e.g. 0.9,0.3: split weights "
                                         "in proportion to them")
     parser.add_argument("--mesh", help="mesh shape for --speeds, e.g. 'batch:1;model:2' "
-                                       "(default: model:<number of speeds>)")
+                                       "(axes batch and model, or all:N for model:N; "
+                                       "default: model:<number of speeds>)")
     parser.add_argument("--mesh-impl", choices=["meshpar", "mtf"], default="meshpar",
                         help="mtf: lower with Mesh-TensorFlow's own PlacementMeshImpl (even "
                              "splits only), the baseline (default: %(default)s)")
@@ -164,10 +165,6 @@ def _class_weights(text: str, classes: int) -> list:
     return weights
 
 
-#: the mesh axes the models' layout rules use (``ModelSpec.layout_rules``' defaults)
-LAID_OUT_AXES = ("batch", "model")
-
-
 def mesh_from_speeds(speeds, mesh_shape=None):
     """``(mesh_shape, split_weights)`` for devices of ``speeds`` in pnum order.
 
@@ -180,21 +177,16 @@ def mesh_from_speeds(speeds, mesh_shape=None):
     """
     import numpy as np
 
-    from meshpar.planning.plan import parse_mesh_shape
+    from meshpar.cli.parsing import cli_mesh_axes
     from meshpar.planning.planners.common import proportional_weights
 
     n = len(speeds)
-    mesh_shape = f"model:{n}" if mesh_shape is None else mesh_shape
-    axes = parse_mesh_shape(mesh_shape, "--mesh")
+    # as plan --mesh reads it: batch and model, or all:N alone (model:N)
+    axes = cli_mesh_axes(f"model:{n}" if mesh_shape is None else mesh_shape)
     if math.prod(size for _, size in axes) != n:
         raise ValueError(f"--mesh {mesh_shape} has {math.prod(s for _, s in axes)} processors "
                          f"but --speeds lists {n} devices")
-    if len(axes) > 2:
-        raise ValueError("--mesh: use one or two axes (e.g. batch:2;model:2)")
-    unknown = [name for name, size in axes if name not in LAID_OUT_AXES and size > 1]
-    if unknown:  # the models' layout rules name only these: such an axis would split nothing
-        raise ValueError(f"--mesh {mesh_shape}: axis {unknown[0]!r} splits nothing; the models "
-                         f"lay out {' and '.join(LAID_OUT_AXES)}")
+    mesh_shape = ";".join(f"{name}:{size}" for name, size in axes)
     if len(axes) == 1:  # the rule's weights are the speeds (up to scale)
         return mesh_shape, {axes[0][0]: list(speeds)}
     (first, rows), (second, cols) = axes
