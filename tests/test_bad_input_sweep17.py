@@ -38,3 +38,48 @@ def test_plan_and_train_refuse_another_axis_alike(mesh, capsys):
         lines.append(_error_line(capsys).split(": error: ", 1)[1])
     assert lines[0] == lines[1]
     assert "the mesh's axes are batch (the samples) and model (the filters)" in lines[0]
+
+
+# ------------------------------------------------- a refused resume names what resumes it
+def _run_file(model_dir, **fields):
+    model_dir.mkdir()
+    info = {"format": 1, "model": "resattnet3d-tiny", "model_overrides": {}, "seed": 0,
+            "labels": ["NC", "AD"], "input_shape": [16, 16, 16, 1], "channels": 1,
+            "val_fraction": 0.25, "optimizer": "adam",
+            "split": {"folds": None, "fold": None, "fold_seed": 0, "test_fraction": None}}
+    (model_dir / "meshpar_run.json").write_text(json.dumps({**info, **fields}))
+    return str(model_dir)
+
+
+@pytest.mark.parametrize("fields, flags", [
+    (dict(seed=5), "--seed 5"),
+    (dict(val_fraction=0.3), "--val-fraction 0.3"),
+    (dict(optimizer="sgd"), "--optimizer sgd"),
+    (dict(model="vgg-cifar-small"), "--model vgg-cifar-small"),
+    (dict(model_overrides={"in_channels": 2}), "--channels 2"),
+    (dict(split={"folds": 4, "fold": 1, "fold_seed": 3, "test_fraction": None}),
+     "--folds 4 --fold 1 --fold-seed 3"),
+    (dict(seed=5, optimizer="sgd"), "--seed 5 --optimizer sgd"),
+])
+def test_a_refused_resume_says_which_flags_resume_it(tmp_path, capsys, fields, flags):
+    """Resuming without --seed a run made with --seed 5 was refused as 'holds a run
+    with another seed (seed=5); use a new --model-dir', not saying that --seed 5
+    resumes it; so for every setting a resume compares."""
+    model_dir = _run_file(tmp_path / "m", **fields)
+    argv = ["train", "--synthetic", "--model", "resattnet3d-tiny", "--batch", "2", "--steps",
+            "2", "--no-progress", "--model-dir", model_dir]
+    assert main(argv) == 2
+    assert f"; resume it with {flags}, or use a new --model-dir" in _error_line(capsys)
+
+
+def test_a_resume_refused_for_the_data_says_so(tmp_path):
+    from meshpar.training.run import check_run_info
+
+    model_dir = _run_file(tmp_path / "m", seed=5)
+    with pytest.raises(ValueError, match=r"\(labels=\['NC', 'AD'\], seed=5\); resume it with "
+                                         r"--seed 5 and the data it trained on, or use a new"):
+        check_run_info(model_dir, {**json.loads(open(f"{model_dir}/meshpar_run.json").read()),
+                                   "labels": ["a", "b"], "seed": 0})
+    with pytest.raises(ValueError, match=r"resume it with the data it trained on, or use"):
+        check_run_info(model_dir, {**json.loads(open(f"{model_dir}/meshpar_run.json").read()),
+                                   "labels": ["a", "b"]})

@@ -93,9 +93,31 @@ def _refuse_differences(model_dir: str, old: dict, differ: list) -> None:
     """ValueError naming the recorded fields ``differ`` of the run in ``model_dir``."""
     if differ:
         other = "other" if differ[0].endswith("s") else "another"  # "other subjects"
+        flags = [_resume_flags(k, old) for k in differ]
+        given = [" ".join(dict.fromkeys(f for f in flags if f))] if any(flags) else []
+        with_ = " and ".join(given + ["the data it trained on"] * (not all(flags)))
         raise ValueError(f"{model_dir} holds a run with {other} {', '.join(differ)} "
-                         f"({', '.join(_recorded(k, old.get(k)) for k in differ)}); use a "
-                         "new --model-dir")
+                         f"({', '.join(_recorded(k, old.get(k)) for k in differ)}); resume it "
+                         f"with {with_}, or use a new --model-dir")
+
+
+def _resume_flags(key: str, old: dict) -> str:
+    """The ``meshpar train`` flags that give the run file ``old``'s recorded ``key`` (so
+    resume it); empty where the data decides it (labels, input shape, subjects)."""
+    value = old.get(key)
+    if key in ("model", "model_ref"):  # a network of one's own is found by its reference
+        return f"--model {old.get('model_ref') or old.get('model')}"
+    if key == "model_overrides" and isinstance(value, dict):
+        channels = value.get("in_channels")
+        return "no --channels" if channels is None else f"--channels {channels}"
+    if key == "split" and isinstance(value, dict):
+        given = [f"--{k.replace('_', '-')} {value[k]}" for k in ("folds", "fold", "test_fraction")
+                 if value.get(k) is not None]
+        if given and value.get("fold_seed"):
+            given.append(f"--fold-seed {value['fold_seed']}")
+        return " ".join(given) or "no --folds, --fold or --test-fraction"
+    flag = {"seed": "--seed", "val_fraction": "--val-fraction", "optimizer": "--optimizer"}
+    return f"{flag[key]} {value}" if key in flag and value is not None else ""
 
 
 def refuse_foreign_model_dir(model_dir: str) -> None:
