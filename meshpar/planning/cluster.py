@@ -337,8 +337,22 @@ class ClusterSpec:
         two-worker profiles that way changed 3 picks (12 with the raw alone
         points), each to the fast worker alone where the measured best was a
         batch split 12-26% faster. Which device is the one-device candidate
-        is chosen by its speed alone (:func:`~meshpar.planning.planners.plan`)."""
-        return replace(self, devices=tuple(devices))
+        is chosen by its speed alone (:func:`~meshpar.planning.planners.plan`).
+
+        The profile's timed splits (``split_seconds``) say which devices they ran
+        on (``device_names``, as :meth:`reordered`): a cost model refuses to fit
+        them to the subset, which did not run them
+        (:func:`~meshpar.planning.planners.common.subset_cost` carries their fit)."""
+        return replace(self, devices=tuple(devices), extra=self._timed_on_these())
+
+    def _timed_on_these(self) -> dict:
+        """``extra``, its timed splits naming the devices they ran on (these, in
+        their order) where the profile does not say."""
+        extra = dict(self.extra or {})
+        split = extra.get("split_seconds")
+        if isinstance(split, dict) and split and "device_names" not in split:
+            extra["split_seconds"] = dict(split, device_names=[d.name for d in self.devices])
+        return extra
 
     def reordered(self, order: Sequence[int]) -> "ClusterSpec":
         """The same cluster listing its devices in ``order`` (a permutation of
@@ -351,13 +365,10 @@ class ClusterSpec:
         if sorted(order) != list(range(len(self.devices))):
             raise ValueError(f"order must be a permutation of 0..{len(self.devices) - 1}, "
                              f"got {order!r}")
-        extra = dict(self.extra or {})
+        extra = self._timed_on_these()
         addresses = extra.get("addresses")
         if isinstance(addresses, list) and len(addresses) == len(order):
             extra["addresses"] = [addresses[i] for i in order]
-        split = extra.get("split_seconds")
-        if isinstance(split, dict) and split and "device_names" not in split:
-            extra["split_seconds"] = dict(split, device_names=[d.name for d in self.devices])
         return replace(self, devices=tuple(self.devices[i] for i in order), extra=extra)
 
     def speeds_at(self, size: float) -> np.ndarray:

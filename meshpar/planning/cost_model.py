@@ -266,7 +266,8 @@ class CostModel:
         probe = CostModel(self.model, dataclasses.replace(
             self.cluster, extra={k: v for k, v in self.cluster.extra.items() if k not in drop}),
             batch, self.optimizer_slots, self.memory_terms)
-        n, ident = self.n, self._timed_order(measured.get("device_names"))
+        n = self.n
+        ident = self._timed_order(measured.get("device_names")) if n > 1 else np.arange(n)
         balanced = measured.get("balanced") or {}
         weights = balanced.get("weights")
         if weights is not None and len(weights) != n:
@@ -294,12 +295,23 @@ class CostModel:
 
     def _timed_order(self, names) -> np.ndarray:
         """The device at each share of the profile's timed splits: the devices
-        ``names`` lists, in its order (the order they were listed in when timed),
-        where it names this cluster's devices; else the cluster's order."""
+        ``names`` lists, in its order (their order when timed); the cluster's
+        order for a profile that does not say (``names`` None). ValueError when
+        ``names`` are other devices than these (a profile edited by hand, or
+        :meth:`ClusterSpec.subset` of one): fitted as this cluster's split, N
+        devices' times priced a subset's splits at ~150x their work."""
         mine = [d.name for d in self.cluster.devices]
-        if names is None or sorted(names) != sorted(mine) or len(set(mine)) != len(mine):
+        if names is None:
             return np.arange(self.n)
-        return np.array([mine.index(name) for name in names])
+        if sorted(names) == sorted(mine):
+            return np.array([mine.index(name) for name in names])
+        raise ValueError(
+            f"the profile's splits were timed on {', '.join(map(str, names))} (extra "
+            f"'split_seconds' 'device_names'), this cluster lists {', '.join(mine)}: the "
+            "cost of splitting cannot be fitted to other devices. Plan the whole profile "
+            "(planners.plan(..., subsets=True), meshpar plan's default, leaves devices "
+            "idle itself) or price a subset with planners.common.subset_cost; in a profile "
+            "edited by hand, rename the devices in 'device_names' too")
 
     def overhead_seconds(self, rows: int, cols: int, speed: np.ndarray) -> np.ndarray:
         """Seconds of the calibrated split work of each row, ``speed`` [..., R, M]
