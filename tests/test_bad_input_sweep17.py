@@ -83,3 +83,52 @@ def test_a_resume_refused_for_the_data_says_so(tmp_path):
     with pytest.raises(ValueError, match=r"resume it with the data it trained on, or use"):
         check_run_info(model_dir, {**json.loads(open(f"{model_dir}/meshpar_run.json").read()),
                                    "labels": ["a", "b"]})
+
+
+# ------------------------------------------------------ notes: meshpar <cmd>: note: ...
+def test_plan_notes_a_replaced_plan_under_its_own_name(tmp_path, capsys):
+    """Notes said 'meshpar: note:' while others (and every error) said 'meshpar train:
+    note:'; each note now names its command, as the errors do."""
+    out = tmp_path / "plan.json"
+    argv = ["plan", "--speeds", "1,1", "--method", "even", "--out", str(out)]
+    assert main(argv) == 0 and main(argv) == 0
+    assert capsys.readouterr().err.strip() == f"meshpar plan: note: replaced the earlier {out}"
+
+
+@pytest.mark.parametrize("command", ["train", "predict"])
+def test_an_infeasible_plan_is_noted_under_the_command(tmp_path, capsys, command):
+    import dataclasses
+
+    from meshpar.cli import build_parser
+    from meshpar.cli.train_options import mesh_arguments
+    from meshpar.models import describe_model, get
+    from meshpar.planning.planners import plan
+
+    path = tmp_path / "plan.json"
+    dataclasses.replace(plan(describe_model("vgg-cifar-small"), [0.9, 0.3], 4,
+                             method="proportional"), feasible=False).save(path)
+    rest = (["--synthetic", "--model", "vgg-cifar-small"] if command == "train" else
+            ["--model-dir", str(tmp_path), "--data", str(tmp_path), "--out", "p.csv"])
+    args = build_parser().parse_args([command, *rest, "--plan", str(path)])
+    mesh_arguments(args, get("vgg-cifar-small"))
+    assert capsys.readouterr().err.startswith(f"meshpar {command}: note: {path} does not fit")
+
+
+def test_a_schedule_change_is_noted_under_train(tmp_path):
+    from meshpar.training.run import schedule_change_note
+
+    model_dir = _run_file(tmp_path / "m", recipe={"lr_schedule": "cosine", "warmup_steps": 0,
+                                                  "total_steps": 2})
+    note = schedule_change_note(model_dir, {"lr_schedule": "cosine", "warmup_steps": 0,
+                                            "total_steps": 4}, 2)
+    assert note.startswith("meshpar train: note: the learning-rate schedule now runs over 4")
+
+
+def test_an_interrupted_command_says_which(monkeypatch, capsys):
+    import meshpar.cli.plan
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(meshpar.cli.plan, "run", interrupted)
+    assert main(["plan", "--speeds", "1,1"]) == 130
+    assert capsys.readouterr().err.strip() == "meshpar plan: interrupted"

@@ -147,7 +147,7 @@ def test_plan_out_over_an_earlier_plan_says_it_replaced_it(tmp_path, capsys):
     assert main(argv) == 0
     assert "replaced" not in capsys.readouterr().err
     assert main(argv) == 0
-    assert f"meshpar: note: replaced the earlier {out}" in capsys.readouterr().err
+    assert f"meshpar plan: note: replaced the earlier {out}" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("command", ["plan", "profile"])

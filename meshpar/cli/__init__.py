@@ -130,7 +130,7 @@ def main(argv=None) -> int:
         print(f"{name}: failed: {err}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print("meshpar: interrupted", file=sys.stderr)
+        print(f"{name}: interrupted", file=sys.stderr)
         return 130
     except MemoryError as err:  # e.g. `data synth --shape 2000,2000,2000`: numpy's allocation
         print(f"{name}: error: out of memory: {str(err).strip() or 'an allocation failed'}; "

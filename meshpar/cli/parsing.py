@@ -384,11 +384,12 @@ def _flag(attribute: str) -> str:
     return "--" + attribute.replace("_", "-")
 
 
-def replaced_note(path) -> str:
-    """The note printed after writing ``path`` over a file that was there (``plan``
-    and ``profile`` replace their outputs, atomically; an earlier one is a
-    regenerable result, not an input): empty when there was none."""
-    return f"meshpar: note: replaced the earlier {path}" if path and os.path.isfile(path) else ""
+def replaced_note(path, command: str) -> str:
+    """The note ``meshpar <command>`` prints after writing ``path`` over a file that was
+    there (``plan`` and ``profile`` replace their outputs, atomically; an earlier one is
+    a regenerable result, not an input): empty when there was none."""
+    return (f"meshpar {command}: note: replaced the earlier {path}"
+            if path and os.path.isfile(path) else "")
 
 
 def refuse_replacing_another_kind(path, load, what: str, flag: str = "--out") -> None:

@@ -205,7 +205,7 @@ def run(args) -> int:
 
         plot_plan(result, args.plot, model=model, cluster=cluster)
     if args.out:
-        note = replaced_note(args.out)
+        note = replaced_note(args.out, "plan")
         result.save(args.out)
         if note:
             print(note, file=sys.stderr)

@@ -63,7 +63,7 @@ def register(subparsers) -> None:
     add_mesh_options(parser)
     add_split_options(parser)
     parser.set_defaults(fold_seed=None)  # None: not given (resolve_fold_seed: then 0)
-    parser.set_defaults(func=run)
+    parser.set_defaults(func=run, command="predict")  # its notes' prefix, as main names it
 
 
 def run(args) -> int:

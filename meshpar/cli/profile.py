@@ -100,7 +100,7 @@ def run(args) -> int:
     else:
         cluster = profile_local_devices(sizes=sizes, repeats=args.repeats)
     if args.out:
-        note = replaced_note(args.out)
+        note = replaced_note(args.out, "profile")
         cluster.save(args.out)
         if note:
             print(note, file=sys.stderr)

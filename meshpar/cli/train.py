@@ -148,7 +148,7 @@ def register(subparsers) -> None:
                              "step time to TensorBoard (default 0: off)")
     parser.add_argument("--json", action="store_true",
                         help="also print the summary as one JSON object, the last line of stdout")
-    parser.set_defaults(func=run)
+    parser.set_defaults(func=run, command="train")  # its notes' prefix, as main names it
 
 
 class _RefusingParser(argparse.ArgumentParser):
@@ -364,7 +364,7 @@ def run(args) -> int:
         # the re-plans price each worker at the speeds profiled on that machine
         args.rebalance_options = dataclasses.replace(options, profile=client.follow_addresses(
             options.profile, log=lambda line: print(
-                f"meshpar: note: {args.rebalance_profile}: {line}", file=sys.stderr)))
+                f"meshpar train: note: {args.rebalance_profile}: {line}", file=sys.stderr)))
     with tempfile.TemporaryDirectory(prefix="meshpar-train-") as scratch:
         model_dir = args.model_dir or os.path.join(scratch, "model")
         from meshpar.training.inputs import checkpoint_step

@@ -301,14 +301,15 @@ def mesh_arguments(args, spec, client=None) -> dict:
         except ValueError as err:
             raise ValueError(f"{args.plan}: {err}") from None
         if not plan.feasible:  # the planner's least overflow when nothing fits (Python API)
-            print(f"meshpar: note: {args.plan} does not fit in its devices' memory as "
+            print(f"meshpar {args.command}: note: {args.plan} does not fit in its devices' memory as "
                   "planned (\"feasible\": false); the run may run out of memory",
                   file=sys.stderr)
         if client is not None:  # each slice on the worker the plan names
             devices = client.place(
                 plan.devices, keep_device_type=args.device_type is None,
                 plan_addresses=plan.extra.get("worker_addresses"),
-                log=lambda line: print(f"meshpar: note: {args.plan}: {line}", file=sys.stderr))
+                log=lambda line: print(f"meshpar {args.command}: note: {args.plan}: {line}",
+                                       file=sys.stderr))
             _use_only_the_mesh_workers(args, client, devices)
             client.check_reachable()
             client.check_devices(devices)

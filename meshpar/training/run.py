@@ -470,7 +470,7 @@ def schedule_change_note(model_dir: str, params: dict, step: Optional[int] = Non
         return ""
     if not (all(k in old for k in keys) and any(old[k] != params.get(k) for k in keys)):
         return ""
-    return (f"meshpar: note: the learning-rate schedule now runs over {params['total_steps']}"
+    return (f"meshpar train: note: the learning-rate schedule now runs over {params['total_steps']}"
             f" steps with {params['warmup_steps']} of warm-up ({params['lr_schedule']}); "
             f"the run it resumes planned {old['total_steps']} with {old['warmup_steps']} "
             f"({old['lr_schedule']}), so the rate moves from the checkpoint's step on")
