@@ -1449,6 +1449,11 @@ CASES = [
     Case("cluster-file-ps", "api",
          _cluster_file("ps.json", {"cluster": {"worker": ["h1:2222"], "ps": ["h2:2222"]}}),
          "job 'ps' (h2:2222) would sit idle"),
+    # sweep 17: a path with a line break cut the one-line error naming it ('error: runs')
+    Case("plan-out-line-break", "subprocess", ["plan", "--speeds", "1,1", "--out", "runs\nold/plan.json"],
+         "argument --out: expected a path on one line, got 'runs\\nold/plan.json'"),
+    Case("data-check-line-break", "subprocess", ["data", "check", "{d}/da\rta"],
+         "argument directory: expected a path on one line"),
 ]
 
 

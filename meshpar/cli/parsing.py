@@ -100,9 +100,14 @@ def positive_int(text: str) -> int:
 def path_text(text: str) -> str:
     """argparse type: a path, not empty or blank. An empty one read as none: train's
     checkpoints went to a temporary directory, predict wrote ``.tmp``, and an empty
-    --cluster, --plan or --replay-replans ran on this machine, unplanned, in silence."""
+    --cluster, --plan or --replay-replans ran on this machine, unplanned, in silence.
+    Nor one with a line break: a one-line error naming the path was cut at it (a
+    missing directory of ``--out 'runs\\nold/plan.json'`` was said as 'error: runs')."""
     if not text.strip():
         raise argparse.ArgumentTypeError(f"expected a path, got {text!r}")
+    if "\n" in text or "\r" in text:
+        raise argparse.ArgumentTypeError(f"expected a path on one line, got {text!r} (a line "
+                                         "break in the name)")
     return text
 
 
