@@ -132,3 +132,37 @@ def test_an_interrupted_command_says_which(monkeypatch, capsys):
     monkeypatch.setattr(meshpar.cli.plan, "run", interrupted)
     assert main(["plan", "--speeds", "1,1"]) == 130
     assert capsys.readouterr().err.strip() == "meshpar plan: interrupted"
+
+
+# ------------------------------------------------------ switches of the Python API
+@pytest.mark.parametrize("value", ["false", "no", 0, 1, None])
+def test_upstream_and_stage_input_are_true_or_false(value):
+    """``MeshSpec(upstream="false")`` (and build_model_fn's / make_estimator's
+    ``upstream=``, ``stage_input=``) read any truthy value as True: the string
+    'false' lowered with Mesh-TF's even impl in silence."""
+    from meshpar.training.estimator import build_model_fn
+    from meshpar.training.mesh_spec import MeshSpec
+
+    with pytest.raises(TypeError, match=f"upstream must be True or False, got {value!r}"):
+        MeshSpec("model:2", upstream=value)
+    for name in ("upstream", "stage_input"):
+        with pytest.raises(TypeError, match=f"{name} must be True or False, got {value!r}"):
+            build_model_fn("resattnet3d-tiny", mesh_shape="model:2", **{name: value})
+
+
+def test_numpy_bools_are_still_switches():
+    import numpy as np
+
+    from meshpar.training.mesh_spec import MeshSpec
+
+    assert MeshSpec("model:2", upstream=np.bool_(True)).upstream is True
+    assert MeshSpec("model:2", upstream=False).upstream is False
+
+
+@pytest.mark.parametrize("model_dir", [5, ["runs"], 1.5])
+def test_make_estimator_names_a_model_dir_that_is_no_path(model_dir):
+    from meshpar.training.estimator import make_estimator
+
+    with pytest.raises(TypeError, match=r"model_dir must be a path \(str or os.PathLike\), "
+                                        f"got {model_dir!r}".replace("[", r"\[")):
+        make_estimator("resattnet3d-tiny", model_dir)

@@ -168,3 +168,12 @@ def integer_at_least(value, what: str, least: int = 1, none_ok: bool = False):
     if value < least:
         raise ValueError(f"{what} must be an integer >= {least}, got {value!r}")
     return int(value)
+
+
+def true_or_false(value, what: str) -> bool:
+    """``value`` as a bool if it is one (numpy's too); TypeError naming ``what`` for
+    anything else: ``bool("false")`` is True, so a string (or 0/1) read as a switch
+    turned it on in silence."""
+    if not isinstance(value, bool) and type(value).__name__ not in ("bool_", "bool"):
+        raise TypeError(f"{what} must be True or False, got {value!r}")
+    return bool(value)

@@ -45,7 +45,7 @@ import tensorflow.compat.v1 as tf
 
 from meshpar import models
 from meshpar.core import optim
-from meshpar.core.splits import integer_at_least, number_above
+from meshpar.core.splits import integer_at_least, number_above, true_or_false
 from meshpar.training import staging
 from meshpar.training.mesh_spec import MeshSpec, as_spec, chosen_mesh, default_layout
 from meshpar.training.recipe import Recipe
@@ -111,6 +111,8 @@ def build_model_fn(model, plan=None, *, mesh: Optional[MeshSpec] = None,
     ``labels`` are ``[B]`` integers.
     """
     spec = as_spec(model)
+    upstream = true_or_false(upstream, "upstream")
+    stage_input = true_or_false(stage_input, "stage_input")
     mesh = chosen_mesh(spec, plan, mesh, upstream, dict(
         mesh_shape=mesh_shape, layout=layout, devices=devices, split_weights=split_weights,
         dim_split_weights=dim_split_weights))
@@ -475,7 +477,10 @@ def _workers_only_tf_config_client():
 
 def _refuse_file_as_model_dir(model_dir) -> None:
     """ValueError if ``model_dir`` is a file or lies under one: the estimator took it,
-    and TensorFlow failed at the first checkpoint with a traceback."""
+    and TensorFlow failed at the first checkpoint with a traceback. TypeError for a
+    ``model_dir`` that is no path (os.fspath's own error named no argument)."""
+    if model_dir is not None and not isinstance(model_dir, (str, bytes, os.PathLike)):
+        raise TypeError(f"model_dir must be a path (str or os.PathLike), got {model_dir!r}")
     if model_dir is None or not os.fspath(model_dir):
         return  # None: a temporary directory; "": the estimator's own error
     path = os.path.abspath(os.fspath(model_dir))

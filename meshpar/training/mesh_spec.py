@@ -8,6 +8,7 @@ import os
 from typing import Mapping, Optional, Sequence
 
 from meshpar import models
+from meshpar.core.splits import true_or_false
 from meshpar.planning.plan import parse_layout, parse_mesh_shape
 
 __all__ = ["MeshSpec", "default_layout", "chosen_mesh", "check_layout", "as_spec"]
@@ -41,7 +42,7 @@ class MeshSpec:
                  split_weights: Optional[Mapping] = None,
                  dim_split_weights: Optional[Mapping] = None, upstream: bool = False):
         self.mesh_shape = str(mesh_shape)
-        self.upstream = bool(upstream)
+        self.upstream = true_or_false(upstream, "upstream")
         self.axes = parse_mesh_shape(self.mesh_shape)
         n = 1
         for _, size in self.axes:
