@@ -166,3 +166,82 @@ def test_make_estimator_names_a_model_dir_that_is_no_path(model_dir):
     with pytest.raises(TypeError, match=r"model_dir must be a path \(str or os.PathLike\), "
                                         f"got {model_dir!r}".replace("[", r"\[")):
         make_estimator("resattnet3d-tiny", model_dir)
+
+
+# ------------------------------------------------------------------ the data loaders
+@pytest.fixture(scope="module")
+def phantoms(tmp_path_factory):
+    from meshpar.data import write_dataset
+
+    root = tmp_path_factory.mktemp("phantoms") / "ds"
+    write_dataset(root, 8, shape=(8, 8, 8), seed=1)
+    return root
+
+
+@pytest.mark.parametrize("kwargs, error, words", [
+    (dict(skip_bad="no"), TypeError, "skip_bad must be True or False, got 'no'"),
+    (dict(check_headers="no"), TypeError, "check_headers must be True or False"),
+    (dict(cache_bytes=1.5), ValueError, "cache_bytes must be a whole number >= 0, got 1.5"),
+    (dict(cache_bytes=float("nan")), ValueError, "cache_bytes must be a whole number >= 0"),
+    (dict(subjects="abc"), TypeError, "subjects must be Subjects"),
+])
+def test_nifti_dataset_names_a_wrong_argument(phantoms, kwargs, error, words):
+    """skip_bad='no' skipped bad subjects in silence (a truthy string), cache_bytes 1.5
+    was cut to 1, NaN said 'cannot convert float NaN to integer', subjects='abc' ended
+    in "'str' object has no attribute 'label'"."""
+    from meshpar.data import NiftiDataset
+
+    with pytest.raises(error, match=words.replace("(", r"\(").replace(")", r"\)")):
+        NiftiDataset(phantoms, (8, 8, 8), **kwargs)
+
+
+@pytest.mark.parametrize("kwargs, error, words", [
+    (dict(shuffle="no"), TypeError, "shuffle must be True or False, got 'no'"),
+    (dict(augment="no"), TypeError, "augment must be True or False, got 'no'"),
+    (dict(drop_remainder="no"), TypeError, "drop_remainder must be True or False"),
+    (dict(skip_bad="no"), TypeError, "skip_bad must be True or False"),
+    (dict(seed="1"), ValueError, "seed must be an integer >= 0, got '1'"),
+    (dict(seed=1.5), ValueError, "seed must be an integer >= 0, got 1.5"),
+    (dict(seed=-1), ValueError, "seed must be an integer >= 0, got -1"),
+])
+def test_make_tf_dataset_names_a_wrong_argument(phantoms, kwargs, error, words):
+    """shuffle='no' shuffled and augment='no' augmented in silence; seed '1' and 1.5 were
+    read as 1, -1 as 2**32 - 1; drop_remainder='no' was TF's 'Cannot convert'."""
+    from meshpar.data import make_tf_dataset
+
+    with pytest.raises(error, match=words):
+        make_tf_dataset(phantoms, (8, 8, 8), **kwargs)
+
+
+def test_the_loaders_still_take_numpy_values(phantoms):
+    import numpy as np
+
+    from meshpar.data import NiftiDataset
+
+    source = NiftiDataset(phantoms, (8, 8, 8), skip_bad=np.bool_(False),
+                          cache_bytes=np.int64(0))
+    assert source.to_tf(np.int64(2), shuffle=np.bool_(True), seed=np.int64(3)) is not None
+
+
+@pytest.mark.parametrize("call, error, words", [
+    (lambda s, c: c.split_subjects(s, "0.2"), TypeError, "val_fraction must be a number"),
+    (lambda s, c: c.split_subjects(s, 0.2, seed=1.5), TypeError,
+     r"seed must be an integer >= 0, got 1.5"),
+    (lambda s, c: c.split_subjects(s, 0.2, stratify="label"), TypeError,
+     r"stratify must be field names, e.g. \('label', 'group'\), got 'label'"),
+    (lambda s, c: c.person_folds(s, 2, stratify=("lable",)), ValueError,
+     r"stratify field 'lable': subject .* has no such field"),
+    (lambda s, c: c.fold_split(s, 2, True), ValueError,
+     r"fold must be an integer in \[0, 2\), got True"),
+    (lambda s, c: c.fold_split(s, 2, 0.5), ValueError, r"fold must be an integer in \[0, 2\)"),
+    (lambda s, c: c.fold_split(s, "2", 1), ValueError, r"k must be an integer >= 2, got '2'"),
+])
+def test_the_cohort_splits_name_a_wrong_argument(phantoms, call, error, words):
+    """fold_split(subjects, 2, True) held out fold 1 in silence; a string stratify was
+    read letter by letter ("'Subject' object has no attribute 'l'"), seed 1.5 reached
+    numpy's SeedSequence, a string k or fold Python's '<' between int and str."""
+    from meshpar.data import cohorts, read_labels
+
+    subjects = read_labels(phantoms, ("NC", "AD"))
+    with pytest.raises(error, match=words):
+        call(subjects, cohorts)

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Dict, List, Sequence, Tuple
 
 import numpy as np
 
+from meshpar.core.splits import integer_at_least, number_above
+
 if TYPE_CHECKING:  # types only
     from meshpar.data.types import Subject
 
@@ -51,6 +53,32 @@ def _strata(people: Dict[str, List["Subject"]], fields: Sequence[str]) -> Dict[t
     return strata
 
 
+def _checked(subjects, seed, stratify, people=None) -> dict:
+    """Person id -> scans of ``subjects`` (``people``, when already grouped), once ``seed``
+    (an integer >= 0) and ``stratify`` (field names every scan has) are checked:
+    TypeError or ValueError naming the argument (a string was read letter by letter as
+    fields, 'Subject' object has no attribute 'l'; seed 1.5 or True reached numpy)."""
+    integer_at_least(seed, "seed", 0)
+    if isinstance(stratify, (str, bytes)) or not all(isinstance(f, str) for f in stratify):
+        raise TypeError(f"stratify must be field names, e.g. ('label', 'group'), got "
+                        f"{stratify!r}")
+    people = group_by_person(subjects) if people is None else people
+    for field in stratify:
+        lacking = next((s for scans in people.values() for s in scans
+                        if not hasattr(s, field)), None)
+        if lacking is not None:
+            raise ValueError(f"stratify field {field!r}: subject "
+                             f"{getattr(lacking, 'path', lacking)} has no such field (a "
+                             "Subject has path, label, group, subject_id)")
+    return people
+
+
+def _check_k(k) -> int:
+    if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or k < 2:
+        raise ValueError(f"k must be an integer >= 2, got {k!r}")
+    return int(k)
+
+
 def _validation_count(val_fraction: float, size: int) -> int:
     """People of a stratum of ``size`` that go to validation."""
     k = int(round(val_fraction * size))
@@ -74,9 +102,9 @@ def split_subjects(
     never all of one. Both lists keep the input order. The same ``seed``
     gives the same split.
     """
-    if not 0.0 <= val_fraction < 1.0:
+    if not 0.0 <= number_above(val_fraction, "val_fraction", -np.inf) < 1.0:
         raise ValueError(f"val_fraction must be in [0, 1), got {val_fraction}")
-    strata = _strata(group_by_person(subjects), stratify)
+    strata = _strata(_checked(subjects, seed, stratify), stratify)
     rng = np.random.default_rng(seed)
     val_people = set()
     for key in sorted(strata, key=repr):
@@ -105,8 +133,8 @@ def person_folds(
     :func:`fold_split`).
     """
     people = group_by_person(subjects)
-    if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or k < 2:
-        raise ValueError(f"k must be an integer >= 2, got {k!r}")
+    k = _check_k(k)
+    _checked(subjects, seed, stratify, people)
     if k > len(people):
         raise ValueError(f"k={k} folds need at least {k} people, got {len(people)}")
     strata = _strata(people, stratify)
@@ -132,8 +160,9 @@ def fold_split(
     stratify: Sequence[str] = ("label", "group"),
 ) -> Tuple[List["Subject"], List["Subject"]]:
     """(rest, fold ``fold``) of :func:`person_folds`; both keep the input order."""
-    if not 0 <= fold < k:
-        raise ValueError(f"fold must be in [0, {k}), got {fold}")
+    k = _check_k(k)
+    if isinstance(fold, bool) or not isinstance(fold, (int, np.integer)) or not 0 <= fold < k:
+        raise ValueError(f"fold must be an integer in [0, {k}), got {fold!r}")
     folds = person_folds(subjects, k, seed, stratify)
     held = {id(s) for s in folds[fold]}
     return [s for s in subjects if id(s) not in held], folds[fold]

@@ -41,6 +41,7 @@ from typing import Callable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from meshpar.core.splits import true_or_false
 from meshpar.data.transforms import Compose, default_transform
 # load_volume and read_labels stay importable from here (their home before nifti_files)
 from meshpar.data.nifti_files import check_header, load_volume, note_skip, read_labels
@@ -122,9 +123,10 @@ class NiftiDataset:
     ):
         self.directory = Path(directory)
         self.channels = _whole_at_least(channels, 1, "channels")
-        if cache_bytes < 0:
-            raise ValueError(f"cache_bytes must be >= 0, got {cache_bytes}")
-        self.cache_bytes = int(cache_bytes)
+        # a switch must be one: skip_bad="no" skipped bad subjects in silence
+        skip_bad = true_or_false(skip_bad, "skip_bad")
+        check_headers = true_or_false(check_headers, "check_headers")
+        self.cache_bytes = _whole_at_least(cache_bytes, 0, "cache_bytes")  # 1.5 was cut to 1
         self._cache: dict = {}  # index -> (example, class id), deterministic loads only
         self._fixed_cache: dict = {}  # index -> channel volumes after the non-random steps
         # a string is not three sizes (nor "NCAD" the labels N, C, A, D); 8.5 is not cut to 8
@@ -167,6 +169,10 @@ class NiftiDataset:
                                                f"({len(self._skipped)} skipped as bad{why})")
 
     def _check_given(self, subjects: Sequence[Subject], found: List[Skipped]) -> List[Subject]:
+        if isinstance(subjects, (str, bytes)) or not all(
+                hasattr(s, "label") and hasattr(s, "path") for s in subjects):
+            raise TypeError(f"subjects must be Subjects (of read_labels or split_subjects), "
+                            f"got {subjects!r}")
         kept = []
         for s in subjects:
             try:
@@ -399,6 +405,12 @@ class NiftiDataset:
 
         batch_size = _whole_at_least(batch_size, 1, "batch_size")
         start = _whole_at_least(start, 0, "start")
+        # shuffle="no" shuffled, augment="no" augmented: a switch must be one; seed "1" and
+        # 1.5 were read as 1
+        shuffle, augment = true_or_false(shuffle, "shuffle"), true_or_false(augment, "augment")
+        drop_remainder = true_or_false(drop_remainder, "drop_remainder")
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+            raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
         if num_parallel_calls != tf.data.AUTOTUNE:
             num_parallel_calls = _whole_at_least(num_parallel_calls, 1, "num_parallel_calls")
         n = len(self)
@@ -503,7 +515,8 @@ def make_tf_dataset(
     else:
         source = NiftiDataset(directory, (32, 32, 32) if shape is None else shape,
                               ("NC", "AD") if label_set is None else label_set,
-                              spacing=spacing, skip_bad=bool(skip_bad), subjects=subjects)
+                              spacing=spacing, skip_bad=False if skip_bad is None else skip_bad,
+                              subjects=subjects)
     return source.to_tf(batch_size, shuffle=shuffle, augment=augment, seed=seed, repeat=repeat,
                         drop_remainder=drop_remainder, num_parallel_calls=num_parallel_calls,
                         start=start)
