@@ -245,3 +245,32 @@ def test_the_cohort_splits_name_a_wrong_argument(phantoms, call, error, words):
     subjects = read_labels(phantoms, ("NC", "AD"))
     with pytest.raises(error, match=words):
         call(subjects, cohorts)
+
+
+def test_write_dataset_force_no_keeps_a_saved_dataset(phantoms):
+    """force='no' is a truthy string: write_dataset wrote over the non-empty directory."""
+    from meshpar.data import write_dataset
+
+    before = (phantoms / "labels.csv").read_bytes()
+    with pytest.raises(TypeError, match="force must be True or False, got 'no'"):
+        write_dataset(phantoms, 4, shape=(8, 8, 8), seed=2, force="no")
+    assert (phantoms / "labels.csv").read_bytes() == before
+
+
+@pytest.mark.parametrize("kwargs, error, words", [
+    (dict(voxel_mm="1"), ValueError, "voxel_mm must be a voxel size in mm or three of them, "
+                                     "got '1'"),
+    (dict(voxel_mm=[1.0, 1.0]), ValueError, "voxel_mm must be a voxel size in mm or three"),
+    (dict(phantom_fn="x"), TypeError, "phantom_fn must be callable"),
+    (dict(fractions="0.5,0.5"), ValueError, "fractions must be numbers, one per label, got "
+                                            "'0.5,0.5'"),
+])
+def test_write_dataset_names_a_wrong_argument(tmp_path, kwargs, error, words):
+    """voxel_mm='1' was read as 1 mm, [1, 1] ended in numpy's broadcast error, phantom_fn
+    'x' in "'str' object is not callable" and a string of fractions was listed letter by
+    letter."""
+    from meshpar.data import write_dataset
+
+    with pytest.raises(error, match=words):
+        write_dataset(tmp_path / "ds", 2, shape=(8, 8, 8), **kwargs)
+    assert not (tmp_path / "ds").exists()

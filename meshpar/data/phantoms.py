@@ -527,6 +527,8 @@ def write_dataset(
     out_dir = Path(out_dir)
     n, shape, label_set = check_dataset_arguments(n, shape, label_set, seed, fractions, noise,
                                                   max_rotation_deg)
+    if phantom_fn is not None and not callable(phantom_fn):  # failed once the files began
+        raise TypeError(f"phantom_fn must be callable, as make_phantom is, got {phantom_fn!r}")
     if ad_fraction is not None:
         if fractions is not None:
             raise ValueError("give either fractions or ad_fraction, not both")

@@ -10,6 +10,8 @@ from typing import Sequence, Union
 
 import numpy as np
 
+from meshpar.core.splits import true_or_false
+
 #: the voxel sizes a dataset may have: files below MIN_VOXEL_MM read back as singular
 #: (nibabel stores float32 sizes), and past MAX_FOV_MM across the bias field overflows
 MIN_VOXEL_MM, MAX_FOV_MM = 1e-3, 600.0
@@ -56,6 +58,8 @@ def check_dataset_arguments(n, shape, label_set, seed, fractions, noise,
     if isinstance(noise, numbers.Real) and noise > MAX_NOISE:  # inf voxels, written in silence
         raise ValueError(f"noise must be at most {MAX_NOISE:g} (relative to white matter; "
                          f"default 0.04), got {noise!r}")
+    if isinstance(fractions, (str, bytes)):  # was listed letter by letter
+        raise ValueError(f"fractions must be numbers, one per label, got {fractions!r}")
     for what, values in (("fractions", fractions), ("noise", (noise,)),
                          ("max_rotation_deg", (max_rotation_deg,))):
         if values is not None and not all(
@@ -70,7 +74,13 @@ def check_dataset_arguments(n, shape, label_set, seed, fractions, noise,
 def check_voxel_mm(shape: Sequence[int], voxel_mm: Union[float, Sequence[float]]) -> None:
     """ValueError unless every voxel size is finite, at least :data:`MIN_VOXEL_MM`, and
     the field of view (size x voxels, per axis) at most :data:`MAX_FOV_MM`."""
-    zooms = np.broadcast_to(np.asarray(voxel_mm, dtype=float), (3,))
+    given = () if isinstance(voxel_mm, (str, bytes)) else np.ravel(np.asarray(voxel_mm,
+                                                                          dtype=object))
+    if len(given) not in (1, 3) or not all(  # "1" was read as 1 mm, [1, 1] was numpy's error
+            isinstance(v, numbers.Real) and not isinstance(v, bool) for v in given):
+        raise ValueError(f"voxel_mm must be a voxel size in mm or three of them, got "
+                         f"{voxel_mm!r}")
+    zooms = np.broadcast_to(np.asarray(given, dtype=float), (3,))
     for size, zoom in zip(shape, zooms.tolist()):  # Python floats: no overflow warning
         if not zoom >= MIN_VOXEL_MM:  # NaN too
             raise ValueError(f"voxel size {zoom:g} mm is under {MIN_VOXEL_MM:g} mm")
@@ -82,7 +92,9 @@ def check_voxel_mm(shape: Sequence[int], voxel_mm: Union[float, Sequence[float]]
 def refuse_targets(out_dir: Path, n: int, force: bool, files: Sequence[str]) -> None:
     """Before anything is written: ``out_dir`` a file, or not empty without ``force``;
     with it, a place the dataset's ``files`` (in ``out_dir``), ``subjects/`` or one of
-    its ``n`` subjects go that holds the other kind (it is kept)."""
+    its ``n`` subjects go that holds the other kind (it is kept). ``force`` is True or
+    False: force="no" wrote over a non-empty directory."""
+    force = true_or_false(force, "force")
     if out_dir.exists() and not out_dir.is_dir():
         raise NotADirectoryError(f"{out_dir} exists and is not a directory")
     if not out_dir.is_dir() or not any(out_dir.iterdir()):
