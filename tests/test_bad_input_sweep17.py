@@ -274,3 +274,40 @@ def test_write_dataset_names_a_wrong_argument(tmp_path, kwargs, error, words):
     with pytest.raises(error, match=words):
         write_dataset(tmp_path / "ds", 2, shape=(8, 8, 8), **kwargs)
     assert not (tmp_path / "ds").exists()
+
+
+@pytest.mark.parametrize("name, overrides, error, words", [
+    ("resattnet3d-tiny", dict(stem_pool="no"), TypeError,
+     "resattnet3d-tiny: stem_pool must be True or False, got 'no'"),
+    ("resattnet3d-tiny", dict(in_channels=True), TypeError,
+     r"resattnet3d-tiny: in_channels must be an integer >= 1, got True"),
+    ("resattnet3d-tiny", dict(input_shape=(16.5, 16, 16)), TypeError,
+     r"resattnet3d-tiny: input_shape\[0\] must be an integer >= 1, got 16.5"),
+    ("resattnet3d-tiny", dict(stage_filters="48"), TypeError,
+     "resattnet3d-tiny: stage_filters must be a sequence of integers, got '48'"),
+    ("vgg-cifar-small", dict(split_pairs="no"), TypeError,
+     "vgg-cifar-small: split_pairs must be True or False, got 'no'"),
+    ("vgg-cifar-small", dict(filters=(6, 6, 12, 12.5)), TypeError,
+     r"vgg-cifar-small: filters\[3\] must be an integer >= 1, got 12.5"),
+    ("vgg-cifar-small", dict(in_channels=3.0), TypeError,
+     "vgg-cifar-small: in_channels must be an integer >= 1, got 3.0"),
+])
+def test_a_model_config_names_a_wrong_override(name, overrides, error, words):
+    """models.resolve(name, **overrides): stem_pool='no' and split_pairs='no' were read as
+    True, input_shape 16.5 and filters 12.5 were cut to 16 and 12, stage_filters '48' read
+    as (4, 8), in_channels True as one channel and 3.0 kept as a float."""
+    from meshpar import models
+
+    with pytest.raises(error, match=words):
+        models.resolve(name, **overrides)
+
+
+def test_a_model_config_still_takes_numpy_integers():
+    import numpy as np
+
+    from meshpar import models
+
+    config = models.resolve("resattnet3d-tiny", in_channels=np.int64(2),
+                            input_shape=np.array([16, 16, 16])).config
+    assert config.in_channels == 2 and type(config.in_channels) is int
+    assert config.input_shape == (16, 16, 16)

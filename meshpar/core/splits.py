@@ -170,6 +170,14 @@ def integer_at_least(value, what: str, least: int = 1, none_ok: bool = False):
     return int(value)
 
 
+def integers_at_least(values, what: str, least: int = 1) -> tuple:
+    """``values`` (a sequence, not a string) as a tuple of ints, each an integer >=
+    ``least`` (:func:`integer_at_least`, naming ``what[i]``)."""
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+        raise TypeError(f"{what} must be a sequence of integers, got {values!r}")
+    return tuple(integer_at_least(v, f"{what}[{i}]", least) for i, v in enumerate(values))
+
+
 def true_or_false(value, what: str) -> bool:
     """``value`` as a bool if it is one (numpy's too); TypeError naming ``what`` for
     anything else: ``bool("false")`` is True, so a string (or 0/1) read as a switch

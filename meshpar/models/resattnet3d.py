@@ -46,6 +46,8 @@ import math
 from dataclasses import dataclass
 from typing import NamedTuple, Optional
 
+from meshpar.core.splits import integer_at_least, true_or_false
+from meshpar.core.splits import integers_at_least as _integers
 from meshpar.planning.description import Layer, ModelDescription
 
 __all__ = ["ResAttNet3DConfig", "describe", "layout_rules", "split_dim_names", "build",
@@ -111,20 +113,25 @@ class ResAttNet3DConfig:
     name: str = "resattnet3d"
 
     def __post_init__(self):
-        shape = tuple(int(s) for s in self.input_shape)
-        if len(shape) != 3 or min(shape) < 1:
+        # integers as given, not int() of them (16.5 was cut to 16, "8" read as 8, True as
+        # 1), and stem_pool a switch ("no" pooled)
+        sizes = _integers(self.input_shape, f"{self.name}: input_shape")
+        if len(sizes) != 3:
             raise ValueError(f"{self.name}: input_shape must be 3 positive sizes, "
                              f"got {self.input_shape!r}")
-        object.__setattr__(self, "input_shape", shape)
-        object.__setattr__(self, "stage_filters", tuple(int(f) for f in self.stage_filters))
-        object.__setattr__(self, "attention_stages",
-                           tuple(sorted(int(i) for i in self.attention_stages)))
-        if not self.stage_filters or min(self.stage_filters) < 1:
+        object.__setattr__(self, "input_shape", sizes)
+        object.__setattr__(self, "stage_filters",
+                           _integers(self.stage_filters, f"{self.name}: stage_filters"))
+        object.__setattr__(self, "attention_stages", tuple(sorted(
+            _integers(self.attention_stages, f"{self.name}: attention_stages", 0))))
+        if not self.stage_filters:
             raise ValueError(f"{self.name}: stage_filters must be positive, "
                              f"got {self.stage_filters!r}")
         for what in ("in_channels", "stem_filters", "blocks_per_stage", "num_classes"):
-            if int(getattr(self, what)) < 1:
-                raise ValueError(f"{self.name}: {what} must be >= 1")
+            object.__setattr__(self, what,
+                               integer_at_least(getattr(self, what), f"{self.name}: {what}"))
+        object.__setattr__(self, "stem_pool",
+                           true_or_false(self.stem_pool, f"{self.name}: stem_pool"))
         if any(i < 0 or i >= len(self.stage_filters) for i in self.attention_stages):
             raise ValueError(f"{self.name}: attention_stages {self.attention_stages} out of "
                              f"range for {len(self.stage_filters)} stages")

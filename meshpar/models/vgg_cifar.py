@@ -33,6 +33,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple, Optional
 
+from meshpar.core.splits import integer_at_least, true_or_false
+from meshpar.core.splits import integers_at_least as _integers
 from meshpar.planning.description import Layer, ModelDescription
 
 __all__ = ["VggCifarConfig", "describe", "layout_rules", "split_dim_names", "build",
@@ -68,15 +70,19 @@ class VggCifarConfig:
     split_pairs: bool = False
 
     def __post_init__(self):
-        object.__setattr__(self, "image_shape", tuple(int(s) for s in self.image_shape))
-        object.__setattr__(self, "filters", tuple(int(f) for f in self.filters))
-        object.__setattr__(self, "dense_units", tuple(int(u) for u in self.dense_units))
+        # integers as given, not int() of them (8.5 was cut to 8, "6" read as 6, True as
+        # 1), and split_pairs a switch ("no" split them)
+        for what in ("image_shape", "filters", "dense_units"):
+            object.__setattr__(self, what, _integers(getattr(self, what), f"{self.name}: {what}"))
+        for what in ("pool_every", "num_classes", "in_channels"):
+            object.__setattr__(self, what,
+                               integer_at_least(getattr(self, what), f"{self.name}: {what}"))
+        object.__setattr__(self, "split_pairs",
+                           true_or_false(self.split_pairs, f"{self.name}: split_pairs"))
         if len(self.image_shape) != 2:
             raise ValueError(f"{self.name}: image_shape must be (H, W)")
-        if not self.filters or min(self.filters) < 1:
+        if not self.filters:
             raise ValueError(f"{self.name}: filters must be positive")
-        if self.pool_every < 1 or self.num_classes < 1 or self.in_channels < 1:
-            raise ValueError(f"{self.name}: pool_every, num_classes, in_channels must be >= 1")
         pools = len(self.filters) // self.pool_every
         for s in self.image_shape:
             if s % (2 ** pools):
