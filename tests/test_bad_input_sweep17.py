@@ -311,3 +311,41 @@ def test_a_model_config_still_takes_numpy_integers():
                             input_shape=np.array([16, 16, 16])).config
     assert config.in_channels == 2 and type(config.in_channels) is int
     assert config.input_shape == (16, 16, 16)
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    (dict(elastic="no"), "RebalanceOptions.elastic must be True or False, got 'no'"),
+    (dict(rebalance="no"), "RebalanceOptions.rebalance must be True or False, got 'no'"),
+    (dict(every=True), "rebalance every must be an integer >= 1, got True"),
+    (dict(patience=2.0), "rebalance patience must be an integer >= 1, got 2.0"),
+    (dict(trigger="0.2"), "rebalance trigger must be a number, got '0.2'"),
+    (dict(budget="0.5"), "rebalance budget must be a number, got '0.5'"),
+])
+def test_rebalance_options_name_a_wrong_type(kwargs, words):
+    """RebalanceOptions(elastic='no') turned elastic training on, every=True sampled each
+    step, trigger '0.2' was float()'s: each now a TypeError naming the field."""
+    from meshpar.training.rebalance import RebalanceOptions
+
+    with pytest.raises(TypeError, match=words):
+        RebalanceOptions(**kwargs)
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    (dict(skip_bad="no"), "skip_bad must be True or False, got 'no'"),
+    (dict(check_files="no"), "check_files must be True or False, got 'no'"),
+])
+def test_read_labels_names_a_wrong_switch(phantoms, kwargs, words):
+    from meshpar.data import read_labels
+
+    with pytest.raises(TypeError, match=words):
+        read_labels(phantoms, ("NC", "AD"), **kwargs)
+
+
+def test_read_labels_refuses_a_label_set_string(phantoms):
+    """read_labels(d, 'NC,AD') read the string letter by letter and said label 'NC' is not
+    in ('N', 'C', ',', 'A', 'D')."""
+    from meshpar.data import read_labels
+
+    with pytest.raises(ValueError, match=r"label_set must be a sequence of names, e.g. "
+                                         r"\('NC', 'AD'\), got 'NC,AD'"):
+        read_labels(phantoms, "NC,AD")

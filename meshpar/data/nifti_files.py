@@ -18,6 +18,7 @@ from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from meshpar.core.splits import true_or_false
 from meshpar.data.types import (BadDataError, BadLabelsError, BadSubjectError, PathLike, Skipped,
                                 Subject, Volume)
 
@@ -73,8 +74,15 @@ def read_labels(
     ``label`` column, is empty, or names a file twice. A row whose label is not
     in ``label_set`` or (with ``check_files``) whose file does not exist raises
     :class:`BadSubjectError`; with ``skip_bad`` the row is left out, logged and
-    appended to ``skipped``.
+    appended to ``skipped``. ValueError / TypeError for a ``label_set`` that is a
+    string (it was read letter by letter: label 'NC' not in ('N', 'C', ',', 'A', 'D')) or
+    switches that are not True or False (skip_bad="no" skipped in silence).
     """
+    if isinstance(label_set, (str, bytes)):
+        raise ValueError(f"label_set must be a sequence of names, e.g. ('NC', 'AD'), got "
+                         f"{label_set!r}")
+    check_files = true_or_false(check_files, "check_files")
+    skip_bad = true_or_false(skip_bad, "skip_bad")
     directory = Path(directory)
     csv_path = directory / labels_file
     if directory.exists() and not directory.is_dir():

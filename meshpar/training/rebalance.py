@@ -25,6 +25,7 @@ bit-identical weights.
 from __future__ import annotations
 
 import dataclasses
+import numbers
 import threading
 import time
 from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence
@@ -93,16 +94,24 @@ class RebalanceOptions:
     budget: Optional[float] = None
 
     def __post_init__(self):
+        from meshpar.core.splits import integer_at_least, true_or_false
         from meshpar.planning.planners import METHODS
 
-        if not isinstance(self.every, int) or self.every < 1:
-            raise ValueError(f"rebalance every: need an integer >= 1 steps, got {self.every!r}")
+        # switches True or False (elastic="no" was on), counts integers (every=True was 1
+        # step), shares numbers (trigger "0.2" was float()'s)
+        for name in ("rebalance", "elastic"):
+            true_or_false(getattr(self, name), f"RebalanceOptions.{name}")
+        integer_at_least(self.every, "rebalance every")
+        integer_at_least(self.patience, "rebalance patience")
+        for name in ("trigger", "threshold", "poll_seconds") + ("budget",) * (
+                self.budget is not None):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Real):
+                raise TypeError(f"rebalance {name} must be a number, got {value!r}")
         if not 0.0 <= float(self.trigger) < 1.0:
             raise ValueError(f"rebalance trigger must be in [0, 1), got {self.trigger!r}")
         if not 0.0 < float(self.threshold) <= 1.0:
             raise ValueError(f"rebalance threshold must be in (0, 1], got {self.threshold!r}")
-        if not isinstance(self.patience, int) or self.patience < 1:
-            raise ValueError(f"rebalance patience must be an integer >= 1, got {self.patience!r}")
         if self.method is not None and self.method not in METHODS:
             raise ValueError(f"rebalance method must be one of {', '.join(METHODS)}, "
                              f"got {self.method!r}")
