@@ -1454,6 +1454,13 @@ CASES = [
          "argument --out: expected a path on one line, got 'runs\\nold/plan.json'"),
     Case("data-check-line-break", "subprocess", ["data", "check", "{d}/da\rta"],
          "argument directory: expected a path on one line"),
+    # sweep 17: a run file that contradicts the network it names (edited, or a network of
+    # one's own changed since) predicted volumes of another size with the checkpoint
+    Case("run-file-input-shape-edited", "api", _run_file("run-shape", input_shape=[8, 8, 8, 1]),
+         "the run trained resattnet3d-tiny on input_shape [8, 8, 8, 1], channels 1, but it "
+         "builds with input_shape [16, 16, 16, 1] now"),
+    Case("run-file-channels-edited", "api", _run_file("run-channels", channels=2),
+         "input_shape [16, 16, 16, 1], channels 2, but it builds with"),
 ]
 
 

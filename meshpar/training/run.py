@@ -292,6 +292,15 @@ def run_model(model_dir: str, info: dict):
     if ref and spec.name != info["model"]:
         raise ValueError(f"{where}: model {info['model']!r} of {ref}: that network is now "
                          f"named {spec.name!r}; its checkpoints may not be this one's")
+    # what the run trained on: an edited run file, or a network of one's own whose config
+    # changed since, predicted volumes of another size with the checkpoint in silence
+    shape, channels = info.get("input_shape"), info.get("channels")
+    built = [int(s) for s in spec.input_shape]
+    if (shape is not None and shape != built) or (channels is not None
+                                                  and channels != built[-1]):
+        raise ValueError(f"{where}: the run trained {info['model']} on input_shape {shape}, "
+                         f"channels {channels}, but it builds with input_shape {built} now: "
+                         "the run file or the network's config changed since training")
     classes = getattr(spec.config, "num_classes", None)
     # a run on synthetic images (a 2-D net) records the images' labels 0 and 1 whatever
     # the net's class count (vgg-cifar: 10); only volumes' labels name every class
