@@ -16,7 +16,9 @@ spatial or filter-window dimension is refused with an error naming the op and
 the dimension, as upstream refuses it. So are pads (``PadOperation``): each
 slice is concatenated with zeros rather than padded by TF's ``Pad``, which TF
 2.15's oneDNN CPU kernels fold into a following ``Conv3D`` with a wrong output
-shape.
+shape. Pooling (``PoolOperation`` and its gradient) over a dimension split so
+that a slice does not hold whole windows gathers that dimension first
+(:func:`lower_pooling`).
 
 :func:`install` wraps the ``lower`` methods of those op classes (and two
 ``Lowering`` methods), listed in one registry (``_PATCHED``); the wrappers leave
@@ -342,6 +344,66 @@ def _lower_shift(op, lowering, impl):
     lowering.set_tensor_lowering(op.outputs[0], impl.allsplit(shifted, mesh_axis, axis, sizes=dim))
 
 
+# ----------------------------------------------------------------- pooling
+def lower_pooling(op, lowering, slice_fn, ksize, pooled) -> None:
+    """Lower a non-overlapping pooling ``op`` or its gradient: ``slice_fn`` on each
+    processor's slices of ``op.inputs`` (the first input holds the whole windows);
+    ``pooled``: the op's pooled tensor (its output, or the gradient's ``y``).
+
+    A pooled dimension split so that some slice does not hold whole windows (slices
+    cut by uneven weights, or an even split of 6 into 3 and 3 under windows of 2) is
+    gathered first (all-concat), pooled whole and the output cut again by its own
+    sizes: upstream pooled each slice by itself, so windows straddling two slices
+    were pooled as two partial windows, a wrong output shape or TF's 'Negative
+    dimension size'. Otherwise (and on other mesh implementations) each slice pools
+    itself, as upstream."""
+    impl = lowering.mesh_impl(op)
+    inputs = [lowering.tensors[t] for t in op.inputs]
+    whole = op.inputs[0].shape
+    cuts = []
+    if _heterogeneous(impl):
+        for i, k in enumerate(ksize):
+            axis = whole.ndims - 1 - len(ksize) + i
+            mesh_axis = impl.tensor_dimension_to_mesh_axis(whole.dims[axis])
+            if mesh_axis is None:
+                continue
+            big = impl.dim_sizes(whole.dims[axis], mesh_axis)
+            small = impl.dim_sizes(pooled.shape.dims[axis], mesh_axis)
+            # the last slice may also hold the remainder the pooling drops
+            if all(b == k * s for b, s in zip(big[:-1], small[:-1])):
+                continue
+            inputs = [impl.allconcat(t, mesh_axis, axis) for t in inputs]
+            cuts.append((mesh_axis, axis))
+    out = op.outputs[0]
+    y = impl.slicewise(slice_fn, *inputs)
+    for mesh_axis, axis in cuts:
+        y = impl.allsplit(y, mesh_axis, axis, sizes=out.shape.dims[axis])
+    lowering.set_tensor_lowering(out, y)
+
+
+def _lower_pool(op, lowering, impl):
+    ksize, strides = op._ksize, op._strides  # pylint: disable=protected-access
+    fn = mtf_ops._pool_helper(ksize, strides, op._pool_fn_string)  # pylint: disable=protected-access
+    lower_pooling(op, lowering, fn, ksize, op.outputs[0])
+
+
+def _lower_pool_backprop(op, lowering, impl):
+    """Upstream's gradient of non-overlapping pooling, per slice or on gathered slices
+    (:func:`lower_pooling`)."""
+    ksize, kind = list(op._strides), op._pool_fn_string  # pylint: disable=protected-access
+    start = -len(ksize) - 1
+
+    def upscale(t):
+        return mtf_ops._tf_upscale(t, start, -1, list(ksize))  # pylint: disable=protected-access
+
+    def gradient(x, y, dy):
+        if kind.startswith("MAX"):
+            return tf.cast(tf.equal(x, upscale(y)), x.dtype) * upscale(dy)
+        return upscale(dy) / tf.constant(_prod(ksize), dtype=x.dtype)
+
+    lower_pooling(op, lowering, gradient, ksize, op.inputs[1])
+
+
 # ------------------------------------------------------------------- top_k
 def _lower_top_k(op, lowering, impl):
     x = op.inputs[0]
@@ -415,7 +477,8 @@ _PATCHED = (
     (mtf_ops.SliceOperation, "lower"), (mtf_ops.PadOperation, "lower"),
     (mtf_ops.ConcatOperation, "lower"), (mtf_ops.SplitOperation, "lower"),
     (mtf_ops.StackOperation, "lower"), (mtf_ops.UnstackOperation, "lower"),
-    (mtf_ops.ShiftOperation, "lower"),
+    (mtf_ops.ShiftOperation, "lower"), (mtf_ops.PoolOperation, "lower"),
+    (mtf_ops.PoolBackPropOperation, "lower"),
 )
 
 # Ops that cannot split one of their dimensions, evenly or not: (class, that
@@ -452,6 +515,8 @@ def install() -> None:
     _wrap_lower(mtf_ops.Conv2dTransposeOperation, _lower_conv_transpose, even_too=True)
     _wrap_lower(mtf_ops.Conv3dTransposeOperation, _lower_conv_transpose, even_too=True)
     _wrap_lower(mtf_ops.PadOperation, _lower_pad, even_too=True)
+    _wrap_lower(mtf_ops.PoolOperation, _lower_pool, even_too=True)
+    _wrap_lower(mtf_ops.PoolBackPropOperation, _lower_pool_backprop, even_too=True)
     for cls, dim_of, why in _REFUSALS:
         _wrap_lower(cls, _refusing(dim_of, why), even_too=True)
     _INSTALLED = True

@@ -32,6 +32,7 @@ import tensorflow.compat.v1 as tf
 
 from meshpar.core.graph_collectives import BACKWARD_BATCH_SUMS
 from meshpar.core.graph_description import ELEMENTWISE_FLOPS
+from meshpar.core.lowering import lower_pooling
 
 
 def he_initializer():
@@ -151,9 +152,8 @@ class _MaxPoolGradOperation(mtf.PoolBackPropOperation):
                         strides=window, padding="VALID")
             return _tf_restore_batch_dims(dx, spatial + 1, x)
 
-        mesh_impl = lowering.mesh_impl(self)
-        dx = mesh_impl.slicewise(slice_gradient, *[lowering.tensors[t] for t in self.inputs])
-        lowering.set_tensor_lowering(self.outputs[0], dx)
+        # per slice; a split dimension whose slices cut windows is gathered first
+        lower_pooling(self, lowering, slice_gradient, self._ksize, self.inputs[1])
 
 
 def dense(x, reduced_dims, out_dim, use_bias=True, initializer=None, name="dense"):
