@@ -100,7 +100,8 @@ def register(subparsers) -> None:
                              "resumed run may change it (the data stream goes on from the "
                              "example the old batch reached)")
     parser.add_argument("--model-dir", type=path_text,
-                        help="checkpoint directory (default: a new temporary one)")
+                        help="checkpoint directory (default: a temporary one, removed when train "
+                             "ends)")
     parser.add_argument("--optimizer", choices=sorted(OPTIMIZER_DEFAULT_LR), default="adam",
                         help="optimizer of the race-free step (default: adam)")
     parser.add_argument("--lr", type=float, default=None,
@@ -354,6 +355,12 @@ def run(args) -> int:
 
         check_recorded_fields(args.model_dir,
                               recorded_identity(args, spec, _model_overrides(args)))
+        from meshpar.training.run import unfound_checkpoints
+
+        unfound = unfound_checkpoints(args.model_dir, "training there would start again at "
+                                      "step 0 and write over them", "use a new --model-dir")
+        if unfound:
+            raise ValueError(unfound)
     args.replay_schedule = _replay_schedule(args, spec)  # before anything is written
     lr = _learning_rate(args)
     client = cluster_client(args)
@@ -481,7 +488,11 @@ def _train(args, spec, lr, params, mesh_kwargs, model_dir, data, client=None,
     print(f"model {spec.name}: {spec.describe().params:,} parameters; {data['note']}")
     print(f"mesh {mesh.mesh_shape} ({mesh.size} device(s)), "
           f"split weights {format_weights(mesh.split_weights, mesh.dim_split_weights)}")
-    print(f"optimizer {args.optimizer} lr {lr:g}, batch {args.batch}, checkpoints in {model_dir}")
+    # without --model-dir the checkpoints go to a scratch directory removed at the end:
+    # its path would send a reader (predict --model-dir) to a directory that is gone
+    where = model_dir if args.model_dir else ("a temporary directory, removed when train ends "
+                                              "(--model-dir keeps them)")
+    print(f"optimizer {args.optimizer} lr {lr:g}, batch {args.batch}, checkpoints in {where}")
     history, bar = progress_hook(args)
     hooks = [history]
     if args.worker_times_every:
