@@ -349,3 +349,51 @@ def test_read_labels_refuses_a_label_set_string(phantoms):
     with pytest.raises(ValueError, match=r"label_set must be a sequence of names, e.g. "
                                          r"\('NC', 'AD'\), got 'NC,AD'"):
         read_labels(phantoms, "NC,AD")
+
+
+# ------------------------------------------- saves TensorFlow cannot find as the latest
+def _saves(model_dir, state):
+    """Empty stand-ins of saves 0 and 2 (their names are all that is read before the
+    refusal) and the 'checkpoint' file ``state`` (None: none)."""
+    for step in (0, 2):
+        for suffix in (".index", ".data-00000-of-00001", ".meta"):
+            (model_dir / f"model.ckpt-{step}{suffix}").write_bytes(b"")
+    if state is not None:
+        (model_dir / "checkpoint").write_text(state)
+
+
+STATES = [(None, "no 'checkpoint' file"),
+          ("", "a 'checkpoint' file that cannot be read"),
+          ('model_checkpoint_path: "model.ckpt-4"\n', "model.ckpt-4, whose files are gone")]
+
+
+@pytest.mark.parametrize("state, why", STATES)
+def test_train_refuses_saves_it_would_start_over_on(tmp_path, capsys, state, why):
+    """A model directory whose 'checkpoint' file was missing (a partial copy), empty (a
+    run killed while writing it) or named a save whose files were removed: TF's
+    latest_checkpoint is None, so train began again at step 0 and wrote over
+    model.ckpt-0 and -2 in silence (an empty file: 'Invalid checkpoint state loaded')."""
+    model_dir = tmp_path / "m"
+    _run_file(model_dir)
+    _saves(model_dir, state)
+    kept = sorted(p.name for p in model_dir.iterdir())
+    assert main(["train", "--synthetic", "--model", "resattnet3d-tiny", "--batch", "2",
+                 "--steps", "4", "--no-progress", "--model-dir", str(model_dir)]) == 2
+    line = _error_line(capsys)
+    assert f"{model_dir} holds checkpoints (model.ckpt-0, model.ckpt-2) but " in line
+    assert why in line and "training there would start again at step 0" in line
+    assert 'model_checkpoint_path: "model.ckpt-2" names the last' in line
+    assert sorted(p.name for p in model_dir.iterdir()) == kept
+
+
+@pytest.mark.parametrize("state, why", STATES)
+def test_predict_says_why_it_finds_no_latest_checkpoint(tmp_path, capsys, phantoms, state,
+                                                        why):
+    model_dir = tmp_path / "m"
+    _run_file(model_dir)
+    _saves(model_dir, state)
+    assert main(["predict", "--model-dir", str(model_dir), "--data", str(phantoms),
+                 "--out", str(tmp_path / "p.csv")]) == 2
+    line = _error_line(capsys)
+    assert why in line and "predict finds no latest checkpoint" in line
+    assert "or give --checkpoint one of them" in line

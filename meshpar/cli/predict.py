@@ -183,9 +183,13 @@ def _checkpoint(model_dir: str, which: str, info: dict) -> str:
     ``info``: ``model_dir``'s run description."""
     import tensorflow.compat.v1 as tf
 
-    from meshpar.training.run import best_checkpoint
+    from meshpar.training.run import best_checkpoint, unfound_checkpoints
 
     if which == "latest":
+        unfound = unfound_checkpoints(model_dir, "predict finds no latest checkpoint",
+                                      "give --checkpoint one of them")
+        if unfound:  # before TF's own reading: 'Invalid checkpoint state loaded from'
+            raise ValueError(unfound)
         path = tf.train.latest_checkpoint(model_dir)
         if path is None:
             raise ValueError(f"{model_dir}: no checkpoint to predict from")

@@ -345,6 +345,41 @@ def refuse_incomplete_checkpoint(prefix: str, advice: str) -> None:
                      f"{advice}")
 
 
+def unfound_checkpoints(model_dir: str, consequence: str, advice: str) -> str:
+    """The message when TensorFlow finds no latest checkpoint in ``model_dir`` although
+    it holds saves (``model.ckpt-N.index``): its ``checkpoint`` file is missing,
+    unreadable, or names a save whose files are gone (``latest_checkpoint`` is then None:
+    training there began again at step 0 and wrote over the saves). ``consequence``: what
+    the command would do; ``advice``: what else to do. Empty when there are no saves or
+    the latest is found."""
+    steps = sorted(int(n) for n in (os.path.basename(p)[len("model.ckpt-"):-len(".index")]
+                                    for p in glob.glob(os.path.join(
+                                        glob.escape(model_dir), "model.ckpt-*.index")))
+                   if n.isascii() and n.isdigit())
+    if not steps:
+        return ""
+    import tensorflow.compat.v1 as tf
+
+    state = os.path.join(model_dir, "checkpoint")
+    try:
+        if not os.path.isfile(state):
+            why = "no 'checkpoint' file (TensorFlow's list of the saves)"
+        elif tf.train.latest_checkpoint(model_dir) is not None:
+            return ""
+        else:
+            named = tf.train.get_checkpoint_state(model_dir)
+            why = (f"a 'checkpoint' file naming {named.model_checkpoint_path}, whose files "
+                   "are gone" if named and named.model_checkpoint_path else
+                   "an empty 'checkpoint' file")
+    except Exception as err:  # a damaged file: TF's 'Invalid checkpoint state', a ParseError
+        why = (f"a 'checkpoint' file that cannot be read "
+               f"({(str(err) or type(err).__name__).strip().splitlines()[0]})")
+    shown = ", ".join(f"model.ckpt-{s}" for s in steps[-3:])
+    return (f"{model_dir} holds checkpoints ({shown}) but {why}: {consequence}; restore it "
+            f"(the line model_checkpoint_path: \"model.ckpt-{steps[-1]}\" names the last), "
+            f"or {advice}")
+
+
 def _refuse_unreadable_checkpoint(prefix: str, advice: str) -> None:
     """ValueError when a tensor of checkpoint ``prefix`` cannot be read."""
     import tensorflow.compat.v1 as tf
