@@ -64,18 +64,22 @@ def register(subparsers) -> None:
                              "proportional (split by speed), even (Mesh-TF's equal split) "
                              "(default: ga; docs/planner.md)")
     parser.add_argument("--seed", type=non_negative_int, default=None,
-                        help="GA seed (default: 0; the other methods draw nothing)")
-    parser.add_argument("--generations", type=int, default=None, help="GA generations at most (default: 200; it also stops "
-                             "after 60 without a better plan)")
+                        help="--method ga only (the other methods draw nothing and refuse it): the "
+                             "GA's seed (default: 0)")
+    parser.add_argument("--generations", type=int, default=None,
+                        help="--method ga only: GA generations at most (default: 200; it also "
+                             "stops after 60 without a better plan)")
     parser.add_argument("--population", type=int, default=None,
-                        help="GA population size (at least 3 per mesh shape + 2, at most "
-                             "100000; the plan's extra.population says what ran) (default: 32)")
+                        help="--method ga only: GA population size (at least 3 per mesh shape "
+                             "+ 2, at most 100000; the plan's extra.population says what ran) "
+                             "(default: 32)")
     parser.add_argument("--time-limit", type=float, default=None,
                         help="ga: return within about this many seconds (device subsets "
                              "included); exact: give up (exit 2) "
                              "unless the optimum is proven within this many seconds")
     parser.add_argument("--progress", action="store_true",
-                        help="show the GA progress bar even when stderr is not a terminal")
+                        help="--method ga only: show the GA progress bar even when stderr is not a "
+                             "terminal")
     parser.add_argument("--mesh", help="plan this mesh shape only, e.g. 'batch:2;model:2' (axes "
                                        "batch and model, or all:N for model:N; every device "
                                        "of the cluster; as "
