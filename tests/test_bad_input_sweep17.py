@@ -397,3 +397,13 @@ def test_predict_says_why_it_finds_no_latest_checkpoint(tmp_path, capsys, phanto
     line = _error_line(capsys)
     assert why in line and "predict finds no latest checkpoint" in line
     assert "or give --checkpoint one of them" in line
+
+
+def test_make_estimator_refuses_saves_it_would_start_over_on(tmp_path):
+    from meshpar.training.estimator import make_estimator
+
+    _saves(tmp_path, None)
+    with pytest.raises(ValueError, match=r"holds checkpoints \(model.ckpt-0, model.ckpt-2\) "
+                                         r"but no 'checkpoint' file .*: the estimator would "
+                                         r"start again at step 0"):
+        make_estimator("resattnet3d-tiny", str(tmp_path))

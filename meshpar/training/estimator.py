@@ -49,7 +49,7 @@ from meshpar.core.splits import integer_at_least, number_above, true_or_false
 from meshpar.training import staging
 from meshpar.training.mesh_spec import MeshSpec, as_spec, chosen_mesh, default_layout
 from meshpar.training.recipe import Recipe
-from meshpar.training.run import refuse_pattern_path
+from meshpar.training.run import refuse_pattern_path, unfound_checkpoints
 
 tf_estimator = tf.estimator
 
@@ -446,6 +446,11 @@ def make_estimator(model, model_dir: str, plan=None, *, seed: int = 1, threads: 
     Recipe.from_params(params)
     _refuse_file_as_model_dir(model_dir)
     refuse_pattern_path(model_dir, "model_dir")
+    if model_dir is not None and os.path.isdir(model_dir):  # a lost 'checkpoint' file
+        unfound = unfound_checkpoints(os.fspath(model_dir), "the estimator would start again "
+                                      "at step 0 and write over them", "give another model_dir")
+        if unfound:
+            raise ValueError(unfound)
     if cluster_client is None:
         cluster_client = _workers_only_tf_config_client()
     if "TF_CONFIG" not in os.environ and cluster_client is None:
