@@ -301,8 +301,8 @@ def mesh_arguments(args, spec, client=None) -> dict:
         except ValueError as err:
             raise ValueError(f"{args.plan}: {err}") from None
         if not plan.feasible:  # the planner's least overflow when nothing fits (Python API)
-            print(f"meshpar {args.command}: note: {args.plan} does not fit in its devices' memory as "
-                  "planned (\"feasible\": false); the run may run out of memory",
+            print(f"meshpar {args.command}: note: {args.plan} does not fit in its devices' "
+                  "memory as planned (\"feasible\": false); the run may run out of memory",
                   file=sys.stderr)
         if client is not None:  # each slice on the worker the plan names
             devices = client.place(
