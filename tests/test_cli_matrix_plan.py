@@ -1,6 +1,7 @@
 """``meshpar plan`` as a script probing it would: each flag's help against what the
 command does with it."""
 import argparse
+import json
 
 import pytest
 
@@ -25,3 +26,15 @@ def test_a_ga_option_refused_by_the_other_methods_says_so_in_its_help(option, ca
         assert "goes with --method ga" in capsys.readouterr().err
     # the help is where a user (or a script trying every method with --seed) learns it
     assert "--method ga only" in _plan_help(option[0])
+
+
+def test_a_plan_that_splits_nothing_on_model_keeps_even_weights_there(capsys):
+    # vgg-cifar-small at batch 4 on model:2: the GA replicates every layer, so the model
+    # axis splits nothing; its weights were the GA's free gene (0.35 for the 0.9 device,
+    # 0.78 for the 0.3 one), printed by plan and train as if they split the work
+    assert main(["plan", "--speeds", "0.3,0.9", "--model", "vgg-cifar-small", "--batch", "4",
+                 "--mesh", "batch:1;model:2", "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out.splitlines()[-1])
+    on_model = [dim for dim, axis in plan["layout"] if axis == "model"]
+    assert on_model == [] and list(plan["split_sizes"]) == ["batch"]
+    assert plan["split_weights"]["model"] == [1.0, 1.0]

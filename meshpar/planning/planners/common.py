@@ -110,6 +110,8 @@ def build_plan(method: str, cost: CostModel, rows: int, cols: int, perm: Sequenc
     perm = [int(i) for i in perm]
     batch_weights = [float(w) for w in batch_weights]
     model_weights = [float(w) for w in model_weights]
+    if not any(active):  # weights that split nothing (a gene the search left free): even
+        model_weights = [1.0] * len(model_weights)
     dim_weights = {k: [float(x) for x in v] for k, v in (dim_weights or {}).items()}
     layout = [(model.batch_dim, BATCH_AXIS)]
     sizes = {model.batch_dim: split_sizes(cost.batch, batch_weights, model.batch_dim)}
