@@ -89,3 +89,41 @@ def test_slices_of_whole_windows_pool_alone(monkeypatch):
     got = _pool_and_gradient("max_pool2d", (8, 6), impl)
     assert max_abs_diff(got[0], want[0]) < 1e-6 and max_abs_diff(got[1], want[1]) < 1e-6
     assert not gathers and not allreduces
+
+
+def _pooling_net(inputs, config, mesh=None, is_training=True):
+    """Per-pixel dense (no convolution: it cannot split space) -> ReLU -> max pool 2x2
+    -> dense head: a network of one's own whose layout may split ``h``."""
+    dims = [mtf.Dimension(n, s) for n, s in zip(["batch", "h", "w", "c"],
+                                                 inputs.shape.as_list())]
+    x = mtf.import_tf_tensor(mesh, inputs, mtf.Shape(dims))
+    h = L.relu(L.dense(x, [dims[-1]], mtf.Dimension("f", 4), name="pixel"))
+    h = L.max_pool(h, (2, 2))
+    flat = mtf.reshape(h, [dims[0], mtf.Dimension("flat", h.shape.size // dims[0].size)])
+    return L.dense(flat, [flat.shape.dims[-1]], mtf.Dimension("classes", 3), name="head"), []
+
+
+def test_a_network_of_ones_own_laid_out_on_space_trains_like_one_device():
+    import types
+
+    from mtf_helpers import train_lowered_model
+
+    from meshpar import models
+    from meshpar.training.mesh_spec import MeshSpec
+
+    net = types.SimpleNamespace(build=_pooling_net, input_shape=lambda config: (8, 6, 2),
+                                layout_rules=lambda config, model_axis="model",
+                                batch_axis="batch": f"batch:{batch_axis};h:{model_axis}")
+    spec = models.from_module(net, types.SimpleNamespace(), name="pixel-net")
+    rng = np.random.RandomState(0)
+    x, y = rng.randn(5, 8, 6, 2).astype(np.float32), rng.randint(0, 3, 5).astype(np.int32)
+    losses, _, history = train_lowered_model(spec, x, y, MeshSpec("all:1"), "momentum", 0.1)
+    assert losses[-1] < losses[0]
+    for mesh in (MeshSpec("model:3", split_weights={"model": [5, 2, 1]}),
+                 MeshSpec("batch:2;model:2", split_weights={"batch": [1, 4], "model": [5, 3]})):
+        other_losses, _, other = train_lowered_model(spec, x, y, mesh, "momentum", 0.1)
+        np.testing.assert_allclose(other_losses, losses, rtol=1e-5, err_msg=mesh.mesh_shape)
+        for name, want in history[-1].items():
+            np.testing.assert_allclose(other[-1][name], want, rtol=0,
+                                       atol=3e-5 * float(np.abs(want).max()) + 1e-9,
+                                       err_msg=f"{mesh.mesh_shape}: {name}")
