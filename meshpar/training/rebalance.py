@@ -227,7 +227,8 @@ def scaled_profile(profile, speeds: Dict[int, float], description=None, batch: i
     step, and ``extra["sync_jitter"]``; needs the model ``description`` and
     ``batch``): the splits it was derived from ran at the profiled speeds,
     not the live ones, and the cost model prices that work at each worker's
-    live speed.
+    live speed. The profile's worker ``addresses`` stay with their devices (a
+    plan records each device's, ``extra["worker_addresses"]``).
 
     ValueError when a task is not in the profile.
     """
@@ -251,6 +252,11 @@ def scaled_profile(profile, speeds: Dict[int, float], description=None, batch: i
         by_task[t], profile=tuple((size, f * scale[t] / norm) for size, f in by_task[t].profile))
         for t in sorted(speeds))
     extra = dict(profile.extra or {})
+    addresses = extra.get("addresses")
+    if isinstance(addresses, list) and len(addresses) == len(profile.devices):
+        # one per device, in the devices' order (here: by task), as planners.plan reads them
+        at = {d.device: a for d, a in zip(profile.devices, addresses)}
+        extra["addresses"] = [at[by_task[t].device] for t in sorted(speeds)]
     if extra.get("alone_profile"):  # the speeds alone scale with the device's
         extra["alone_profile"] = {
             by_task[t].device: tuple((size, f * scale[t] / norm) for size, f in points)
