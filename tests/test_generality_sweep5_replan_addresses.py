@@ -50,3 +50,19 @@ def test_a_replan_records_the_address_each_device_was_profiled_at(method, live):
     plan = replan(describe_model("resattnet3d-tiny"), live, 6, method, profile=profile)
     where = _address_of(profile)
     assert plan.extra["worker_addresses"] == [where[d] for d in plan.devices]
+
+
+@pytest.mark.parametrize("method", ["proportional", "exact", "ga"])
+def test_a_plan_on_a_subset_of_a_profile_records_its_devices_addresses(method):
+    """``ClusterSpec.subset`` kept all the profile's addresses, one per device of the
+    whole profile: planned on two of three workers (``subset`` of tasks 2 and 1), the
+    plan recorded no addresses, so a cluster file listing the workers in another
+    order got its slices by task number, on other machines than profiled."""
+    from meshpar.planning.planners import plan
+
+    whole = ClusterSpec(ClusterSpec.from_speeds([0.3, 0.9, 0.6]).devices,
+                        extra={"addresses": list(ADDRESSES)})
+    some = whole.subset([whole.devices[2], whole.devices[1]])
+    assert some.extra["addresses"] == ["c:3", "b:2"]
+    found = plan(describe_model("resattnet3d-tiny"), some, 4, method)
+    assert found.extra["worker_addresses"] == [_address_of(whole)[d] for d in found.devices]

@@ -342,8 +342,16 @@ class ClusterSpec:
         The profile's timed splits (``split_seconds``) say which devices they ran
         on (``device_names``, as :meth:`reordered`): a cost model refuses to fit
         them to the subset, which did not run them
-        (:func:`~meshpar.planning.planners.common.subset_cost` carries their fit)."""
-        return replace(self, devices=tuple(devices), extra=self._timed_on_these())
+        (:func:`~meshpar.planning.planners.common.subset_cost` carries their fit).
+        The profile's worker ``addresses`` (one per device) are those of ``devices``."""
+        devices = tuple(devices)
+        extra = self._timed_on_these()
+        addresses = extra.get("addresses")
+        if isinstance(addresses, list) and len(addresses) == len(self.devices):
+            at = {d.device: a for d, a in zip(self.devices, addresses)}
+            if all(d.device in at for d in devices):
+                extra["addresses"] = [at[d.device] for d in devices]
+        return replace(self, devices=devices, extra=extra)
 
     def _timed_on_these(self) -> dict:
         """``extra``, its timed splits naming the devices they ran on (these, in
