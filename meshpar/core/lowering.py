@@ -242,15 +242,31 @@ def _lower_conv_backprop_filter(op, lowering, impl):
     lowering.set_tensor_lowering(op.outputs[0], df)
 
 
+def _refuse_split_windows(op, impl):
+    """A convolution's spatial and filter-window dimensions stay whole (as
+    upstream: batch and channels may be split, windows not): refuse a layout
+    that splits one, naming the op and the dimension."""
+    conv_input, conv_filter = op.inputs
+    k = conv_filter.shape.ndims - 2  # spatial dimensions
+    for dim in conv_input.shape.dims[-k - 1:-1] + conv_filter.shape.dims[:k]:
+        if impl.tensor_dimension_to_mesh_axis(dim) is not None:
+            _refuse(op, impl, dim, "cannot split its spatial or filter-window")
+
+
+def _lower_conv(op, lowering, impl):
+    """Conv2dOperation / Conv3dOperation as upstream, whose refusal of a split
+    window names neither the op nor the dimension ("can't slice along dimension
+    h", whatever the dimension is called)."""
+    _refuse_split_windows(op, impl)
+    return op.lower.meshpar_original(op, lowering)
+
+
 # ------------------------------------------------- transposed convolution
 def _lower_conv_transpose(op, lowering, impl):
     """Conv2dTransposeOperation / Conv3dTransposeOperation, per processor."""
     conv_input, conv_filter = op.inputs
     k = conv_filter.shape.ndims - 2  # spatial dimensions
-    windows = conv_input.shape.dims[-k - 1:-1] + conv_filter.shape.dims[:k]
-    for dim in windows:  # as upstream: batch and channels may be split, windows not
-        if impl.tensor_dimension_to_mesh_axis(dim) is not None:
-            _refuse(op, impl, dim, "cannot split its spatial or filter-window")
+    _refuse_split_windows(op, impl)
     out_shape = op.outputs[0].shape
     backprop_input = tf.nn.conv2d_backprop_input if k == 2 else mtf_ops.conv3d_backprop_input_v2
 
@@ -478,7 +494,8 @@ _PATCHED = (
     (mtf_ops.ConcatOperation, "lower"), (mtf_ops.SplitOperation, "lower"),
     (mtf_ops.StackOperation, "lower"), (mtf_ops.UnstackOperation, "lower"),
     (mtf_ops.ShiftOperation, "lower"), (mtf_ops.PoolOperation, "lower"),
-    (mtf_ops.PoolBackPropOperation, "lower"),
+    (mtf_ops.PoolBackPropOperation, "lower"), (mtf_ops.Conv2dOperation, "lower"),
+    (mtf_ops.Conv3dOperation, "lower"),
 )
 
 # Ops that cannot split one of their dimensions, evenly or not: (class, that
@@ -512,6 +529,8 @@ def install() -> None:
     _wrap_lower(mtf_ops.Constant, _lower_constant, even_too=True)
     _wrap_lower(mtf_ops.ShiftOperation, _lower_shift, even_too=True)
     _wrap_lower(mtf_ops.TopKOperation, _lower_top_k)
+    _wrap_lower(mtf_ops.Conv2dOperation, _lower_conv, even_too=True)
+    _wrap_lower(mtf_ops.Conv3dOperation, _lower_conv, even_too=True)
     _wrap_lower(mtf_ops.Conv2dTransposeOperation, _lower_conv_transpose, even_too=True)
     _wrap_lower(mtf_ops.Conv3dTransposeOperation, _lower_conv_transpose, even_too=True)
     _wrap_lower(mtf_ops.PadOperation, _lower_pad, even_too=True)
