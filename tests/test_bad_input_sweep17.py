@@ -407,3 +407,21 @@ def test_make_estimator_refuses_saves_it_would_start_over_on(tmp_path):
                                          r"but no 'checkpoint' file .*: the estimator would "
                                          r"start again at step 0"):
         make_estimator("resattnet3d-tiny", str(tmp_path))
+
+
+@pytest.mark.parametrize("argv, prog, unknown", [
+    (["bench", "memory", "--mesh", "all:2"], "meshpar bench memory", "--mesh all:2"),
+    (["data", "check", "ds", "--bogus"], "meshpar data check", "--bogus"),
+    (["plan", "--speeds", "1,1", "extra"], "meshpar plan", "extra"),
+    (["train", "--synthetic", "--bogus"], "meshpar train", "--bogus"),
+    (["bench", "--bogus"], "meshpar bench", "--bogus"),
+    (["--bogus"], "meshpar", "--bogus"),
+])
+def test_an_unknown_argument_is_named_under_its_command(argv, prog, unknown, capsys):
+    """argparse said an unknown option of any command as 'meshpar: error: unrecognized
+    arguments' (the top-level parser's name), unlike every other error of the command."""
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    assert stop.value.code == 2
+    assert _error_line(capsys) == (f"{prog}: error: unrecognized arguments: {unknown} "
+                                   f"(see {prog} --help)")

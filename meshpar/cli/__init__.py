@@ -117,7 +117,10 @@ def main(argv=None) -> int:
         subcommand, 1 for a failed cluster, 130 when interrupted.
     """
     parser = build_parser()
-    args = parser.parse_args(_negative_lists_attached(sys.argv[1:] if argv is None else argv))
+    args, unknown = parser.parse_known_args(
+        _negative_lists_attached(sys.argv[1:] if argv is None else argv))
+    if unknown:  # argparse said it as 'meshpar: error:' whatever the command
+        _command_parser(parser, args).error(f"unrecognized arguments: {' '.join(unknown)}")
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
@@ -149,6 +152,18 @@ def main(argv=None) -> int:
             raise
         print(f"{name}: error: {str(err).strip().splitlines()[0]}", file=sys.stderr)
         return 2
+
+
+def _command_parser(parser: argparse.ArgumentParser, args) -> argparse.ArgumentParser:
+    """The parser of the (sub)command ``args`` ran (``meshpar bench memory``'s), so that
+    its errors name it as every other error of the command does."""
+    while True:
+        sub = next((a for a in parser._actions  # pylint: disable=protected-access
+                    if isinstance(a, argparse._SubParsersAction)), None)
+        name = getattr(args, sub.dest, None) if sub is not None else None
+        if name not in (sub.choices if sub is not None else {}):
+            return parser
+        parser = sub.choices[name]
 
 
 def _place_errnos() -> frozenset:
