@@ -76,13 +76,14 @@ def test_a_resume_refused_for_the_data_says_so(tmp_path):
     from meshpar.training.run import check_run_info
 
     model_dir = _run_file(tmp_path / "m", seed=5)
-    with pytest.raises(ValueError, match=r"\(labels=\['NC', 'AD'\], seed=5\); resume it with "
-                                         r"--seed 5 and the data it trained on, or use a new"):
-        check_run_info(model_dir, {**json.loads(open(f"{model_dir}/meshpar_run.json").read()),
-                                   "labels": ["a", "b"], "seed": 0})
+    recorded = json.loads(open(f"{model_dir}/meshpar_run.json").read())
+    with pytest.raises(ValueError, match=r"\(input_shape=\[16, 16, 16, 1\], seed=5\); resume "
+                                         r"it with --seed 5 and the data it trained on, or use"):
+        check_run_info(model_dir, {**recorded, "input_shape": [8, 8, 8, 1], "seed": 0})
     with pytest.raises(ValueError, match=r"resume it with the data it trained on, or use"):
-        check_run_info(model_dir, {**json.loads(open(f"{model_dir}/meshpar_run.json").read()),
-                                   "labels": ["a", "b"]})
+        check_run_info(model_dir, {**recorded, "input_shape": [8, 8, 8, 1]})
+    with pytest.raises(ValueError, match=r"resume it with --labels NC,AD, or use"):
+        check_run_info(model_dir, {**recorded, "labels": ["AD", "NC"]})
 
 
 # ------------------------------------------------------ notes: meshpar <cmd>: note: ...

@@ -103,8 +103,10 @@ def _refuse_differences(model_dir: str, old: dict, differ: list) -> None:
 
 def _resume_flags(key: str, old: dict) -> str:
     """The ``meshpar train`` flags that give the run file ``old``'s recorded ``key`` (so
-    resume it); empty where the data decides it (labels, input shape, subjects)."""
+    resume it); empty where the data decides it (input shape, subjects)."""
     value = old.get(key)
+    if key == "labels" and isinstance(value, list):  # train's --labels (class 0 first)
+        return f"--labels {','.join(map(str, value))}"
     if key in ("model", "model_ref"):  # a network of one's own is found by its reference
         return f"--model {old.get('model_ref') or old.get('model')}"
     if key == "model_overrides" and isinstance(value, dict):
