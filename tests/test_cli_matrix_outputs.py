@@ -14,3 +14,13 @@ def test_train_without_model_dir_names_no_checkpoint_directory_that_is_gone(caps
     line = next(x for x in out.splitlines() if "checkpoints in " in x)
     where = line.split("checkpoints in ", 1)[1]
     assert os.path.isdir(where) or "removed when train ends" in where, line
+
+
+def test_demo_names_no_checkpoint_directory_that_is_gone(capsys):
+    # the demo trained with --model-dir in its own temporary directory, removed when the
+    # demo ends, and train printed that path as where the checkpoints are
+    assert main(["demo", "--speeds", "0.3,0.9", "--steps", "2", "--subjects", "10"]) == 0
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if "checkpoints in " in x)
+    where = line.split("checkpoints in ", 1)[1]
+    assert os.path.isdir(where) or "removed when train ends" in where, line

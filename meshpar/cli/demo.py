@@ -174,8 +174,9 @@ def train_on_plan(plan, steps: int, subjects: int, batch: int) -> int:
                          "--n-synthetic", str(subjects), "--lr", "1e-3", "--threads", "2",
                          # one build of the mesh's graph: keep-best's chunks each rebuild it
                          # (a demo of the split, not of the recipe; measured 56 s instead of 139 s)
-                         "--no-keep-best",
-                         "--model-dir", os.path.join(tmp, "model")])
+                         # no --model-dir: train's own scratch directory, which it says
+                         # is removed when it ends (a path here would be gone by then)
+                         "--no-keep-best"])
 
 
 def run(args) -> int:
