@@ -1461,6 +1461,13 @@ CASES = [
          "builds with input_shape [16, 16, 16, 1] now"),
     Case("run-file-channels-edited", "api", _run_file("run-channels", channels=2),
          "input_shape [16, 16, 16, 1], channels 2, but it builds with"),
+    # sweep 17: an address with a scheme was dialled as given: 'cannot reach worker 0'
+    Case("cluster-file-address-with-scheme", "api",
+         _cluster_file("scheme.json", {"worker": ["grpc://h1:2222"]}),
+         "job 'worker': 'grpc://h1:2222' is not 'host:port' (no scheme or path: h1:2222)"),
+    Case("cluster-file-address-with-path", "api",
+         _cluster_file("path.json", {"worker": ["h1/x:2222"]}),
+         "'h1/x:2222' is not 'host:port' (no scheme or path: h1:2222)"),
 ]
 
 

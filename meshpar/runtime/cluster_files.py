@@ -42,8 +42,8 @@ def load_cluster(path: Optional[str] = None) -> tuple:
     else:
         if not os.environ.get("TF_CONFIG"):
             raise ValueError("--cluster TF_CONFIG reads the TF_CONFIG environment variable, "
-                             "which is not set" if path else
-                             "no --cluster given and TF_CONFIG is not set")
+                             "which is not set (or empty)" if path else
+                             "no --cluster given and TF_CONFIG is not set (or empty)")
         try:
             data = json.loads(os.environ["TF_CONFIG"])
         except json.JSONDecodeError as err:
@@ -75,6 +75,10 @@ def load_cluster(path: Optional[str] = None) -> tuple:
             # ASCII digits: '２２' (full-width) was taken for 22 and '²' was int()'s traceback
             if not (port.isascii() and port.isdigit() and 1 <= int(port) <= 65535):
                 raise ValueError(f"{source}: job {job!r}: {address!r} needs a port in 1..65535")
+            if "/" in host:  # a scheme or path: 'http://h:1' was dialled, 'cannot reach'
+                bare = host.rpartition("://")[2].partition("/")[0]
+                raise ValueError(f"{source}: job {job!r}: {address!r} is not 'host:port' (no "
+                                 f"scheme or path: {bare or 'HOST'}:{port})")
             if not host or any(c.isspace() for c in host):
                 raise ValueError(f"{source}: job {job!r}: {address!r} needs a host (a name or "
                                  "IP address, no spaces) before the ':port'")
