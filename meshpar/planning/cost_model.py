@@ -498,7 +498,6 @@ class CostModel:
         perm = np.asarray(perm, dtype=np.int64).reshape(-1, self.n)
         P = perm.shape[0]
         bs = np.asarray(batch_sizes, dtype=float).reshape(P, R)
-        L = self.flops.size
         split = self._split_layers(self.layout_mask(M, layout, P))     # [P, L]
         frac = self._fractions(split, dim_sizes, M)                    # [P, M, L]
         work = 3.0 * self.flops[None, None, None, :] * bs[:, :, None, None] * frac[:, None, :, :]
