@@ -1468,6 +1468,14 @@ CASES = [
     Case("cluster-file-address-with-path", "api",
          _cluster_file("path.json", {"worker": ["h1/x:2222"]}),
          "'h1/x:2222' is not 'host:port' (no scheme or path: h1:2222)"),
+    # sweep 17: a class name with a line break was written into labels.csv, and data
+    # check's counts ('(N\nC 2, AD 2)') and every message naming it broke over two lines
+    Case("data-synth-label-line-break", "subprocess",
+         ["data", "synth", "--out", "{d}/synth-nl", "--n", "4", "--shape", "8,8,8",
+          "--labels", "N\nC,AD"],
+         "argument --labels: class name 'N\\nC' holds a control character"),
+    Case("write-dataset-label-tab", "api", _write_dataset(label_set=("N\tC", "AD")),
+         "label 'N\\tC' holds a control character"),
 ]
 
 

@@ -264,6 +264,11 @@ def label_names(text: str) -> tuple:
             raise argparse.ArgumentTypeError(
                 f"class name {name!r} is not UTF-8 text (labels.csv and the run file are "
                 "UTF-8); give the name in UTF-8") from None
+    broken = [n for n in names if not n.isprintable()]  # a line break, a tab, an escape:
+    if broken:  # data synth wrote it, and data check's counts and predict's rows broke
+        raise argparse.ArgumentTypeError(f"class name {broken[0]!r} holds a control "
+                                         "character (a line break, a tab); give printable "
+                                         "names")
     return names
 
 

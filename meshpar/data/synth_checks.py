@@ -47,6 +47,9 @@ def check_dataset_arguments(n, shape, label_set, seed, fractions, noise,
             name.encode("utf-8")
         except UnicodeEncodeError:
             raise ValueError(f"label {name!r} is not UTF-8 text (labels.csv is UTF-8)") from None
+        if not name.isprintable():  # a line break was written into labels.csv's cells
+            raise ValueError(f"label {name!r} holds a control character (a line break, a "
+                             "tab); give printable names")
     if len(names) < 2:
         raise ValueError(f"label set must name at least two classes, got {names}: a "
                          "classifier learns nothing from one (for subjects of one group, "
