@@ -54,6 +54,17 @@ def _real(value, what: str) -> float:
 
 #: The largest size :func:`split_sizes` splits: every integer up to it is a float.
 _LARGEST_SIZE = 2 ** 53
+#: Remainders of quotas are compared on a grid of this many steps per unit: quotas
+#: that differ by float rounding only are ties (speeds 0.3/0.1 and 3/1 are one ratio).
+TIE_STEPS = 2 ** 30
+
+
+def settled(remainder: float) -> float:
+    """``remainder`` (a quota's distance from its integer part) on the
+    :data:`TIE_STEPS` grid, where the split rule compares it: 6 items over
+    weights 0.3/0.1 have quotas 4.499999999999999 and 1.5 in floats, over 3/1
+    4.5 and 1.5; both are the tie the rule gives to the lower index."""
+    return math.floor(remainder * TIE_STEPS + 0.5)
 
 
 def _as_size(total, what: str) -> int:
@@ -78,8 +89,10 @@ def split_sizes(total: int, weights: Sequence[float], what: str = "dimension") -
     The parts sum to ``total``, each part is at least 1, and each is as near
     as possible to its quota ``total * w_i / sum(w)``: floors of the quotas
     first, then the remaining units go to the largest remainders (ties to the
-    lower index). Parts whose quota is below 1 are raised to 1 and the units
-    are taken back from the parts furthest above their quota.
+    lower index; remainders within float rounding of each other are ties, so
+    weights of one ratio written differently, 0.3/0.1 or 3/1, split alike).
+    Parts whose quota is below 1 are raised to 1 and the units are taken back
+    from the parts furthest above their quota.
 
     Parameters
     ----------
@@ -116,11 +129,11 @@ def split_sizes(total: int, weights: Sequence[float], what: str = "dimension") -
     sizes = [max(1, int(math.floor(q))) for q in quotas]
     # Each loop runs at most n times: floors lose < n units, clamping adds < n.
     while sum(sizes) < total:
-        i = max(range(n), key=lambda k: (quotas[k] - sizes[k], -k))
+        i = max(range(n), key=lambda k: (settled(quotas[k] - sizes[k]), -k))
         sizes[i] += 1
     while sum(sizes) > total:
         candidates = [k for k in range(n) if sizes[k] > 1]
-        i = max(candidates, key=lambda k: (sizes[k] - quotas[k], -k))
+        i = max(candidates, key=lambda k: (settled(sizes[k] - quotas[k]), -k))
         sizes[i] -= 1
     return sizes
 

@@ -59,6 +59,7 @@ from typing import Sequence
 
 import numpy as np
 
+from meshpar.core.splits import TIE_STEPS
 from meshpar.planning.calibration import expected_max, fit_axis
 from meshpar.planning.cluster import ClusterSpec
 from meshpar.planning.description import ModelDescription
@@ -96,10 +97,10 @@ def split_sizes_batch(total: int, weights: np.ndarray) -> np.ndarray:
     quotas = total * w / w.sum(axis=1, keepdims=True)
     sizes = np.maximum(1, np.floor(quotas)).astype(np.int64)
     deficit = total - sizes.sum(axis=1)
-    # Too few: give one more to the `deficit` largest remainders (stable sort:
-    # ties to the lower index). Entries never need a second unit (see splits.py).
+    # Too few: give one more to the `deficit` largest remainders (on splits.settled's
+    # grid, stable sort: ties to the lower index). Entries never need a second unit.
     if np.any(deficit > 0):
-        order = np.argsort(-(quotas - sizes), axis=1, kind="stable")
+        order = np.argsort(-np.floor((quotas - sizes) * TIE_STEPS + 0.5), axis=1, kind="stable")
         rank = np.empty_like(order)
         np.put_along_axis(rank, order, np.arange(k)[None, :].repeat(n_rows, 0), axis=1)
         sizes += (rank < np.maximum(deficit, 0)[:, None]).astype(np.int64)
@@ -107,7 +108,7 @@ def split_sizes_batch(total: int, weights: np.ndarray) -> np.ndarray:
     rows = np.nonzero(deficit < 0)[0]
     while rows.size:
         sub = sizes[rows]
-        excess = np.where(sub > 1, sub - quotas[rows], -np.inf)
+        excess = np.where(sub > 1, np.floor((sub - quotas[rows]) * TIE_STEPS + 0.5), -np.inf)
         pick = np.argmax(excess, axis=1)  # first maximum: ties to the lower index
         sizes[rows, pick] -= 1
         left = total - sizes[rows].sum(axis=1)
