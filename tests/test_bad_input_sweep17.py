@@ -426,3 +426,24 @@ def test_an_unknown_argument_is_named_under_its_command(argv, prog, unknown, cap
     assert stop.value.code == 2
     assert _error_line(capsys) == (f"{prog}: error: unrecognized arguments: {unknown} "
                                    f"(see {prog} --help)")
+
+
+@pytest.mark.parametrize("call", ["from_plan", "build_model_fn", "make_estimator"])
+def test_a_plan_given_as_its_json_object_is_named(tmp_path, call):
+    """plan=json.load(open('plan.json')) ended in "'dict' object has no attribute
+    'devices'" (MeshSpec.from_plan, make_estimator) or '... no attribute
+    'check_compatible'' (build_model_fn)."""
+    from meshpar.models import describe_model
+    from meshpar.planning.planners import plan
+    from meshpar.training import estimator
+    from meshpar.training.mesh_spec import MeshSpec
+
+    made = plan(describe_model("resattnet3d-tiny"), [1, 1], 4, method="even").to_dict()
+    calls = {"from_plan": lambda: MeshSpec.from_plan(made),
+             "build_model_fn": lambda: estimator.build_model_fn("resattnet3d-tiny", made),
+             "make_estimator": lambda: estimator.make_estimator(
+                 "resattnet3d-tiny", str(tmp_path / "m"), made)}
+    with pytest.raises(TypeError, match=r"plan must be a Plan or the path of a plan file, got "
+                                        r"a dict; for a plan file's JSON object, "
+                                        r"Plan.from_dict\(it\)"):
+        calls[call]()

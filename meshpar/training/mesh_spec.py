@@ -67,10 +67,7 @@ class MeshSpec:
     def from_plan(cls, plan, devices: Optional[Sequence[str]] = None,
                   upstream: bool = False) -> "MeshSpec":
         """Mesh of a :class:`~meshpar.planning.plan.Plan` (or a path to its JSON)."""
-        if isinstance(plan, (str, os.PathLike)):
-            from meshpar.planning.plan import Plan  # lazy: plan module is optional here
-
-            plan = Plan.load(plan)
+        plan = as_plan(plan)
         devs = plan.devices if devices is None else devices  # MeshSpec checks them
         return cls(plan.mesh_shape_string(), plan.layout_string(), devs,
                    dict(plan.split_weights), dict(plan.dim_split_weights), upstream=upstream)
@@ -105,6 +102,21 @@ class MeshSpec:
                 f"upstream={self.upstream!r}, "
                 f"split_weights={self.split_weights!r}, "
                 f"dim_split_weights={self.dim_split_weights!r})")
+
+
+def as_plan(plan):
+    """``plan`` as a :class:`~meshpar.planning.plan.Plan`: one, or the path of its JSON
+    (:meth:`Plan.load`). TypeError for anything else: a dict (a plan file's
+    ``json.load``) ended in "'dict' object has no attribute 'devices'"."""
+    from meshpar.planning.plan import Plan  # lazy: plan module is optional here
+
+    if isinstance(plan, (str, os.PathLike)):
+        return Plan.load(plan)
+    if not isinstance(plan, Plan):
+        hint = "; for a plan file's JSON object, Plan.from_dict(it)" * isinstance(plan, dict)
+        raise TypeError(f"plan must be a Plan or the path of a plan file, got a "
+                        f"{type(plan).__name__}{hint}")
+    return plan
 
 
 def _checked_weights(mesh_shape: str, layout, devices, split_weights: Optional[Mapping],
@@ -197,10 +209,7 @@ def chosen_mesh(spec: models.ModelSpec, plan, mesh: Optional[MeshSpec], upstream
         raise ValueError(f"{'plan' if mesh is None else 'mesh'}= sets the whole mesh: drop "
                          f"{', '.join(clash)} ({why})")
     if plan is not None:
-        if isinstance(plan, (str, os.PathLike)):
-            from meshpar.planning.plan import Plan
-
-            plan = Plan.load(plan)
+        plan = as_plan(plan)
         # as `meshpar train --plan` does; a config of one's own may have no name
         models.reference.check_plan_model(plan, spec)
         mesh = MeshSpec.from_plan(plan, devices, upstream=upstream)
