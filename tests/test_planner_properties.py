@@ -73,7 +73,8 @@ def brute_force(cost):
         total = int(np.prod(counts))
         for start in range(0, total, 20000):
             idx = np.unravel_index(np.arange(start, min(total, start + 20000)), counts)
-            dims = np.stack([axes[2 + d][idx[2 + d]] for d in range(len(on))], axis=1)
+            dims = np.stack([axes[2 + d][idx[2 + d]] for d in range(len(on))], axis=1) \
+                if len(on) else np.ones((idx[0].size, 0, cols))
             ev = cost.evaluate(rows, cols, axes[0][idx[0]], axes[1][idx[1]], dims)
             if ev.feasible.any():
                 best = min(best, float(ev.seconds[ev.feasible].min()))
@@ -201,3 +202,23 @@ def test_relabelled_or_rescaled_clusters_get_one_plan(method):
             assert canonical(a, kind) == canonical(c, kind), seed
             assert a.predicted_step_seconds == pytest.approx(k * c.predicted_step_seconds,
                                                              rel=1e-9)
+
+
+@pytest.mark.parametrize("method", ["even", "proportional", "exact", "ga"])
+def test_a_model_that_nothing_splits_is_planned_by_its_batch(method):
+    """A network with no split dimension (data parallel only: no layer names one)
+    was a numpy error in every planner ("cannot reshape array of size 0 into
+    shape (0)", CostModel.layout_mask). Its plans split the batch only, and the
+    exact one is the brute-force least."""
+    model = ModelDescription("replicated", (
+        Layer("c", "conv3d", 1e9, 100, 1000, 5000),
+        Layer("fc", "dense", 1e6, 50, 5000, 10)), input_elems=1000)
+    for speeds, batch in (([1.0], 3), ([1.0, 0.5], 1), ([1.0, 0.5], 4), ([1.0, 0.3, 0.001], 7)):
+        cluster = ClusterSpec.from_speeds(speeds)
+        cost = CostModel(model, cluster, batch)
+        p = plan(model, cluster, batch, method=method)
+        check_valid(p, cost)
+        assert set(p.split_sizes) == {model.batch_dim}
+        assert p.layout == ((model.batch_dim, "batch"),)
+        if method == "exact":
+            assert p.predicted_step_seconds == pytest.approx(brute_force(cost), rel=1e-9)

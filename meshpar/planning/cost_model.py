@@ -388,7 +388,7 @@ class CostModel:
                 raise ValueError(f"layout names dimension(s) {sorted(unknown)} that model "
                                  f"{self.model.name!r} does not split")
             mask = np.array([d in names for d in self.dim_names], dtype=bool)
-        mask = np.asarray(mask, dtype=bool).reshape(-1, self.dim_sizes.size) & active[None, :]
+        mask = np.atleast_2d(np.asarray(mask, dtype=bool)) & active[None, :]  # D may be 0
         return np.broadcast_to(mask, (count, self.dim_sizes.size))
 
     def _split_layers(self, lay: np.ndarray) -> np.ndarray:
