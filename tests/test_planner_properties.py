@@ -222,3 +222,64 @@ def test_a_model_that_nothing_splits_is_planned_by_its_batch(method):
         assert p.layout == ((model.batch_dim, "batch"),)
         if method == "exact":
             assert p.predicted_step_seconds == pytest.approx(brute_force(cost), rel=1e-9)
+
+
+def test_degenerate_clusters_get_the_brute_force_least_and_valid_plans():
+    """One device, all devices equal, one device 1000x slower, a memory budget
+    that leaves the fastest device out, batch 1 and batch = the device count."""
+    model = small_model()
+    alone = CostModel(model, ClusterSpec.from_speeds([1.0]), 3)
+    need = float(alone.evaluate(1, 1, [0], [3], np.ones((1, 3, 1))).memory[0, 0])
+    cases = [([1.0], None, 1), ([1.0], None, 5), ([1.0] * 4, None, 4), ([1.0] * 3, None, 1),
+             ([1.0, 1.0, 0.001], None, 3), ([1.0, 1.0, 1.0, 0.001], None, 1),
+             ([1.0, 0.5, 0.3], [0.05 * need, 2 * need, 2 * need], 3)]
+    for speeds, memory, batch in cases:
+        cluster = ClusterSpec.from_speeds(speeds)
+        if memory:
+            cluster = cluster.with_memory(memory)
+        cost = CostModel(model, cluster, batch)
+        least = brute_force(cost)
+        plans = {(m, s): plan(model, cluster, batch, method=m, subsets=s)
+                 for m in ("proportional", "exact", "ga") for s in (False, True)}
+        for p in plans.values():
+            check_valid(p, cost)
+        exact = plans["exact", False]
+        assert exact.feasible == math.isfinite(least)
+        if exact.feasible:
+            assert exact.predicted_step_seconds == pytest.approx(least, rel=1e-9)
+        best = plans["exact", True]
+        assert best.feasible  # some device fits alone in every case
+        for (method, _), p in plans.items():  # the GA's layout gene may do better
+            if method != "ga" and p.feasible:
+                assert p.predicted_step_seconds >= best.predicted_step_seconds * (1 - 1e-9)
+
+
+GA_PLANS = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from test_planner_properties import instance
+from meshpar.planning.planners import plan
+out = []
+for seed in (3, 5, 8, 13):
+    model, cluster, batch = instance(seed)
+    p = plan(model, cluster, batch, method="ga", seed=seed, subsets=seed % 2 == 1,
+             generations=20)
+    d = p.to_dict()
+    d.pop("planning_seconds")
+    out.append(d)
+print(json.dumps(out, sort_keys=True))
+"""
+
+
+def test_ga_plans_are_the_same_in_fresh_processes_under_other_hash_seeds():
+    import os
+    import subprocess
+    import sys
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    runs = [subprocess.run([sys.executable, "-c", GA_PLANS, here], capture_output=True,
+                           text=True, check=True, cwd=os.path.dirname(here),
+                           env=dict(os.environ, PYTHONHASHSEED=h)).stdout
+            for h in ("0", "4242")]
+    assert runs[0] == runs[1]
+    assert len(runs[0]) > 100
