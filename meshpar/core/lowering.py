@@ -114,15 +114,22 @@ def _lower_pad(op, lowering, impl):
     axis, (before, after) = op._axis, op._paddings  # pylint: disable=protected-access
 
     def pad(x):
-        def zeros(n):
-            shape = x.shape.as_list()
-            shape[axis] = n
-            return tf.zeros(shape, x.dtype)
-        parts = ([zeros(before)] if before else []) + [x] + ([zeros(after)] if after else [])
-        return tf.concat(parts, axis, name="pad") if len(parts) > 1 else tf.identity(x)
+        padded = _zeros_around(x, axis, before, after, name="pad")
+        return tf.identity(x) if padded is x else padded
 
     lowering.set_tensor_lowering(op.outputs[0],
                                  impl.slicewise(pad, lowering.tensors[op.inputs[0]]))
+
+
+def _zeros_around(x, axis: int, before: int, after: int, name: str = "concat"):
+    """``x`` with ``before`` and ``after`` zeros along ``axis``, concatenated rather
+    than padded by TF's ``Pad`` (see :func:`_lower_pad`); ``x`` itself when both are 0."""
+    def zeros(n):
+        shape = x.shape.as_list()
+        shape[axis] = n
+        return tf.zeros(shape, x.dtype)
+    parts = ([zeros(before)] if before else []) + [x] + ([zeros(after)] if after else [])
+    return tf.concat(parts, axis, name=name) if len(parts) > 1 else x
 
 
 def _concat_dim(op):
@@ -341,15 +348,12 @@ def _lower_shift(op, lowering, impl):
         keep = max(0, size - abs(offset))  # elements that stay in the tensor
         begin, sizes = [0] * t.shape.ndims, [-1] * t.shape.ndims
         begin[axis], sizes[axis] = (0 if offset > 0 else size - keep), keep
-        shape = t.shape.as_list()
-        shape[axis] = size - keep
-        zeros = tf.zeros(shape, t.dtype)
         if not keep:
-            return zeros
+            return tf.zeros(t.shape.as_list(), t.dtype)
+        vacated = size - keep
         kept = tf.slice(t, begin, sizes)
-        if keep == size:
-            return kept
-        return tf.concat([zeros, kept] if offset > 0 else [kept, zeros], axis)
+        return _zeros_around(kept, axis, vacated if offset > 0 else 0,
+                             0 if offset > 0 else vacated)
 
     if mesh_axis is None:
         lowering.set_tensor_lowering(
