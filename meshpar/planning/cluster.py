@@ -19,7 +19,7 @@ import math
 import numbers
 import os
 from dataclasses import dataclass, field, replace
-from typing import Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 
@@ -346,12 +346,22 @@ class ClusterSpec:
         The profile's worker ``addresses`` (one per device) are those of ``devices``."""
         devices = tuple(devices)
         extra = self._timed_on_these()
-        addresses = extra.get("addresses")
-        if isinstance(addresses, list) and len(addresses) == len(self.devices):
-            at = {d.device: a for d, a in zip(self.devices, addresses)}
-            if all(d.device in at for d in devices):
-                extra["addresses"] = [at[d.device] for d in devices]
+        addresses = self.addresses_of(devices)
+        if addresses is not None:
+            extra["addresses"] = addresses
         return replace(self, devices=devices, extra=extra)
+
+    def addresses_of(self, devices: Sequence["DeviceSpec"]) -> Optional[list]:
+        """The profile's worker addresses of ``devices`` (devices of this cluster, by
+        their ``device`` names), in their order; None where the profile records no
+        address per device or one of ``devices`` is not among them."""
+        addresses = (self.extra or {}).get("addresses")
+        if not (isinstance(addresses, list) and len(addresses) == len(self.devices)):
+            return None
+        at = {d.device: a for d, a in zip(self.devices, addresses)}
+        if not all(d.device in at for d in devices):
+            return None
+        return [at[d.device] for d in devices]
 
     def _timed_on_these(self) -> dict:
         """``extra``, its timed splits naming the devices they ran on (these, in

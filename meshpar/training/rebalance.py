@@ -252,11 +252,10 @@ def scaled_profile(profile, speeds: Dict[int, float], description=None, batch: i
         by_task[t], profile=tuple((size, f * scale[t] / norm) for size, f in by_task[t].profile))
         for t in sorted(speeds))
     extra = dict(profile.extra or {})
-    addresses = extra.get("addresses")
-    if isinstance(addresses, list) and len(addresses) == len(profile.devices):
-        # one per device, in the devices' order (here: by task), as planners.plan reads them
-        at = {d.device: a for d, a in zip(profile.devices, addresses)}
-        extra["addresses"] = [at[by_task[t].device] for t in sorted(speeds)]
+    # one per device, in the devices' order (here: by task), as planners.plan reads them
+    addresses = profile.addresses_of([by_task[t] for t in sorted(speeds)])
+    if addresses is not None:
+        extra["addresses"] = addresses
     if extra.get("alone_profile"):  # the speeds alone scale with the device's
         extra["alone_profile"] = {
             by_task[t].device: tuple((size, f * scale[t] / norm) for size, f in points)
