@@ -327,3 +327,23 @@ def test_a_plan_that_does_not_fit_in_memory_is_noted(tmp_path, capsys):
         assert mesh_arguments(args, get("vgg-cifar-small"))["plan"].feasible == feasible
         err = capsys.readouterr().err
         assert ('"feasible": false' in err) == noted, err
+
+
+def test_the_best_checkpoint_is_kept_and_found_in_a_directory_whose_name_is_a_pattern(tmp_path):
+    """``keep_if_best`` and ``best_checkpoint`` (library functions: the CLI refuses such
+    directories before training) looked the checkpoint files up with ``glob`` on the
+    directory's name, so in ``run[1]`` no checkpoint was found to keep, the replaced best
+    copy stayed beside the new one, and the kept one was not found."""
+    from meshpar.training.run import best_checkpoint, keep_if_best
+
+    model_dir = tmp_path / "run[1]"
+    model_dir.mkdir()
+    for step in (1, 2):
+        (model_dir / f"model.ckpt-{step}.index").write_text("x")
+        (model_dir / f"model.ckpt-{step}.data-00000-of-00001").write_text("x")
+    assert keep_if_best(str(model_dir), 1, 0.5)
+    assert best_checkpoint(str(model_dir)) == str(model_dir / "best" / "model.ckpt-1")
+    assert keep_if_best(str(model_dir), 2, 0.25)
+    assert sorted(p.name for p in (model_dir / "best").iterdir()) == [
+        "best.json", "model.ckpt-2.data-00000-of-00001", "model.ckpt-2.index"]
+    assert best_checkpoint(str(model_dir)) == str(model_dir / "best" / "model.ckpt-2")

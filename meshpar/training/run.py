@@ -319,7 +319,7 @@ def best_checkpoint(model_dir: str) -> Optional[str]:
     if record is None:
         return None
     prefix = os.path.join(model_dir, BEST_DIR, f"model.ckpt-{record['step']}")
-    return prefix if glob.glob(prefix + ".index") else None
+    return prefix if os.path.isfile(prefix + ".index") else None
 
 
 def refuse_incomplete_checkpoint(prefix: str, advice: str) -> None:
@@ -423,7 +423,7 @@ def keep_if_best(model_dir: str, step: int, val_loss: float) -> bool:
         return False
     best = os.path.join(model_dir, BEST_DIR)
     os.makedirs(best, exist_ok=True)
-    files = glob.glob(os.path.join(model_dir, f"model.ckpt-{step}.*"))
+    files = glob.glob(os.path.join(glob.escape(model_dir), f"model.ckpt-{step}.*"))
     if not files:
         raise ValueError(f"{model_dir}: no checkpoint of step {step} to keep")
     for f in files:
@@ -432,7 +432,7 @@ def keep_if_best(model_dir: str, step: int, val_loss: float) -> bool:
         json.dump({"step": int(step), "val_loss": float(val_loss)}, f)
     os.replace(os.path.join(best, "best.json.tmp"), os.path.join(best, "best.json"))
     if record is not None and record["step"] != step:
-        for old in glob.glob(os.path.join(best, f"model.ckpt-{record['step']}.*")):
+        for old in glob.glob(os.path.join(glob.escape(best), f"model.ckpt-{record['step']}.*")):
             os.remove(old)
     return True
 
