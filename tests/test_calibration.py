@@ -5,10 +5,11 @@ import dataclasses
 import numpy as np
 import pytest
 
+from meshpar.core.splits import split_sizes_batch
 from meshpar.models import describe_model
 from meshpar.planning.calibration import MAX_JITTER, expected_max, fit_axis
 from meshpar.planning.cluster import ClusterSpec, DeviceSpec
-from meshpar.planning.cost_model import CostModel, split_sizes_batch
+from meshpar.planning.cost_model import CostModel
 from meshpar.planning.planners.milp import constant_speeds
 
 

@@ -3,11 +3,11 @@ import dataclasses
 import numpy as np
 import pytest
 
+from meshpar.core.splits import split_sizes, split_sizes_batch
 from meshpar.planning.cluster import ClusterSpec, DeviceSpec
-from meshpar.planning.cost_model import CostModel, split_sizes_batch
+from meshpar.planning.cost_model import CostModel
 from meshpar.planning.description import Layer, ModelDescription
 from meshpar.planning.memory import TENSORS_ONLY, MemoryTerms
-from meshpar.core.splits import split_sizes
 
 
 def one_conv(filters=64, comm="allconcat", out_elems=1000):

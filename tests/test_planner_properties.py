@@ -10,10 +10,10 @@ import math
 import numpy as np
 import pytest
 
-from meshpar.core.splits import split_sizes
+from meshpar.core.splits import split_sizes, split_sizes_batch
 from meshpar.models import describe_model
 from meshpar.planning.cluster import ClusterSpec
-from meshpar.planning.cost_model import CostModel, split_sizes_batch
+from meshpar.planning.cost_model import CostModel
 from meshpar.planning.description import Layer, ModelDescription
 from meshpar.planning.planners import plan
 

@@ -1,4 +1,4 @@
-"""The split rule and slice arithmetic (pure Python, no TensorFlow).
+"""The split rule and slice arithmetic (Python and numpy, no TensorFlow).
 
 Every uneven split in meshpar goes through :func:`split_sizes`, so a
 dimension laid out on a mesh axis is cut the same way everywhere: in slice
@@ -14,6 +14,8 @@ import numbers
 import operator
 from collections.abc import Mapping, Set
 from typing import Sequence
+
+import numpy as np
 
 
 def validate_weights(weights: Sequence[float], what: str = "weights") -> list[float]:
@@ -135,6 +137,41 @@ def split_sizes(total: int, weights: Sequence[float], what: str = "dimension") -
         candidates = [k for k in range(n) if sizes[k] > 1]
         i = max(candidates, key=lambda k: (settled(sizes[k] - quotas[k]), -k))
         sizes[i] -= 1
+    return sizes
+
+
+def split_sizes_batch(total: int, weights: np.ndarray) -> np.ndarray:
+    """:func:`split_sizes` for many weight vectors at once (the planners' populations).
+
+    ``weights`` has shape ``[P, k]``; returns int64 sizes ``[P, k]``, each row
+    equal to ``split_sizes(total, weights[p])`` (largest remainder, every part
+    >= 1, ties to the lower index).
+    """
+    w = np.asarray(weights, dtype=float)
+    if w.ndim != 2:
+        raise ValueError(f"weights must have shape [P, k], got {w.shape}")
+    n_rows, k = w.shape
+    if total < k:
+        raise ValueError(f"size {total} cannot be split into {k} parts of at least 1")
+    quotas = total * w / w.sum(axis=1, keepdims=True)
+    sizes = np.maximum(1, np.floor(quotas)).astype(np.int64)
+    deficit = total - sizes.sum(axis=1)
+    # Too few: give one more to the `deficit` largest remainders (on settled's
+    # grid, stable sort: ties to the lower index). Entries never need a second unit.
+    if np.any(deficit > 0):
+        order = np.argsort(-np.floor((quotas - sizes) * TIE_STEPS + 0.5), axis=1, kind="stable")
+        rank = np.empty_like(order)
+        np.put_along_axis(rank, order, np.arange(k)[None, :].repeat(n_rows, 0), axis=1)
+        sizes += (rank < np.maximum(deficit, 0)[:, None]).astype(np.int64)
+    # Too many (parts raised to 1): take back one at a time, as split_sizes does.
+    rows = np.nonzero(deficit < 0)[0]
+    while rows.size:
+        sub = sizes[rows]
+        excess = np.where(sub > 1, np.floor((sub - quotas[rows]) * TIE_STEPS + 0.5), -np.inf)
+        pick = np.argmax(excess, axis=1)  # first maximum: ties to the lower index
+        sizes[rows, pick] -= 1
+        left = total - sizes[rows].sum(axis=1)
+        rows = rows[left < 0]
     return sizes
 
 

@@ -165,3 +165,23 @@ def _minimax(predict, even_seconds: float, balanced_seconds: float, work_high: f
     smallest = min(e for e, _, _ in best)
     _, w, c = next(b for b in best if b[0] <= smallest + TIE)
     return float(w), float(c)
+
+
+def timed_order(names, mine: list) -> np.ndarray:
+    """The device (index into ``mine``, a cluster's device names) at each share of a
+    profile's timed splits: the devices ``names`` lists, in its order (their order
+    when timed); the cluster's order for a profile that does not say (``names``
+    None). ValueError when ``names`` are other devices than these (a profile edited
+    by hand, or :meth:`ClusterSpec.subset` of one): fitted as this cluster's split,
+    N devices' times priced a subset's splits at ~150x their work."""
+    if names is None:
+        return np.arange(len(mine))
+    if sorted(names) == sorted(mine):
+        return np.array([mine.index(name) for name in names])
+    raise ValueError(
+        f"the profile's splits were timed on {', '.join(map(str, names))} (extra "
+        f"'split_seconds' 'device_names'), this cluster lists {', '.join(mine)}: the "
+        "cost of splitting cannot be fitted to other devices. Plan the whole profile "
+        "(planners.plan(..., subsets=True), meshpar plan's default, leaves devices "
+        "idle itself) or price a subset with planners.common.subset_cost; in a profile "
+        "edited by hand, rename the devices in 'device_names' too")

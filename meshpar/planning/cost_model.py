@@ -59,8 +59,8 @@ from typing import Sequence
 
 import numpy as np
 
-from meshpar.core.splits import TIE_STEPS
-from meshpar.planning.calibration import expected_max, fit_axis
+from meshpar.core.splits import split_sizes_batch
+from meshpar.planning.calibration import expected_max, fit_axis, timed_order
 from meshpar.planning.cluster import ClusterSpec
 from meshpar.planning.description import ModelDescription
 from meshpar.planning.memory import MEASURED, MemoryTerms
@@ -79,41 +79,6 @@ def ring_allreduce_seconds(nbytes, k: int, bandwidth: float, latency: float):
     """Time of a ring all-reduce of ``nbytes`` over ``k`` devices: every device
     sends and receives ``2(k-1)/k`` of the data, in ``k-1`` steps each way."""
     return 2.0 * (k - 1) / k * nbytes / bandwidth + (k - 1) * latency
-
-
-def split_sizes_batch(total: int, weights: np.ndarray) -> np.ndarray:
-    """:func:`meshpar.core.splits.split_sizes` for many weight vectors at once.
-
-    ``weights`` has shape ``[P, k]``; returns int64 sizes ``[P, k]``, each row
-    equal to ``split_sizes(total, weights[p])`` (largest remainder, every part
-    >= 1, ties to the lower index).
-    """
-    w = np.asarray(weights, dtype=float)
-    if w.ndim != 2:
-        raise ValueError(f"weights must have shape [P, k], got {w.shape}")
-    n_rows, k = w.shape
-    if total < k:
-        raise ValueError(f"size {total} cannot be split into {k} parts of at least 1")
-    quotas = total * w / w.sum(axis=1, keepdims=True)
-    sizes = np.maximum(1, np.floor(quotas)).astype(np.int64)
-    deficit = total - sizes.sum(axis=1)
-    # Too few: give one more to the `deficit` largest remainders (on splits.settled's
-    # grid, stable sort: ties to the lower index). Entries never need a second unit.
-    if np.any(deficit > 0):
-        order = np.argsort(-np.floor((quotas - sizes) * TIE_STEPS + 0.5), axis=1, kind="stable")
-        rank = np.empty_like(order)
-        np.put_along_axis(rank, order, np.arange(k)[None, :].repeat(n_rows, 0), axis=1)
-        sizes += (rank < np.maximum(deficit, 0)[:, None]).astype(np.int64)
-    # Too many (parts raised to 1): take back one at a time, as splits.py does.
-    rows = np.nonzero(deficit < 0)[0]
-    while rows.size:
-        sub = sizes[rows]
-        excess = np.where(sub > 1, np.floor((sub - quotas[rows]) * TIE_STEPS + 0.5), -np.inf)
-        pick = np.argmax(excess, axis=1)  # first maximum: ties to the lower index
-        sizes[rows, pick] -= 1
-        left = total - sizes[rows].sum(axis=1)
-        rows = rows[left < 0]
-    return sizes
 
 
 @dataclass(frozen=True)
@@ -268,7 +233,8 @@ class CostModel:
             self.cluster, extra={k: v for k, v in self.cluster.extra.items() if k not in drop}),
             batch, self.optimizer_slots, self.memory_terms)
         n = self.n
-        ident = self._timed_order(measured.get("device_names")) if n > 1 else np.arange(n)
+        ident = (timed_order(measured.get("device_names"), [d.name for d in self.cluster.devices])
+                 if n > 1 else np.arange(n))
         balanced = measured.get("balanced") or {}
         weights = balanced.get("weights")
         if weights is not None and len(weights) != n:
@@ -293,26 +259,6 @@ class CostModel:
             overhead[axis], jitter[axis] = fit_axis(
                 predict, float(measured[axis]), balanced.get(axis) if weights else None, top)
         return overhead, jitter
-
-    def _timed_order(self, names) -> np.ndarray:
-        """The device at each share of the profile's timed splits: the devices
-        ``names`` lists, in its order (their order when timed); the cluster's
-        order for a profile that does not say (``names`` None). ValueError when
-        ``names`` are other devices than these (a profile edited by hand, or
-        :meth:`ClusterSpec.subset` of one): fitted as this cluster's split, N
-        devices' times priced a subset's splits at ~150x their work."""
-        mine = [d.name for d in self.cluster.devices]
-        if names is None:
-            return np.arange(self.n)
-        if sorted(names) == sorted(mine):
-            return np.array([mine.index(name) for name in names])
-        raise ValueError(
-            f"the profile's splits were timed on {', '.join(map(str, names))} (extra "
-            f"'split_seconds' 'device_names'), this cluster lists {', '.join(mine)}: the "
-            "cost of splitting cannot be fitted to other devices. Plan the whole profile "
-            "(planners.plan(..., subsets=True), meshpar plan's default, leaves devices "
-            "idle itself) or price a subset with planners.common.subset_cost; in a profile "
-            "edited by hand, rename the devices in 'device_names' too")
 
     def overhead_seconds(self, rows: int, cols: int, speed: np.ndarray) -> np.ndarray:
         """Seconds of the calibrated split work of each row, ``speed`` [..., R, M]

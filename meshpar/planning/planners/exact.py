@@ -30,6 +30,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from meshpar.core.splits import split_sizes_batch
 from meshpar.planning.cluster import ClusterSpec
 from meshpar.planning.cost_model import CostModel
 from meshpar.planning.description import ModelDescription
@@ -37,7 +38,6 @@ from meshpar.planning.plan import Plan
 
 #: What the exact planner's optimum is over (``Plan.extra["layout"]``).
 FIXED_LAYOUT = "fixed: every split dim of size >= M on model (the layout gene is not searched)"
-from meshpar.planning.cost_model import split_sizes_batch
 from meshpar.planning.planners.common import (allowed_shapes, better, build_plan,
                                               device_kinds, proportional_weights)
 from meshpar.planning.planners.milp import (allreduce_bound, constant_speeds, formulate,

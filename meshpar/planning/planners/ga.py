@@ -43,8 +43,9 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from meshpar.core.splits import split_sizes_batch
 from meshpar.planning.cluster import ClusterSpec
-from meshpar.planning.cost_model import CostModel, penalised, split_sizes_batch
+from meshpar.planning.cost_model import CostModel, penalised
 from meshpar.planning.description import ModelDescription
 from meshpar.planning.plan import Plan
 from meshpar.planning.planners.common import (allowed_shapes, build_plan, device_kinds,

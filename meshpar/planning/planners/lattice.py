@@ -13,7 +13,7 @@ import functools
 
 import numpy as np
 
-from meshpar.planning.cost_model import split_sizes_batch
+from meshpar.core.splits import split_sizes_batch
 
 #: Gene index of the batch split in :func:`unit_moves`'s output (dims are >= 0).
 BATCH = -1
