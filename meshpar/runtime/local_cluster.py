@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import atexit
 import json
+import numbers
 import os
 import signal
 import socket
@@ -45,7 +46,7 @@ from meshpar.runtime.client import ClusterFailure, unreachable_reason
 from meshpar.runtime.memory_limit import (MemoryLimit, detect_memory_cgroup, mapped_files,
                                           warm_page_cache)
 from meshpar.runtime.worker import PARENT_ENV, SERVING
-from meshpar.core.splits import validate_weights
+from meshpar.core.splits import number_above, true_or_false, validate_weights
 
 CGROUP_V1_CPU = "/sys/fs/cgroup/cpu"
 CGROUP_V2 = "/sys/fs/cgroup"
@@ -100,8 +101,8 @@ def _checked_period(period_us, throttle: str) -> Optional[int]:
     """``period_us`` as an int in the kernel's range, or None (the throttle's default)."""
     if period_us is None:
         return None
-    if isinstance(period_us, bool) or not isinstance(period_us, (int, float)) or not (
-            MIN_PERIOD_US <= period_us <= MAX_PERIOD_US):
+    if isinstance(period_us, bool) or not isinstance(period_us, numbers.Real) or not (
+            MIN_PERIOD_US <= period_us <= MAX_PERIOD_US):  # numpy's numbers too
         raise ValueError(f"LocalCluster period_us must be {MIN_PERIOD_US} to {MAX_PERIOD_US} "
                          f"microseconds (1 ms to 1 s), got {period_us!r}")
     if throttle == "none":
@@ -219,9 +220,11 @@ class LocalCluster:
             raise ValueError(f"throttle must be auto, cgroup, signal or none, got {throttle!r}")
         self.host = host
         self.period_us = _checked_period(period_us, throttle)
-        self.start_timeout = float(start_timeout)
+        # a NaN timeout never passed (a worker that never served hung start() for good)
+        self.start_timeout = number_above(start_timeout, "LocalCluster start_timeout")
         cores = os.cpu_count() or 1
-        self.pin = (len(self.speeds) <= cores) if pin is None else bool(pin)
+        self.pin = (len(self.speeds) <= cores) if pin is None else true_or_false(
+            pin, "LocalCluster pin")  # pin="no" pinned
         if throttle == "auto":
             throttle = "cgroup" if detect_cgroup() else "signal"
         if self.period_us is None:
@@ -239,16 +242,18 @@ class LocalCluster:
         self._started = False
 
     def _checked_memory(self, memory_bytes) -> Optional[list]:
-        """``memory_bytes`` as floats, one per worker, or None; ValueError otherwise."""
+        """``memory_bytes`` as floats, one per worker, or None; TypeError or ValueError naming
+        it otherwise."""
         if memory_bytes is None:
             return None
-        memory_bytes = [float(m) for m in memory_bytes]
+        if isinstance(memory_bytes, (str, bytes)) or not hasattr(memory_bytes, "__iter__"):
+            raise TypeError(f"LocalCluster memory_bytes must be one number per worker, got "
+                            f"{memory_bytes!r}")
+        memory_bytes = [number_above(m, f"LocalCluster memory_bytes[{i}]")  # "1e9" was read
+                        for i, m in enumerate(memory_bytes)]
         if len(memory_bytes) != len(self.speeds):
             raise ValueError(f"LocalCluster memory_bytes has {len(memory_bytes)} values for "
                              f"{len(self.speeds)} workers")
-        if not all(0 < m < float("inf") for m in memory_bytes):
-            raise ValueError(f"LocalCluster memory_bytes must be finite and > 0, "
-                             f"got {memory_bytes}")
         if detect_memory_cgroup() is None:
             raise ValueError("LocalCluster memory_bytes needs a writable cgroup memory "
                              "controller (Linux, as root)")
