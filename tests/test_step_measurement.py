@@ -23,6 +23,39 @@ def test_steady_state_leaves_out_the_warmup_and_uses_the_median_step():
     assert s["steady_window"] == [9.0, 10.5]
 
 
+def test_a_traced_step_is_left_out_of_the_steady_rates():
+    """``train --trace-step N`` inside the steady steps counted the traced step (every
+    op's stats collected: 1.5-2x a step) in the mean and the spread; now left out."""
+    # steps 1..8 end at these times; step 6 is the traced one (0.5 s against 0.1 s)
+    ends = [0.0, 5.0, 5.1, 5.2, 5.3, 5.8, 5.9, 6.0]
+    s = steady_state(ends, batch=8, warmup=2, leave_out=(6,))
+    assert s["steady_steps"] == 5  # steps 3, 4, 5, 7, 8
+    assert s["samples_per_second_mean"] == pytest.approx(80.0)
+    assert s["samples_per_second_p25_p75"] == pytest.approx([80.0, 80.0])
+    assert s["steady_window"] == [5.0, 6.0]  # the steps' span is unchanged
+    kept = steady_state(ends, batch=8, warmup=2)
+    assert kept["steady_steps"] == 6 and kept["samples_per_second_mean"] < 70
+    # a step in the warm-up, or past the run, leaves nothing more out
+    assert steady_state(ends, 8, 2, leave_out=(2, 40))["steady_steps"] == 6
+
+
+def test_train_leaves_its_traced_step_out_of_samples_per_second(capsys):
+    """Through the CLI: ``--trace-step`` inside the steady window reports one steady
+    step fewer than the same run without it."""
+    import json
+
+    from meshpar.cli import main
+
+    args = ["train", "--synthetic", "--model", "resattnet3d-tiny", "--n-synthetic", "8",
+            "--batch", "2", "--steps", "8", "--warmup-steps", "2", "--no-progress", "--json"]
+    counts = []
+    for extra in ([], ["--trace-step", "5"]):
+        assert main(args + extra) == 0
+        counts.append(json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+                      ["steady_steps"])
+    assert counts == [6, 5]
+
+
 def test_too_short_a_run_reports_no_rate_instead_of_a_wrong_one():
     s = steady_state([0.0, 1.0, 2.0], batch=4, warmup=2)
     assert s["samples_per_second"] is None and s["steady_steps"] == 1

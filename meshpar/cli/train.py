@@ -140,13 +140,15 @@ def register(subparsers) -> None:
                              "steps); not the learning-rate warm-up")
     parser.add_argument("--trace-step", type=int, default=None,
                         help="trace this step (counted in this run, from 1) and show per worker "
-                             "where its time went: compute, communication, idle")
+                             "where its time went: compute, communication, idle (left out "
+                             "of samples/s: tracing slows it)")
     parser.add_argument("--trace-out", type=path_text,
                         help="with --trace-step: write the traced step's timeline "
                              "here (Chrome trace JSON, for Perfetto)")
     parser.add_argument("--worker-times-every", type=int, default=0,
                         help="trace every N-th step, N <= --steps, and write each worker's "
-                             "step time to TensorBoard (default 0: off)")
+                             "step time to TensorBoard (default 0: off; the traced steps "
+                             "count in samples/s)")
     parser.add_argument("--json", action="store_true",
                         help="also print the summary as one JSON object, the last line of stdout")
     parser.set_defaults(func=run, command="train")  # its notes' prefix, as main names it
@@ -525,7 +527,9 @@ def _train(args, spec, lr, params, mesh_kwargs, model_dir, data, client=None,
     finally:
         bar.close()
     seconds = time.perf_counter() - started
-    speed = steady_state(history.step_ends, args.batch, args.warmup_steps)
+    # the traced step collects every op's stats: not a training step's time
+    traced = () if args.trace_step is None else (args.trace_step,)
+    speed = steady_state(history.step_ends, args.batch, args.warmup_steps, leave_out=traced)
     # on the unix clock, so that another process (a benchmark reading the workers'
     # CPU time) can find the steady steps
     to_unix = time.time() - time.perf_counter()

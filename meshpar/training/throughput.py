@@ -21,7 +21,8 @@ def default_warmup(steps: int) -> int:
     return min(max(3, steps // 10), max(steps - 2, 0))
 
 
-def steady_state(step_ends: Sequence[float], batch: int, warmup: Optional[int] = None) -> dict:
+def steady_state(step_ends: Sequence[float], batch: int, warmup: Optional[int] = None,
+                 leave_out: Sequence[int] = ()) -> dict:
     """Throughput of the steps after ``warmup`` from their end times (seconds).
 
     ``step_ends[i]`` is when step ``i`` finished, so step ``i``'s time is
@@ -32,13 +33,19 @@ def steady_state(step_ends: Sequence[float], batch: int, warmup: Optional[int] =
     ``step_seconds_median``, ``warmup_steps``, ``steady_steps`` and
     ``steady_window`` (when the first steady step started and the last one
     ended, on ``step_ends``' clock); the rates and the window are None when
-    fewer than two steps remain.
+    fewer than two steps remain. ``leave_out``: numbers of steps (from 1, as
+    ``step_ends`` counts them) whose time is not the training's own, such as
+    a traced step (``FULL_TRACE`` collects every op's stats: 1.5-2x a step),
+    left out of the rates and of ``steady_steps``.
     """
     ends = np.asarray(step_ends, dtype=float)
     warmup = default_warmup(len(ends)) if warmup is None else int(warmup)
     if warmup < 0:
         raise ValueError(f"warmup must be >= 0, got {warmup}")
-    durations = np.diff(ends)[max(warmup, 1) - 1:]
+    first = max(warmup, 1)  # step first + 1 (from 1) is the first steady one
+    durations = np.diff(ends)[first - 1:]
+    steady = np.arange(first + 1, len(ends) + 1)
+    durations = durations[~np.isin(steady, np.asarray(list(leave_out), dtype=int))]
     out = {"batch": int(batch), "warmup_steps": max(warmup, 1), "steady_steps": int(len(durations)),
            "samples_per_second": None, "samples_per_second_p25_p75": None,
            "samples_per_second_mean": None, "step_seconds_median": None, "steady_window": None}
@@ -49,5 +56,5 @@ def steady_state(step_ends: Sequence[float], batch: int, warmup: Optional[int] =
                samples_per_second_p25_p75=[float(batch / p75), float(batch / p25)],
                samples_per_second_mean=float(batch * len(durations) / durations.sum()),
                step_seconds_median=float(median),
-               steady_window=[float(ends[len(ends) - len(durations) - 1]), float(ends[-1])])
+               steady_window=[float(ends[first - 1]), float(ends[-1])])
     return out
