@@ -1,3 +1,103 @@
 """Bad-input sweep 18: the Python API a notebook calls directly (the re-balancing
 options and speed monitor, the cost model, clusters), each argument either taken as
 meant or refused naming it (the local workers' own are in their cluster's test file)."""
+import math
+
+import numpy as np
+import pytest
+
+
+def _match(words: str) -> str:
+    return words.replace("[", r"\[").replace("]", r"\]").replace("(", r"\(").replace(")", r"\)")
+
+
+# ------------------------------------------------------------- re-balancing options
+@pytest.mark.parametrize("kwargs, error, words", [
+    (dict(profile="profile.json"), TypeError,
+     "rebalance profile must be a ClusterSpec (the workers' measured profile), got "
+     "'profile.json'; for a profile file, ClusterSpec.load(path)"),
+    (dict(profile={"devices": []}), TypeError, "rebalance profile must be a ClusterSpec"),
+    (dict(poll_seconds=math.inf), ValueError, "poll_seconds must be finite and > 0, got inf"),
+])
+def test_rebalance_options_name_a_wrong_profile_or_poll(kwargs, error, words):
+    """A profile given as its file's path was taken and failed when the run started with
+    "'str' object has no attribute 'devices'"; an infinite poll_seconds reached
+    thread.join's 'timeout value is too large'."""
+    from meshpar.training.rebalance import RebalanceOptions
+
+    with pytest.raises(error, match=_match(words)):
+        RebalanceOptions(**kwargs)
+
+
+def test_rebalance_options_still_take_a_profile():
+    from meshpar.planning.cluster import ClusterSpec
+    from meshpar.training.rebalance import RebalanceOptions
+
+    profile = ClusterSpec.from_speeds([1.0, 0.5])
+    assert RebalanceOptions(profile=profile, poll_seconds=np.float32(0.5)).profile is profile
+
+
+# ------------------------------------------------------- the speed monitor and trigger
+def _sample(step, busy):
+    return False
+
+
+@pytest.mark.parametrize("kwargs, error, words", [
+    (dict(every=2.5), TypeError, "re-balancing samples every N steps: N must be an integer"),
+    (dict(every="3"), TypeError, "re-balancing samples every N steps: N must be an integer"),
+    (dict(every=0), ValueError, "N must be an integer >= 1, got 0"),
+    (dict(trace="no"), TypeError, "SpeedMonitor trace must be True or False"),
+    (dict(warmup=-1), ValueError, "SpeedMonitor warmup must be an integer >= 0"),
+    (dict(warmup=1.5), TypeError, "SpeedMonitor warmup must be an integer >= 0"),
+    (dict(burst=0), ValueError, "SpeedMonitor burst must be an integer >= 1"),
+    (dict(budget="0.1"), TypeError, "the measuring budget must be a number"),
+    (dict(budget=math.nan), ValueError, "the measuring budget must be finite"),
+    (dict(on_sample=None), TypeError, "SpeedMonitor on_sample (and on_step, if given) must "
+                                      "be callable"),
+])
+def test_the_speed_monitor_names_a_wrong_argument(kwargs, error, words):
+    """every=2.5 sampled one step in 2 (int()), trace="no" traced (bool()), a negative
+    warmup and a burst of 0 were taken, '3' was Python's '<' between str and int, and
+    on_sample=None failed at the first sample."""
+    from meshpar.training.live_speeds import SpeedMonitor
+
+    with pytest.raises(error, match=_match(words)):
+        SpeedMonitor(**{"every": 3, "on_sample": _sample, **kwargs})
+
+
+def test_the_speed_monitor_takes_numpy_values():
+    from meshpar.training.live_speeds import SpeedMonitor
+
+    monitor = SpeedMonitor(np.int64(5), _sample, warmup=np.int32(0), trace=np.bool_(False),
+                           burst=np.int64(2), budget=np.float64(0.2))
+    assert (monitor.every, monitor.warmup, monitor.trace, monitor.burst, monitor.budget) == (
+        5, 0, False, 2, 0.2)
+    assert all(type(v) is t for v, t in ((monitor.every, int), (monitor.trace, bool),
+                                         (monitor.burst, int), (monitor.budget, float)))
+
+
+@pytest.mark.parametrize("kwargs, error, words", [
+    (dict(threshold=math.inf), ValueError, "step-time trigger: threshold must be finite"),
+    (dict(threshold="0.2"), TypeError, "step-time trigger: threshold must be a number"),
+    (dict(z=math.inf), ValueError, "step-time trigger: z must be finite"),
+    (dict(z=-1), ValueError, "step-time trigger: z must be >= 0"),
+    (dict(window=2.5), TypeError, "step-time trigger: window must be an integer >= 1"),
+    (dict(confirm=True), TypeError, "step-time trigger: confirm must be an integer >= 1"),
+    (dict(history="60"), TypeError, "step-time trigger: history must be an integer >= 1"),
+    (dict(window=20), ValueError, "need 1 <= window <= settle <= history"),
+])
+def test_the_step_time_trigger_names_a_wrong_argument(kwargs, error, words):
+    """An infinite threshold or z made a band no shift leaves (it never fired), window 2.5
+    was cut to 2, confirm=True read as 1, and strings met Python's '>' or '<'."""
+    from meshpar.training.step_trigger import StepTimeTrigger
+
+    with pytest.raises(error, match=_match(words)):
+        StepTimeTrigger(**kwargs)
+
+
+def test_the_step_time_trigger_still_fires_with_numpy_values():
+    from meshpar.training.step_trigger import StepTimeTrigger
+
+    trigger = StepTimeTrigger(threshold=np.float32(0.25), window=np.int64(15))
+    fired = [i for i, s in enumerate([1.0] * 30 + [2.0] * 30) if trigger.observe(s)]
+    assert fired == [40] and type(trigger.window) is int

@@ -25,7 +25,8 @@ from typing import Callable, Dict, Optional
 import numpy as np
 import tensorflow.compat.v1 as tf
 
-from meshpar.core.splits import split_sizes
+from meshpar.core.splits import (integer_at_least, number_above, split_sizes,
+                                 true_or_false)
 from meshpar.planning.plan import parse_layout
 from meshpar.runtime.client import parse_worker_device
 from meshpar.training.step_trigger import StepTimeTrigger  # noqa: F401 (re-exported)
@@ -212,16 +213,20 @@ class SpeedMonitor(tf.estimator.SessionRunHook):
                  warmup: int = 3, trace: bool = True, probe: Optional[Dict[int, str]] = None,
                  trigger: Optional[StepTimeTrigger] = None, burst: int = 3,
                  budget: Optional[float] = None):
-        if every < 1:
-            raise ValueError(f"re-balancing samples every N steps: N must be >= 1, got {every}")
-        if budget is not None and not 0.0 < float(budget) <= 1.0:
+        # counts as given (every=2.5 sampled one step in 2), trace a switch (trace="no" traced)
+        self.every = integer_at_least(every, "re-balancing samples every N steps: N")
+        self.warmup = integer_at_least(warmup, "SpeedMonitor warmup", 0)
+        self.trace = true_or_false(trace, "SpeedMonitor trace")
+        if budget is not None and not 0.0 < number_above(budget, "the measuring budget") <= 1.0:
             raise ValueError(f"the measuring budget must be a share in (0, 1], got {budget!r}")
-        self.every, self.warmup, self.trace = int(every), int(warmup), bool(trace)
+        if not callable(on_sample) or not (on_step is None or callable(on_step)):
+            raise TypeError(f"SpeedMonitor on_sample (and on_step, if given) must be "
+                            f"callable, got {on_sample!r}, {on_step!r}")
         self.budget = None if budget is None else float(budget)
         self._due = self.every  # the count after warm-up at which a sample is due
         self.waited_steps = 0  # steps at which a due sample waited for the budget
         self.setup_seconds = 0.0  # the probes' set-up and sizing runs at session start
-        self.trigger, self.burst = trigger, int(burst)
+        self.trigger, self.burst = trigger, integer_at_least(burst, "SpeedMonitor burst")
         self._burst_left = 0
         self.triggers = []  # global steps at which the step time moved
         self.probe_devices = dict(probe) if probe else None

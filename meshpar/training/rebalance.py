@@ -25,7 +25,9 @@ bit-identical weights.
 from __future__ import annotations
 
 import dataclasses
+import math
 import numbers
+import os
 import threading
 import time
 from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence
@@ -95,6 +97,7 @@ class RebalanceOptions:
 
     def __post_init__(self):
         from meshpar.core.splits import integer_at_least, true_or_false
+        from meshpar.planning.cluster import ClusterSpec
         from meshpar.planning.planners import METHODS
 
         # switches True or False (elastic="no" was on), counts integers (every=True was 1
@@ -120,8 +123,13 @@ class RebalanceOptions:
                              f"got {self.measure!r}")
         if self.budget is not None and not 0.0 < float(self.budget) <= 1.0:
             raise ValueError(f"rebalance budget must be a share in (0, 1], got {self.budget!r}")
-        if not self.poll_seconds > 0:
-            raise ValueError(f"poll_seconds must be > 0, got {self.poll_seconds!r}")
+        if not 0 < self.poll_seconds < math.inf:  # inf: thread.join's OverflowError
+            raise ValueError(f"poll_seconds must be finite and > 0, got {self.poll_seconds!r}")
+        if self.profile is not None and not isinstance(self.profile, ClusterSpec):
+            hint = "; for a profile file, ClusterSpec.load(path)" * isinstance(
+                self.profile, (str, os.PathLike))  # was "'str' object has no attribute ..."
+            raise TypeError(f"rebalance profile must be a ClusterSpec (the workers' measured "
+                            f"profile), got {self.profile!r}{hint}")
 
     @property
     def planner(self) -> str:

@@ -27,6 +27,8 @@ import collections
 import math
 from typing import Deque, Iterable, Optional
 
+from meshpar.core.splits import integer_at_least, number_above
+
 __all__ = ["StepTimeTrigger"]
 
 # MAD -> standard deviation of a normal; the median of n normal draws has a
@@ -71,14 +73,19 @@ class StepTimeTrigger:
 
     def __init__(self, threshold: float = 0.25, window: int = 15, confirm: int = 4,
                  z: float = 3.5, settle: int = 15, history: int = 60):
-        if not threshold > 0 or not z >= 0:
-            raise ValueError(f"step-time trigger: threshold > 0 and z >= 0, got {threshold}, {z}")
-        if not 1 <= window <= settle <= history or confirm < 1:
+        # numbers as given: an infinite threshold or z never fired, window 2.5 was cut to 2
+        threshold = number_above(threshold, "step-time trigger: threshold")
+        z = number_above(z, "step-time trigger: z", -math.inf)
+        if z < 0:
+            raise ValueError(f"step-time trigger: z must be >= 0, got {z!r}")
+        window, confirm, settle, history = (
+            integer_at_least(value, f"step-time trigger: {name}") for name, value in
+            (("window", window), ("confirm", confirm), ("settle", settle), ("history", history)))
+        if not window <= settle <= history:
             raise ValueError("step-time trigger: need 1 <= window <= settle <= history and "
                              f"confirm >= 1, got {window}, {settle}, {history}, {confirm}")
-        self.threshold, self.z = float(threshold), float(z)
-        self.window, self.confirm = int(window), int(confirm)
-        self.settle, self.history = int(settle), int(history)
+        self.threshold, self.z = threshold, z
+        self.window, self.confirm, self.settle, self.history = window, confirm, settle, history
         self._recent: Deque[float] = collections.deque(maxlen=self.window)
         self._restart([])
 
