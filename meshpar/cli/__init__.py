@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import re
 import sys
 
@@ -127,6 +128,9 @@ def main(argv=None) -> int:
     # the command as argparse names it in its own errors: "meshpar bench memory"
     name = " ".join(["meshpar", args.command] + [
         getattr(args, a) for a in ("bench", "data_command") if getattr(args, a, None)])
+    # TensorFlow's start-up notes (oneDNN, CPU features) on stderr: a command that
+    # imported it before refusing its input said three lines more than its one
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     try:
         return int(args.func(args) or 0)
     except ClusterFailure as err:  # a worker lost at run time, not bad input
@@ -182,8 +186,6 @@ _PLACE_ERRNOS = _place_errnos()
 def _drop_stdout() -> None:
     """Point stdout's file descriptor at /dev/null, so that the interpreter's last
     flush at exit does not fail on the closed pipe too (and print about it)."""
-    import os
-
     try:
         fd = sys.stdout.fileno()
     except (AttributeError, OSError, ValueError):  # not a file (a test's capture)
