@@ -10,13 +10,16 @@ the dimension (``REFUSED``).
 import numpy as np
 import pytest
 
-from mtf_helpers import HeterogeneousMeshImpl, mtf, new_graph, one_device_impl, run_lowered, tf
+from mtf_helpers import (HeterogeneousMeshImpl, mtf, new_graph, one_device_impl, run_lowered,
+                         session, tf)
 
 from meshpar.models import _layers as L
 
 B, F, I = mtf.Dimension("batch", 7), mtf.Dimension("filters", 13), mtf.Dimension("d_in", 5)
 H, W, D = mtf.Dimension("h", 4), mtf.Dimension("w", 4), mtf.Dimension("d", 4)
 V = mtf.Dimension("vocab", 11)
+# pooled sizes the window of 2 does not divide: the last row of h, w or d is in no window
+H5, W7, D3 = mtf.Dimension("h", 5), mtf.Dimension("w", 7), mtf.Dimension("d", 3)
 
 
 def _conv_filter(*dims):
@@ -41,6 +44,10 @@ OPS = {
     "pooling": ([[B, H, W, F]], lambda x: [mtf.layers.max_pool2d(x), mtf.layers.avg_pool2d(x)]),
     "pooling3d": ([[B, D, H, W, F]], lambda x: [mtf.layers.max_pool3d(x),
                                                 mtf.layers.avg_pool3d(x)]),
+    "pooling_odd": ([[B, H5, W7, F]], lambda x: [mtf.layers.max_pool2d(x),
+                                                 mtf.layers.avg_pool2d(x)]),
+    "pooling3d_odd": ([[B, D3, H5, W7, F]], lambda x: [mtf.layers.max_pool3d(x),
+                                                       mtf.layers.avg_pool3d(x)]),
     # the models' own max pooling and ReLU (TF's gradient kernels on each slice)
     "max_pool": ([[B, H, W, F]], lambda x: [L.max_pool(x, (2, 2))]),
     "max_pool3d": ([[B, D, H, W, F]], lambda x: [L.max_pool(x, (2, 2, 2))]),
@@ -74,7 +81,8 @@ SPLITS = {
     "einsum": ["filters", "batch", "d_in"], "conv2d": ["filters", "batch", "d_in"],
     "conv3d": ["filters", "batch"], "conv2d_transpose": ["filters", "batch", "d_in"],
     "conv3d_transpose": ["filters", "batch", "d_in"], "pooling": ["filters", "batch"],
-    "pooling3d": ["filters", "batch"], "max_pool": ["filters", "batch"],
+    "pooling3d": ["filters", "batch"], "pooling_odd": ["filters", "batch", "w"],
+    "pooling3d_odd": ["batch", "filters", "w"], "max_pool": ["filters", "batch"],
     "max_pool3d": ["filters", "batch"], "relu": ["filters", "batch", "h"], "reductions": ["filters", "batch"],
     "softmax": ["filters", "batch"], "layer_norm": ["filters", "batch"],
     "broadcast": ["filters", "batch"], "slice": ["filters", "batch"],
@@ -162,7 +170,7 @@ def test_op_on_an_uneven_mesh_matches_one_processor(op_name, mesh, layout):
     impl = _impl(mesh, layout)
     split_dims = [pair.split(":")[0] for pair in layout.split(";")]
     assert all(len(set(impl.split_sizes(d))) > 1
-               for d in (B, F, I, V, H, W, D) if d.name in split_dims), "must split unevenly"
+               for d in (B, F, I, V, H, W, D, H5, W7, D3) if d.name in split_dims), "must split unevenly"
     got = _run(op_name, impl)
     want = _reference(op_name)
     assert len(got) == len(want)
@@ -171,6 +179,28 @@ def test_op_on_an_uneven_mesh_matches_one_processor(op_name, mesh, layout):
         # float32 sums in another order: within 1e-6 of the output's scale
         scale = max(1.0, float(np.max(np.abs(w), initial=0.0)))
         np.testing.assert_allclose(g, w, rtol=0, atol=1e-6 * scale)
+
+
+@pytest.mark.parametrize("op_name, pools", [
+    ("pooling_odd", (tf.nn.max_pool2d, tf.nn.avg_pool2d)),
+    ("pooling3d_odd", (tf.nn.max_pool3d, tf.nn.avg_pool3d))])
+def test_pooling_over_sizes_the_window_does_not_divide_is_tfs(op_name, pools):
+    # upstream's gradient assumed divisible sizes: a shape error, on one device too
+    (x_shape, x), = _input_values(OPS[op_name][0], np.random.RandomState(0))
+    got = _reference(op_name)
+    rng = np.random.RandomState(0)
+    _input_values(OPS[op_name][0], rng)  # the draws _run made before its weights
+    window = [1] + [2] * (x_shape.ndims - 2) + [1]
+    with tf.Graph().as_default():
+        x = tf.constant(x)
+        outs = [pool(x, window, window, "VALID") for pool in pools]
+        loss = tf.add_n([tf.reduce_sum(out * rng.randn(*out.shape.as_list()).astype(np.float32))
+                         for out in outs])
+        with session() as sess:
+            want = sess.run(outs + tf.gradients(loss, [x]))
+    assert not want[-1][..., -1, :].any()  # the column in no window has no gradient
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=0, atol=1e-6 * max(1.0, float(np.abs(w).max())))
 
 
 @pytest.mark.parametrize("op_name, dim", sorted(REFUSED))

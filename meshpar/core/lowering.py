@@ -409,17 +409,24 @@ def _lower_pool(op, lowering, impl):
 
 def _lower_pool_backprop(op, lowering, impl):
     """Upstream's gradient of non-overlapping pooling, per slice or on gathered slices
-    (:func:`lower_pooling`)."""
+    (:func:`lower_pooling`), with zeros for the rows a pooled size that the window does
+    not divide leaves out of every window (the forward pooling drops them, as TF's
+    VALID pooling does): upstream's gradient assumed divisible sizes, and an input of
+    5 rows under windows of 2 failed with a shape error, on one device too."""
     ksize, kind = list(op._strides), op._pool_fn_string  # pylint: disable=protected-access
     start = -len(ksize) - 1
 
-    def upscale(t):
-        return mtf_ops._tf_upscale(t, start, -1, list(ksize))  # pylint: disable=protected-access
+    def upscale(t, like):
+        up = mtf_ops._tf_upscale(t, start, -1, list(ksize))  # pylint: disable=protected-access
+        rest = [int(a) - int(b) for a, b in zip(like.shape, up.shape)]
+        if not any(rest):
+            return up
+        return tf.pad(up, [[0, r] for r in rest])
 
     def gradient(x, y, dy):
         if kind.startswith("MAX"):
-            return tf.cast(tf.equal(x, upscale(y)), x.dtype) * upscale(dy)
-        return upscale(dy) / tf.constant(_prod(ksize), dtype=x.dtype)
+            return tf.cast(tf.equal(x, upscale(y, x)), x.dtype) * upscale(dy, x)
+        return upscale(dy, x) / tf.constant(_prod(ksize), dtype=x.dtype)
 
     lower_pooling(op, lowering, gradient, ksize, op.inputs[1])
 
