@@ -101,3 +101,79 @@ def test_the_step_time_trigger_still_fires_with_numpy_values():
     trigger = StepTimeTrigger(threshold=np.float32(0.25), window=np.int64(15))
     fired = [i for i, s in enumerate([1.0] * 30 + [2.0] * 30) if trigger.observe(s)]
     assert fired == [40] and type(trigger.window) is int
+
+
+# ------------------------------------------------------------ the cost model, clusters
+@pytest.fixture(scope="module")
+def tiny():
+    from meshpar.models import describe_model
+
+    return describe_model("resattnet3d-tiny")
+
+
+@pytest.mark.parametrize("call, error, words", [
+    (lambda d, c: ("resattnet3d-tiny", c, 4), TypeError,
+     "model must be a ModelDescription, got 'resattnet3d-tiny'; for a model name, pass "
+     "meshpar.models.describe_model('resattnet3d-tiny')"),
+    (lambda d, c: (d, [0.9, 0.3], 4), TypeError,
+     "cluster must be a ClusterSpec, got [0.9, 0.3]; for relative speeds, "
+     "ClusterSpec.from_speeds(them)"),
+    (lambda d, c: (d, c, 4, 2.5), TypeError, "optimizer_slots must be an integer >= 0"),
+    (lambda d, c: (d, c, 4, "2"), TypeError, "optimizer_slots must be an integer >= 0"),
+    (lambda d, c: (d, c, 4, 2, "measured"), TypeError, "memory_terms must be a MemoryTerms"),
+])
+def test_the_cost_model_names_a_wrong_argument(tiny, call, error, words):
+    """A model name or a list of speeds ended in "'str' object has no attribute
+    'layers'" / "'list' object has no attribute 'devices'" (so did every planner's own
+    function, plan_even and the rest); optimizer_slots 2.5 was cut to 2 and "2" read."""
+    from meshpar.planning.cluster import ClusterSpec
+    from meshpar.planning.cost_model import CostModel
+
+    with pytest.raises(error, match=_match(words)):
+        CostModel(*call(tiny, ClusterSpec.from_speeds([0.9, 0.3])))
+
+
+def test_a_planners_own_function_names_a_model_name(tiny):
+    from meshpar.planning.cluster import ClusterSpec
+    from meshpar.planning.planners import plan_even
+
+    with pytest.raises(TypeError, match=_match("describe_model('resattnet3d-tiny')")):
+        plan_even("resattnet3d-tiny", ClusterSpec.from_speeds([1.0, 1.0]), 4)
+
+
+def test_the_cost_model_still_takes_numpy_integers(tiny):
+    from meshpar.planning.cluster import ClusterSpec
+    from meshpar.planning.cost_model import CostModel
+
+    cost = CostModel(tiny, ClusterSpec.from_speeds([1.0]), np.int64(4), np.int64(0))
+    assert (cost.batch, cost.optimizer_slots) == (4, 0) and type(cost.optimizer_slots) is int
+
+
+@pytest.mark.parametrize("make, words", [
+    (lambda C, D: D(name=5, device="/cpu:0", profile=[(1, 1)]), "device name must be a string"),
+    (lambda C, D: D(name="a", device=0, profile=[(1, 1)]), "device device must be a string"),
+    (lambda C, D: C((D("a", "/cpu:0", [(1, 1)]),), extra=[1]), "cluster extra must be a dict"),
+    (lambda C, D: C.from_speeds([1.0], reference_flops=True),
+     "reference_flops must be a number, got True"),
+    (lambda C, D: C.from_speeds([1.0], reference_flops="1e11"),
+     "reference_flops must be a number, got '1e11'"),
+    (lambda C, D: C.from_speeds([1.0], reference_flops=-1e11),
+     "reference_flops must be a finite number > 0"),
+])
+def test_a_cluster_names_a_wrong_field(make, words):
+    """DeviceSpec(name=5) was taken (a profile's from_dict refused it, the class did
+    not), extra=[1] was "'list' object has no attribute 'get'", reference_flops=True a
+    cluster of 1 FLOP/s in silence, '1e11' a TypeError from multiplying a string and
+    -1e11 named the devices' profile speed rather than the argument."""
+    from meshpar.planning.cluster import ClusterSpec, DeviceSpec
+
+    with pytest.raises(ValueError, match=_match(words)):
+        make(ClusterSpec, DeviceSpec)
+
+
+def test_a_cluster_still_takes_numpy_numbers_and_no_extra():
+    from meshpar.planning.cluster import ClusterSpec, DeviceSpec
+
+    cluster = ClusterSpec.from_speeds(np.array([0.5, 1.0]), reference_flops=np.float32(1e9))
+    assert [p for d in cluster.devices for _, p in d.profile] == pytest.approx([5e8, 1e9])
+    assert ClusterSpec((DeviceSpec("a", "/cpu:0", [(1, 1)]),), extra=None).extra == {}

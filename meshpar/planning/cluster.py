@@ -113,6 +113,9 @@ class DeviceSpec:
     slice_efficiency: tuple = ()
 
     def __post_init__(self):
+        for key in ("name", "device"):  # name=5 was taken, and a plan wrote it as '5'
+            if not isinstance(getattr(self, key), str):
+                raise ValueError(f"device {key} must be a string, got {getattr(self, key)!r}")
         if not self.name:
             raise ValueError("device name must not be empty")
         if not self.device:
@@ -253,6 +256,10 @@ class ClusterSpec:
         devices = tuple(self.devices)
         if not devices:
             raise ValueError("a cluster needs at least one device")
+        if self.extra is None:
+            object.__setattr__(self, "extra", {})
+        if not isinstance(self.extra, dict):  # was "'list' object has no attribute 'get'"
+            raise ValueError(f"cluster extra must be a dict, got {self.extra!r}")
         for d in devices:
             if not isinstance(d, DeviceSpec):
                 raise ValueError(f"cluster devices must be DeviceSpec, got {type(d).__name__}")
@@ -410,6 +417,8 @@ class ClusterSpec:
             raise ValueError(f"speeds must be a list of numbers, got {speeds!r}") from err
         if not values:
             raise ValueError("speeds must not be empty")
+        # True was 1 FLOP/s, "1e11" a TypeError from multiplying a string
+        reference_flops = _positive_finite(reference_flops, "reference_flops")
         devices = []
         for i, s in enumerate(values):
             speed = _positive_finite(s, f"speed {i}")

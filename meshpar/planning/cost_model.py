@@ -59,7 +59,7 @@ from typing import Sequence
 
 import numpy as np
 
-from meshpar.core.splits import split_sizes_batch
+from meshpar.core.splits import integer_at_least, split_sizes_batch
 from meshpar.planning.calibration import expected_max, fit_axis, timed_order
 from meshpar.planning.cluster import ClusterSpec
 from meshpar.planning.description import ModelDescription
@@ -108,6 +108,22 @@ class Evaluation:
     dim_column_seconds: np.ndarray
 
 
+def _check_types(model, cluster, memory_terms) -> None:
+    """TypeError naming the argument of :class:`CostModel` that is not what it prices (a
+    model name or a list of speeds ended in "'str' object has no attribute 'layers'")."""
+    if not isinstance(model, ModelDescription):
+        hint = (f"; for a model name, pass meshpar.models.describe_model({model!r})"
+                if isinstance(model, str) else "; for a ModelSpec, its describe()"
+                if callable(getattr(model, "describe", None)) else "")
+        raise TypeError(f"model must be a ModelDescription, got {model!r}{hint}")
+    if not isinstance(cluster, ClusterSpec):
+        hint = "; for relative speeds, ClusterSpec.from_speeds(them)" * (
+            isinstance(cluster, (list, tuple, np.ndarray)))
+        raise TypeError(f"cluster must be a ClusterSpec, got {cluster!r}{hint}")
+    if not isinstance(memory_terms, MemoryTerms):
+        raise TypeError(f"memory_terms must be a MemoryTerms, got {memory_terms!r}")
+
+
 class CostModel:
     """Cost model of one model, cluster and global batch size.
 
@@ -126,6 +142,7 @@ class CostModel:
 
     def __init__(self, model: ModelDescription, cluster: ClusterSpec, batch: int,
                  optimizer_slots: int = 2, memory_terms: MemoryTerms = MEASURED):
+        _check_types(model, cluster, memory_terms)
         if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or batch < 1:
             raise ValueError(f"batch must be a positive integer, got {batch!r}")
         if batch > 2 ** 53:  # float quotas (split_sizes_batch) split exactly up to 2**53
@@ -135,7 +152,8 @@ class CostModel:
         self.model = model
         self.cluster = cluster
         self.batch = int(batch)
-        self.optimizer_slots = int(optimizer_slots)
+        # 2.5 was cut to 2, "2" read as 2
+        self.optimizer_slots = integer_at_least(optimizer_slots, "optimizer_slots", 0)
         self.memory_terms = memory_terms
         self.n = len(cluster.devices)
         layers = model.layers
