@@ -100,6 +100,9 @@ def files(tmp_path_factory, addresses):
                                  for dev in good["devices"]])
     (d / "device-no-profile.json").write_text(json.dumps(broken))
     (d / "profile-extra-list.json").write_text(json.dumps(dict(good, extra=[1, 2])))
+    # a third worker's device deleted by hand, its address left
+    (d / "profile-address-left.json").write_text(json.dumps(dict(
+        good, extra={"addresses": ["a:1", "b:2", "c:3"]})))
     step = {"work": "model-step", "model": "vgg-cifar-small"}  # a model-step profile's extra
     (d / "profile-overhead-list.json").write_text(json.dumps(dict(
         good, extra=dict(step, split_overhead_flops=[1]))))

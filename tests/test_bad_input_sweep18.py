@@ -177,3 +177,33 @@ def test_a_cluster_still_takes_numpy_numbers_and_no_extra():
     cluster = ClusterSpec.from_speeds(np.array([0.5, 1.0]), reference_flops=np.float32(1e9))
     assert [p for d in cluster.devices for _, p in d.profile] == pytest.approx([5e8, 1e9])
     assert ClusterSpec((DeviceSpec("a", "/cpu:0", [(1, 1)]),), extra=None).extra == {}
+
+
+@pytest.mark.parametrize("addresses, words", [
+    (["a:1", "b:2", "c:3"], "extra field 'addresses' lists 3 worker addresses for 2 devices"),
+    (["a:1"], "extra field 'addresses' lists 1 worker addresses for 2 devices"),
+    ("a:1,b:2", "extra field 'addresses' must be a list of worker addresses"),
+    (["a:1", 2], "extra field 'addresses' must be a list of worker addresses"),
+])
+def test_a_profile_whose_addresses_are_not_one_per_device_is_refused(addresses, words):
+    """A profile with a device deleted by hand (its address left) lost all its addresses
+    in silence: plans recorded no worker_addresses and train --cluster placed them by
+    task number, on other workers than profiled."""
+    from meshpar.planning.cluster import ClusterSpec
+
+    data = dict(ClusterSpec.from_speeds([1.0, 0.5]).to_dict(), extra={"addresses": addresses})
+    with pytest.raises(ValueError, match=_match(words)):
+        ClusterSpec.from_dict(data)
+
+
+def test_a_profile_with_an_address_per_device_still_places_its_plans():
+    from meshpar.models import describe_model
+    from meshpar.planning.cluster import ClusterSpec
+    from meshpar.planning.planners import plan
+
+    data = dict(ClusterSpec.from_speeds([1.0, 0.5]).to_dict(),
+                extra={"addresses": ["b:2", "a:1"]})
+    found = plan(describe_model("resattnet3d-tiny"), ClusterSpec.from_dict(data), 4,
+                 method="proportional")
+    where = {"/job:worker/task:0/device:CPU:0": "b:2", "/job:worker/task:1/device:CPU:0": "a:1"}
+    assert found.extra["worker_addresses"] == [where[d] for d in found.devices]

@@ -215,6 +215,22 @@ def _check_calibration(extra: dict) -> None:
                              f"devices' names, got {names!r}")
 
 
+def _check_addresses(addresses, n: int) -> None:
+    """ValueError unless ``addresses`` (a profile's ``extra["addresses"]``) is None or one
+    worker address per device: the planner, ``subset`` and ``train --cluster`` ignored
+    any other list in silence (a profile with a device deleted by hand), and its plans
+    were placed by task number, on other workers than profiled."""
+    if addresses is None:
+        return
+    if not (isinstance(addresses, list) and all(isinstance(a, str) and a for a in addresses)):
+        raise ValueError(f"extra field 'addresses' must be a list of worker addresses "
+                         f"(host:port), got {addresses!r}")
+    if len(addresses) != n:
+        raise ValueError(f"extra field 'addresses' lists {len(addresses)} worker addresses "
+                         f"for {n} devices: one per device, in the devices' order (remove "
+                         "the address of a device removed)")
+
+
 def per_device(values: Sequence[float], n: int, what: str = "memory",
                noun: str = "device") -> list:
     """``values`` as one float per ``noun`` of ``n``: one value for all (a number or a
@@ -282,6 +298,7 @@ class ClusterSpec:
         for device in self._alone_table():
             self.alone_points(device)  # a hand-edited table is refused here, not when planned
         _check_calibration(self.extra or {})
+        _check_addresses(self.extra.get("addresses"), len(devices))
 
     def __len__(self) -> int:
         return len(self.devices)
