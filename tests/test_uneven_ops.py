@@ -41,6 +41,10 @@ OPS = {
                                             mtf.Dimension("fw", 2), F, I]],
                          lambda x, f: [mtf.Conv3dTransposeOperation(
                              x, f, [1, 2, 2, 2, 1], "SAME").outputs[0]]),
+    # strides that divide the size (SAME) or the size less the window plus one (VALID)
+    "conv2d_strided": ([[B, H5, W, I], [mtf.Dimension("fh", 2), mtf.Dimension("fw", 3), I, F]],
+                       lambda x, f: [mtf.Conv2dOperation(x, f, [1, 2, 2, 1], "VALID").outputs[0],
+                                     mtf.Conv2dOperation(x, f, [1, 1, 2, 1], "SAME").outputs[0]]),
     "pooling": ([[B, H, W, F]], lambda x: [mtf.layers.max_pool2d(x), mtf.layers.avg_pool2d(x)]),
     "pooling3d": ([[B, D, H, W, F]], lambda x: [mtf.layers.max_pool3d(x),
                                                 mtf.layers.avg_pool3d(x)]),
@@ -79,7 +83,8 @@ OPS = {
 # Dimensions each op is split along (see _cases).
 SPLITS = {
     "einsum": ["filters", "batch", "d_in"], "conv2d": ["filters", "batch", "d_in"],
-    "conv3d": ["filters", "batch"], "conv2d_transpose": ["filters", "batch", "d_in"],
+    "conv3d": ["filters", "batch"], "conv2d_strided": ["filters", "batch", "d_in"],
+    "conv2d_transpose": ["filters", "batch", "d_in"],
     "conv3d_transpose": ["filters", "batch", "d_in"], "pooling": ["filters", "batch"],
     "pooling3d": ["filters", "batch"], "pooling_odd": ["filters", "batch", "w"],
     "pooling3d_odd": ["batch", "filters", "w"], "max_pool": ["filters", "batch"],
@@ -201,6 +206,28 @@ def test_pooling_over_sizes_the_window_does_not_divide_is_tfs(op_name, pools):
     assert not want[-1][..., -1, :].any()  # the column in no window has no gradient
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=0, atol=1e-6 * max(1.0, float(np.abs(w).max())))
+
+
+@pytest.mark.parametrize("strides, padding, dim, size, declared, made", [
+    ([1, 2, 1, 1], "SAME", "h", 5, 2, 3), ([1, 1, 2, 1], "VALID", "w", 7, 2, 3),
+    ([1, 1, 1, 2, 1], "SAME", "w", 7, 3, 4)])
+def test_a_stride_that_does_not_divide_the_size_is_refused_naming_op_and_dimension(
+        strides, padding, dim, size, declared, made):
+    # upstream declares floor(size / stride) outputs where TF makes the ceiling: it
+    # failed as "wrong slice shape for Tensor[conv2d:0, ...]", on one device too
+    dims = [B, D3, H5, W7, I] if len(strides) == 5 else [B, H5, W7, I]
+    window = [mtf.Dimension(f"f{d.name}", 3) for d in dims[1:-1]]
+    op = mtf.Conv2dOperation if len(strides) == 4 else mtf.Conv3dOperation
+    specs = [dims, window + [I, F]]
+    OPS["strided_refused"] = (specs, lambda x, f: [op(x, f, strides, padding).outputs[0]])
+    try:
+        for impl in (one_device_impl(), _impl("2", "filters:p")):
+            with pytest.raises(ValueError, match=(
+                    f"Conv.dOperation.*stride 2 over tensor dimension '{dim}' of size {size}"
+                    f" .*declares {declared} outputs where the convolution makes {made}")):
+                _run("strided_refused", impl)
+    finally:
+        del OPS["strided_refused"]
 
 
 @pytest.mark.parametrize("op_name, dim", sorted(REFUSED))

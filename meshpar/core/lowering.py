@@ -260,11 +260,34 @@ def _refuse_split_windows(op, impl):
             _refuse(op, impl, dim, "cannot split its spatial or filter-window")
 
 
+def _refuse_undivided_strides(op):
+    """Refuse a strided convolution over a size its stride does not divide (SAME:
+    the size; VALID: the size less the window plus one), naming the op and the
+    dimension: upstream declares floor(size / stride) outputs where TF's
+    convolution makes the ceiling, so it failed later as a wrong slice shape."""
+    conv_input, conv_filter = op.inputs
+    k = conv_filter.shape.ndims - 2
+    for i, (dim, window) in enumerate(zip(conv_input.shape.dims[-k - 1:-1],
+                                          conv_filter.shape.dims[:k])):
+        stride = int(op._strides[i + 1])  # pylint: disable=protected-access
+        span = dim.size - (window.size - 1 if op._padding == "VALID" else 0)  # pylint: disable=protected-access
+        if span % stride:
+            raise ValueError(
+                f"mtf op {op.name!r} ({type(op).__name__}) cannot stride {stride} over tensor"
+                f" dimension {dim.name!r} of size {dim.size} ({op._padding} padding):"  # pylint: disable=protected-access
+                f" Mesh-TensorFlow declares {span // stride} outputs where the convolution"
+                f" makes {-(-span // stride)}; pad {dim.name!r} so that {stride} divides"
+                + (" its size" if op._padding != "VALID" else  # pylint: disable=protected-access
+                   f" its size less {window.size - 1}"))
+
+
 def _lower_conv(op, lowering, impl):
     """Conv2dOperation / Conv3dOperation as upstream, whose refusal of a split
     window names neither the op nor the dimension ("can't slice along dimension
-    h", whatever the dimension is called)."""
+    h", whatever the dimension is called), and whose strides over a size they do
+    not divide failed as a wrong slice shape (:func:`_refuse_undivided_strides`)."""
     _refuse_split_windows(op, impl)
+    _refuse_undivided_strides(op)
     return op.lower.meshpar_original(op, lowering)
 
 
