@@ -35,6 +35,7 @@ import functools
 import logging
 import math
 import numbers
+import os
 import threading
 from pathlib import Path
 from typing import Callable, Iterator, List, Optional, Sequence, Tuple, Union
@@ -334,7 +335,7 @@ class NiftiDataset:
             return examples
         n = len(self)
         good = 0
-        first = epoch_order(n, seed, 0, shuffle)
+        first = self.epoch_subjects(seed, 0, shuffle)
         for pos in range(n):  # the first epoch: which subjects are usable, as met
             if self._usable(int(first[pos])):
                 good += 1
@@ -346,12 +347,26 @@ class NiftiDataset:
                                                "skipped as bad)")
         epochs, left = divmod(examples - good - 1, usable)  # the last example's epoch
         epoch, left = 1 + epochs, left + 1
-        order = epoch_order(n, seed, epoch, shuffle)
+        order = self.epoch_subjects(seed, epoch, shuffle)
         for pos in range(n):
             left -= self._usable(int(order[pos]))
             if left == 0:
                 return epoch * n + pos + 1
         raise AssertionError("unreachable: an epoch holds every usable subject")
+
+    def epoch_subjects(self, seed: int, epoch: int, shuffle: bool = True) -> np.ndarray:
+        """Indices into :attr:`subjects` that epoch ``epoch`` of a stream visits.
+
+        Shuffled: :func:`epoch_order` ``(n, seed, epoch)`` drawn over the subjects
+        ranked by file (relative to :attr:`directory`), so one dataset whose
+        labels.csv (or ``subjects``) lists them in another order streams the same
+        examples; unshuffled: the order given."""
+        order = epoch_order(len(self), seed, epoch, shuffle)
+        if not shuffle:
+            return order
+        by_file = sorted(range(len(self)), key=lambda i: (
+            os.path.relpath(self.subjects[i].path, self.directory), i))
+        return np.asarray(by_file, dtype=np.int64)[order]
 
     def _usable(self, index: int) -> bool:
         """Whether subject ``index``'s voxels load (read once; with ``skip_bad`` a bad
@@ -367,7 +382,7 @@ class NiftiDataset:
                  epoch: int = 0) -> Iterator[Tuple[np.ndarray, int]]:
         """Iterate over one epoch, one subject in memory at a time (bad ones skipped if ``skip_bad``)."""
         n = len(self)
-        for pos, index in enumerate(epoch_order(n, seed, epoch, shuffle)):
+        for pos, index in enumerate(self.epoch_subjects(seed, epoch, shuffle)):
             rng = _subject_seed(seed, epoch * n + pos) if augment else None
             item = self._load_or_skip(int(index), rng)
             if item is not None:
@@ -389,7 +404,8 @@ class NiftiDataset:
 
         Files are read and pre-processed on demand in ``num_parallel_calls``
         threads (``tf.numpy_function``), in a deterministic order: epoch ``e``
-        visits the subjects in :func:`epoch_order` ``(n, seed, e)`` and
+        visits the subjects in :meth:`epoch_subjects` ``(seed, e)`` (shuffled
+        over the subjects ranked by file, whatever order they are listed in) and
         augmentation draws from ``(seed, element number)``. ``repeat``: False
         for one pass, True forever, an int for that many passes.
 
@@ -427,7 +443,7 @@ class NiftiDataset:
 
         @functools.lru_cache(maxsize=4)  # parallel calls straddle at most two epochs
         def order(epoch):
-            return epoch_order(n, seed, epoch, shuffle)
+            return self.epoch_subjects(seed, epoch, shuffle)
 
         def load(step):
             step = int(step)
