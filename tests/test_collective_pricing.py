@@ -39,9 +39,15 @@ def _step_ops(fetches):
     return seen
 
 
+def _spec(model):
+    """A registered name's ModelSpec, or ``model`` itself (a spec with overrides)."""
+    return model if isinstance(model, models.ModelSpec) else models.get(model)
+
+
 def counted_bytes(name, mesh_shape, layout, weights, batch):
-    """Bytes the lowered step sends between mesh devices: (model axis, batch axis)."""
-    spec = models.get(name)
+    """Bytes the lowered step sends between mesh devices: (model axis, batch axis).
+    ``name``: a registered model or a ModelSpec."""
+    spec = _spec(name)
     axes = dict(parse_mesh_shape(mesh_shape))
     cols = axes.get("model", 1)
     n = axes.get("batch", 1) * cols
@@ -77,11 +83,12 @@ def counted_bytes(name, mesh_shape, layout, weights, batch):
 
 def predicted_bytes(name, mesh_shape, layout, weights, batch):
     """:meth:`CostModel.traffic` of the same plan: (model axis, batch axis) bytes."""
-    description = models.get(name).describe()
+    description = _spec(name).describe()
     axes = dict(parse_mesh_shape(mesh_shape))
     rows, cols = axes.get("batch", 1), axes.get("model", 1)
     cost = CostModel(description, ClusterSpec.from_speeds([1.0] * (rows * cols)), batch)
-    laid_out = [d for d, axis in (r.split(":") for r in layout.split(";")) if axis == "model"]
+    laid_out = [d for d, axis in (r.split(":") for r in layout.split(";") if r)
+                if axis == "model"]
     sizes = {d: split_sizes(int(cost.dim_sizes[cost.dim_names.index(d)]),
                             weights.get("model", [1] * cols)) for d in laid_out}
     batch_sizes = split_sizes(batch, weights.get("batch", [1] * rows))
@@ -93,7 +100,7 @@ def predicted_bytes(name, mesh_shape, layout, weights, batch):
 
 
 def _layout(name, model_dims="all", batch=True):
-    spec = models.get(name)
+    spec = _spec(name)
     dims = spec.module.split_dim_names(spec.config) if model_dims == "all" else model_dims
     return ";".join((["batch:batch"] if batch else []) + [f"{d}:model" for d in dims])
 

@@ -22,9 +22,11 @@ lowering runs when a dimension is laid out (docs/cost_model.md's table):
   (per sample, the input's size).
 * **Batch statistics.** An operation that removes the batch dimension from an
   activation (a reduction over the batch) whose result a later layer's input
-  depends on is an all-reduce of that result over ``batch`` forward ->
-  ``batch_allreduce_elems``. The loss's mean is left out: the cost model adds
-  it as a constant.
+  or a variable's update (``mtf.assign``: batch-norm moving averages) depends
+  on is an all-reduce of that result over ``batch`` forward ->
+  ``batch_allreduce_elems`` (local batch-norm statistics reach only the moving
+  averages: an all-reduce beside the step's path, bytes all the same). The
+  loss's mean is left out: the cost model adds it as a constant.
 
 Only inputs that need a gradient count: computed from a trainable variable,
 not through ``stop_gradient``, by an operation the loss (an unconsumed
@@ -61,7 +63,7 @@ def add_collectives(walk, rows: list, row_ops: list) -> list:
     to_loss = _reaches(walk, lambda op: op.outputs and not any(
         walk.consumers.get(t) for t in op.outputs))
     layer_set = set(walk.layers)
-    to_layer = _reaches(walk, lambda op: op in layer_set)
+    to_layer_or_update = _reaches(walk, lambda op: op in layer_set or isinstance(op, mtf.Assign))
     fields = [[0.0, 0.0, 0.0] for _ in rows]  # allreduce, allconcat, batch
     place = _Placement(walk, rows, row_ops)
     # mtf differentiates a custom-gradient operation with its own function, not
@@ -93,7 +95,7 @@ def add_collectives(walk, rows: list, row_ops: list) -> list:
                         fields[place.on_dim(d, op)][0] += walk.per_sample(x)
                 elif walk.batch_dim in missing:
                     fields[place.for_tensor(x, split_dims, op)][2] += x.shape.size
-        if to_layer.get(op) and op not in layer_set and op not in custom and any(
+        if to_layer_or_update.get(op) and op not in layer_set and op not in custom and any(
                 walk.batch_dim in dim_names(t) for t in walk.activations(op)):
             for y in op.outputs:
                 if walk.batch_dim not in dim_names(y):

@@ -57,8 +57,11 @@ __all__ = ["ResAttNet3DConfig", "describe", "layout_rules", "split_dim_names", "
 _NORM_FLOPS_PER_ELEM = 9   # shifted sums of x and x^2, normalise, scale, offset, ReLU
 _POOL_FLOPS_PER_ELEM = 1
 # Batch-axis all-reduce of a batch norm per channel and step besides its
-# parameters' gradients: the statistics [2, C] forward. Backward it all-reduces
-# sum(dy) and sum(dy * xhat), which are the gradients of offset and scale.
+# parameters' gradients: [2, C] statistics, with global ones the batch's mean and
+# variance forward (which the moving averages reuse), with local ones the shares'
+# means and variances averaged for the moving averages (beside the step's path,
+# the same bytes). Backward it all-reduces sum(dy) and sum(dy * xhat), which are
+# the gradients of offset and scale.
 _NORM_SYNC_PER_CHANNEL = 2
 
 
@@ -237,14 +240,15 @@ def _conv_layer(name, split_dim, kernel, cin, cout, in_spatial, out_spatial, com
                  backward_allreduce_elems=in_elems if input_gradient else 0)
 
 
-def _norm_layer(name, split_dim, channels, spatial, comm=None, synced=True):
-    """A batch norm row; ``synced``: its statistics all-reduced over the batch (the
-    global statistics) -- with local ones nothing but its parameters' gradients."""
+def _norm_layer(name, split_dim, channels, spatial, comm=None):
+    """A batch norm row: its [2, C] statistics all-reduced over the batch besides its
+    parameters' gradients, with global or local statistics alike
+    (``_NORM_SYNC_PER_CHANNEL``)."""
     elems = math.prod(spatial) * channels
     return Layer(name=name, kind="norm", flops=float(_NORM_FLOPS_PER_ELEM * elems),
                  params=2 * channels, in_elems=elems, out_elems=elems,
                  split_dim=split_dim, split_size=channels, comm=comm,
-                 batch_allreduce_elems=_NORM_SYNC_PER_CHANNEL * channels if synced else 0)
+                 batch_allreduce_elems=_NORM_SYNC_PER_CHANNEL * channels)
 
 
 def describe(config: Optional[ResAttNet3DConfig] = None) -> ModelDescription:
@@ -266,14 +270,13 @@ def describe(config: Optional[ResAttNet3DConfig] = None) -> ModelDescription:
     """
     config = config or ResAttNet3DConfig.small()
     layers = []
-    synced = config.bn_statistics == "global"
     spatial = config.input_shape
     cin = config.in_channels
     c = config.stem_filters
     layers.append(_conv_layer("stem_conv", "stem_filters", 3, cin, c, spatial, spatial,
                               input_gradient=False))
     layers.append(_norm_layer("stem_bn", "stem_filters", c, spatial,
-                              None if config.stem_pool else "allconcat", synced=synced))
+                              None if config.stem_pool else "allconcat"))
     if config.stem_pool:
         pooled = tuple(_half(s) for s in spatial)
         layers.append(Layer(name="stem_pool", kind="pool",
@@ -288,18 +291,16 @@ def describe(config: Optional[ResAttNet3DConfig] = None) -> ModelDescription:
                                   spatial, out_spatial))
         # gathered after BN and ReLU
         layers.append(_norm_layer(f"{prefix}_bn1", f"{prefix}_conv1_filters", filters,
-                                  out_spatial, "allconcat", synced=synced))
+                                  out_spatial, "allconcat"))
         conv2_dim = f"{prefix}_conv2_filters"
         layers.append(_conv_layer(f"{prefix}_conv2", conv2_dim, 3, filters, filters,
                                   out_spatial, out_spatial))
-        layers.append(_norm_layer(f"{prefix}_bn2", conv2_dim, filters, out_spatial,
-                                  synced=synced))
+        layers.append(_norm_layer(f"{prefix}_bn2", conv2_dim, filters, out_spatial))
         projection = _needs_projection(cin, filters, stride)
         if projection:
             layers.append(_conv_layer(f"{prefix}_proj", conv2_dim, 1, cin, filters,
                                       spatial, out_spatial))
-            layers.append(_norm_layer(f"{prefix}_proj_bn", conv2_dim, filters, out_spatial,
-                                      synced=synced))
+            layers.append(_norm_layer(f"{prefix}_proj_bn", conv2_dim, filters, out_spatial))
         elems = math.prod(out_spatial) * filters
         # An identity shortcut slices the whole input onto the split filters:
         # its gradient is gathered on the way back.

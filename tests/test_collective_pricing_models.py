@@ -1,0 +1,82 @@
+"""Every registered model, every mesh shape and the layouts the planner can pick:
+the cost model's bytes per collective against the bytes the lowered training step
+sends (the counting is tests/test_collective_pricing.py's, read its docstring).
+
+The planner's layout gene lays out any subset of a model's split dimensions on
+``model``, so besides the default layout (every dimension) each model is checked
+with alternate dimensions replicated and with the complement, on meshes
+``batch:R;model:M`` with R, M in {1, 2, 3} and uneven splits (pieces as small
+as one unit).
+"""
+import pytest
+
+from test_collective_pricing import _layout, _spec, counted_bytes, predicted_bytes
+
+from meshpar import models
+
+
+def _check(model, mesh_shape, layout, weights, batch):
+    counted = counted_bytes(model, mesh_shape, layout, weights, batch)
+    predicted = predicted_bytes(model, mesh_shape, layout, weights, batch)
+    assert predicted == {k: float(v) for k, v in counted.items()}, (mesh_shape, layout)
+    return counted
+
+
+def _alternate(model, start):
+    """Every other split dimension of ``model`` (from index ``start``): a layout gene."""
+    spec = _spec(model)
+    return spec.module.split_dim_names(spec.config)[start::2]
+
+
+REGISTERED = [name for name in models.names() if name not in models.ALIASES]
+
+
+@pytest.mark.parametrize("name", REGISTERED)
+def test_every_registered_model_is_priced_as_its_lowered_step_sends(name):
+    """batch:2;model:3, uneven rows and columns, every split dimension laid out."""
+    counted = _check(name, "batch:2;model:3", _layout(name),
+                     {"batch": [3, 1], "model": [5, 2, 1]}, batch=4)
+    assert counted["model"] > 0 and counted["batch"] > 0
+
+
+TINY_LOCAL_BN = models.get("resattnet3d-tiny", bn_statistics="local")
+
+
+@pytest.mark.parametrize("model", ["vgg-cifar-small", "vgg-cifar-small-pairs",
+                                   "resattnet3d-tiny", TINY_LOCAL_BN],
+                         ids=["vgg", "pairs", "resattnet3d", "resattnet3d-local-bn"])
+@pytest.mark.parametrize("start", [0, 1], ids=["even dims", "odd dims"])
+def test_layout_genes_replicating_some_dimensions_are_priced_as_sent(model, start):
+    """batch:3;model:2 with half the split dimensions replicated (each dimension is
+    laid out in one case and replicated in the other)."""
+    _check(model, "batch:3;model:2", _layout(model, _alternate(model, start)),
+           {"batch": [1, 3, 2], "model": [1, 4]}, batch=5)
+
+
+MESHES = [(r, m) for r in (1, 2, 3) for m in (1, 2, 3) if r * m > 1]
+
+
+@pytest.mark.parametrize("rows,cols", MESHES, ids=[f"batch:{r};model:{m}" for r, m in MESHES])
+@pytest.mark.parametrize("name", ["vgg-cifar-small", "vgg-cifar-small-pairs"])
+def test_every_mesh_shape_is_priced_as_sent(name, rows, cols):
+    mesh = ";".join([f"batch:{rows}"] * (rows > 1) + [f"model:{cols}"] * (cols > 1))
+    weights = {axis: w for axis, w, size in (("batch", [2, 1, 4][:rows], rows),
+                                             ("model", [1, 6, 2][:cols], cols)) if size > 1}
+    _check(name, mesh, _layout(name, "all" if cols > 1 else [], batch=rows > 1),
+           weights, batch=rows + 2)
+
+
+def test_a_hybrid_three_by_three_mesh_of_the_residual_network_is_priced_as_sent():
+    _check("resattnet3d-tiny", "batch:3;model:3", _layout("resattnet3d-tiny"),
+           {"batch": [1, 1, 3], "model": [1, 1, 5]}, batch=5)
+
+
+def test_local_batch_norm_sends_its_moving_averages_statistics_over_the_batch():
+    """With local statistics nothing is all-reduced on the step's path, but the
+    moving averages take the batch's mean of the shares' statistics: [2, C] per
+    batch norm, as many bytes as global statistics send (the table said none)."""
+    glob = models.get("resattnet3d-tiny")
+    local = counted_bytes(TINY_LOCAL_BN, "batch:2", "batch:batch", {"batch": [1, 1]}, 2)
+    assert local == counted_bytes(glob, "batch:2", "batch:batch", {"batch": [1, 1]}, 2)
+    assert predicted_bytes(TINY_LOCAL_BN, "batch:2", "batch:batch", {"batch": [1, 1]},
+                           2) == {k: float(v) for k, v in local.items()}
