@@ -903,6 +903,10 @@ CASES = [
          "LocalCluster speeds are CPU shares in [0.001, 1], got [0.0001, 1.0]"),
     # --- sweep 13: hand-edited plans and profiles
     # a misspelt field was ignored: the run trained on an even split, not the plan's
+    Case("train-plan-weights-deleted", "cli",
+         SYNTH + ["--plan", "{d}/plan-weights-deleted.json", "--model", "vgg-cifar-small"],
+         "split_sizes of 'batch' [3, 1] are not what an even split gives (it has no weights) "
+         "([2, 2])"),
     Case("train-plan-misspelt-field", "cli",
          SYNTH + ["--plan", "{d}/plan-misspelt-field.json", "--model", "vgg-cifar-small"],
          "plan-misspelt-field.json: unknown field 'split_weight'; a plan's fields are method, "),

@@ -207,3 +207,41 @@ def test_a_profile_with_an_address_per_device_still_places_its_plans():
                  method="proportional")
     where = {"/job:worker/task:0/device:CPU:0": "b:2", "/job:worker/task:1/device:CPU:0": "a:1"}
     assert found.extra["worker_addresses"] == [where[d] for d in found.devices]
+
+
+# ------------------------------------------------------------------- hand-edited plans
+def _planned(**kwargs):
+    from meshpar.models import describe_model
+    from meshpar.planning.cluster import ClusterSpec
+    from meshpar.planning.planners import plan
+
+    return plan(describe_model("resattnet3d-tiny"), ClusterSpec.from_speeds([0.9, 0.3]), 4,
+                method="proportional", **kwargs).to_dict()
+
+
+@pytest.mark.parametrize("shapes, deleted, words", [
+    ([(1, 2)], "split_weights", "split_sizes of 'stem_filters' [3, 1] are not what an even "
+                                "split gives (it has no weights) ([2, 2])"),
+    ([(2, 1)], "split_weights", "split_sizes of 'batch' [3, 1] are not what an even split "
+                                "gives (it has no weights) ([2, 2])"),
+])
+def test_a_plan_whose_weights_were_deleted_is_refused(shapes, deleted, words):
+    """A plan file with its split_weights deleted (or emptied) kept its uneven
+    split_sizes, and MeshSpec.from_plan / train --plan cut every dimension evenly in
+    silence: the sizes were checked against the weights only where there were some."""
+    from meshpar.planning.plan import Plan
+
+    data = _planned(shapes=shapes)
+    del data[deleted]
+    with pytest.raises(ValueError, match=_match(words)):
+        Plan.from_dict(data)
+    with pytest.raises(ValueError, match=_match(words)):
+        Plan.from_dict(dict(data, split_weights={}))
+
+
+def test_a_plan_without_weights_that_splits_evenly_is_still_read():
+    from meshpar.planning.plan import Plan
+
+    data = _planned(shapes=[(2, 1)])
+    data = dict(data, split_weights={}, split_sizes={"batch": [2, 2]})
+    assert Plan.from_dict(data).split_sizes == {"batch": [2, 2]}

@@ -182,12 +182,14 @@ class Plan:
                                  "again")
             weights = self.dim_split_weights.get(dim) or self.split_weights.get(
                 on_axis.get(dim, dim))
-            if not weights or len(weights) != len(sizes):
+            if weights and len(weights) != len(sizes):
                 continue
-            expected = split_sizes(int(sum(sizes)), weights, dim)
+            # no weights: the runtime cuts evenly (a plan whose weights were deleted)
+            expected = split_sizes(int(sum(sizes)), weights or [1.0] * len(sizes), dim)
             if list(sizes) != expected:
-                raise ValueError(f"plan: split_sizes of {dim!r} {list(sizes)} are not what its "
-                                 f"weights give ({expected}); the weights decide the split: "
+                given = "its weights give" if weights else "an even split gives (it has no weights)"
+                raise ValueError(f"plan: split_sizes of {dim!r} {list(sizes)} are not what "
+                                 f"{given} ({expected}); the weights decide the split: "
                                  "edit them, or plan again")
 
     # -------------------------------------------------------------- strings
