@@ -452,6 +452,9 @@ def train_keeping_best(estimator, train_fn, eval_fn, max_steps: int, every: int,
 
     ``guard(run)`` wraps each call into TensorFlow (the CLI's cluster and bad
     data handling). Returns ``[(step, validation loss), ...]`` of this run.
+    A run resumed from a checkpoint on the ``every`` cadence that ``best/`` does
+    not hold scores it first: the run before may have stopped before scoring it
+    (or trained without keep-best), and one uninterrupted run scores it too.
     """
     from meshpar.training.inputs import checkpoint_step
 
@@ -460,6 +463,12 @@ def train_keeping_best(estimator, train_fn, eval_fn, max_steps: int, every: int,
     model_dir = estimator.model_dir
     scores = []
     step = checkpoint_step(model_dir)
+    record = best_record(model_dir)
+    if 0 < step < max_steps and step % every == 0 and (record is None or
+                                                       record["step"] != step):
+        loss = float(guard(lambda: estimator.evaluate(eval_fn))["loss"])
+        keep_if_best(model_dir, step, loss)  # a loss scored before is not lower: kept once
+        scores.append((step, loss))
     while step < max_steps:
         target = min((step // every + 1) * every, max_steps)
         guard(lambda: estimator.train(train_fn, max_steps=target, hooks=list(hooks)))
