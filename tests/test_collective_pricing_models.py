@@ -80,3 +80,63 @@ def test_local_batch_norm_sends_its_moving_averages_statistics_over_the_batch():
     assert local == counted_bytes(glob, "batch:2", "batch:batch", {"batch": [1, 1]}, 2)
     assert predicted_bytes(TINY_LOCAL_BN, "batch:2", "batch:batch", {"batch": [1, 1]},
                            2) == {k: float(v) for k, v in local.items()}
+
+
+def _pixel_net():
+    """A network of one's own whose layout splits a pooled spatial dimension ``h``
+    (tests/test_equivalence5_pooling_split_space.py trains it like one device)."""
+    import types
+
+    from test_equivalence5_pooling_split_space import _pooling_net
+
+    net = types.SimpleNamespace(build=_pooling_net, input_shape=lambda config: (8, 6, 2),
+                                layout_rules=lambda config, model_axis="model",
+                                batch_axis="batch": f"batch:{batch_axis};h:{model_axis}")
+    return models.from_module(net, types.SimpleNamespace(), name="pixel-net")
+
+
+def _plan(model, batch, layout, model_sizes, mesh=(("batch", 1), ("model", 2))):
+    from meshpar.planning.plan import Plan
+
+    return Plan(method="custom", model=model, batch=batch, mesh_shape=mesh, layout=layout,
+                devices=tuple(f"/job:worker/task:{i}/device:CPU:0" for i in range(2)),
+                split_sizes={"batch": [batch], **model_sizes},
+                dim_split_weights={d: [float(n) for n in sizes]
+                                   for d, sizes in model_sizes.items()})
+
+
+def test_a_layout_the_table_cannot_price_is_refused_not_priced_as_replicated():
+    """h = 8 over 5/3 on model:2: the lowering gathers the split h before the pooling
+    and the reshape (bytes on the model axis), which no row of the table holds (it
+    splits only the dense layer's filters f). CostModel.evaluate_plan priced the plan
+    as if h were replicated, with no collective at all; it now refuses the rule."""
+    from meshpar.planning.cluster import ClusterSpec
+    from meshpar.planning.cost_model import CostModel
+
+    spec = _pixel_net()
+    sent = counted_bytes(spec, "model:2", "h:model", {"model": [5, 3]}, batch=2)
+    assert sent["model"] > 0
+    cost = CostModel(spec.describe(), ClusterSpec.from_speeds([1.0, 1.0]), 2)
+    assert "h" not in cost.dim_names
+    with pytest.raises(ValueError, match=r"layout rule h:model cannot be priced: "
+                       r"'pixel-net'.s layer table does not split 'h'"):
+        cost.evaluate_plan(_plan("pixel-net", 2, (("batch", "batch"), ("h", "model")),
+                                 {"h": [5, 3]}))
+    # its own split dimension prices as before
+    ok = _plan("pixel-net", 2, (("f", "model"),), {"f": [3, 1]})
+    assert cost.evaluate_plan(ok).comm_seconds[0] > 0
+
+
+def test_a_dimension_on_the_other_axis_is_refused():
+    """vgg's conv1 filters on the batch axis are no split the cost model prices: it
+    read them as a replicated layer (and the plan's rows as one batch row each)."""
+    from meshpar.planning.cluster import ClusterSpec
+    from meshpar.planning.cost_model import CostModel
+
+    cost = CostModel(models.describe_model("vgg-cifar-small"),
+                     ClusterSpec.from_speeds([1.0, 1.0]), 4)
+    plan = _plan("vgg-cifar-small", 4, (("conv1_filters", "batch"),),
+                 {"conv1_filters": [3, 3]}, mesh=(("batch", 2), ("model", 1)))
+    with pytest.raises(ValueError, match="layout rule conv1_filters:batch cannot be priced: "
+                       "the cost model prices 'conv1_filters' on 'model' only"):
+        cost.evaluate_plan(plan)

@@ -62,7 +62,7 @@ import numpy as np
 from meshpar.core.splits import integer_at_least, split_sizes_batch
 from meshpar.planning.calibration import expected_max, fit_axis, timed_order
 from meshpar.planning.cluster import ClusterSpec
-from meshpar.planning.description import ModelDescription
+from meshpar.planning.description import ModelDescription, check_priced_layout
 from meshpar.planning.memory import MEASURED, MemoryTerms
 from meshpar.planning.profiles import (fixed_step_seconds, lookup, nondecreasing_profile,
                                        slice_table)
@@ -579,7 +579,9 @@ class CostModel:
 
     def plan_layout(self, plan) -> list:
         """Names of the split dims a :class:`~meshpar.planning.plan.Plan` lays out on
-        ``model`` (the others are replicated)."""
+        ``model`` (the others are replicated); ValueError for a rule the table cannot
+        price (:func:`~meshpar.planning.description.check_priced_layout`)."""
+        check_priced_layout(self.model, plan.layout, {a for a, _ in plan.mesh_shape})
         return [d for d, axis in plan.layout if axis == "model" and d in self.dim_names]
 
     def evaluate_plan(self, plan) -> Evaluation:

@@ -161,3 +161,32 @@ class ModelDescription:
     def to_json(self) -> str:
         """The description as indented JSON text."""
         return json.dumps(self.to_dict(), indent=2)
+
+
+def check_priced_layout(model: ModelDescription, layout, mesh_axes) -> None:
+    """ValueError where ``layout`` (``(tensor dim, mesh axis)`` rules) lays out a
+    dimension in a way ``model``'s table cannot price: the cost model knows the batch
+    dimension on ``batch`` and the table's split dimensions on ``model``, each with
+    the collectives its rows declare. Any other dimension laid out (a spatial one:
+    the lowering gathers a split spatial dimension before each pooling and reshape,
+    which no row holds) or a dimension on the other axis would be priced as
+    replicated, under the step it runs. As in Mesh-TF, a dimension's first rule
+    whose axis is in ``mesh_axes`` (the mesh's axis names) is the one that applies.
+    """
+    expected = {model.batch_dim: "batch", **{d: "model" for d in model.split_dims}}
+    seen = set()
+    for dim, axis in layout:
+        if axis not in mesh_axes or dim in seen:
+            continue
+        seen.add(dim)
+        if expected.get(dim) == axis:
+            continue
+        if dim not in expected:
+            why = (f"{model.name!r}'s layer table does not split {dim!r} (it splits "
+                   f"{', '.join(model.split_dims) or 'nothing'} on model and "
+                   f"{model.batch_dim!r} on batch), so no row holds the collectives a "
+                   "split of it runs (a split spatial dimension is gathered before "
+                   "each pooling)")
+        else:
+            why = (f"the cost model prices {dim!r} on {expected[dim]!r} only")
+        raise ValueError(f"layout rule {dim}:{axis} cannot be priced: {why}")
