@@ -245,3 +245,28 @@ def test_a_plan_without_weights_that_splits_evenly_is_still_read():
     data = _planned(shapes=[(2, 1)])
     data = dict(data, split_weights={}, split_sizes={"batch": [2, 2]})
     assert Plan.from_dict(data).split_sizes == {"batch": [2, 2]}
+
+
+# ------------------------------------------------------------- the mesh implementation
+@pytest.mark.parametrize("layout", [{"f": "model"}, ["fm"], [("f", "model", "x")], [(1, 2)]])
+def test_a_layout_that_is_no_pairs_is_named(layout):
+    """A dict layout failed in Mesh-TF with 'not enough values to unpack (expected 2, got
+    1)', and a list holding the string 'fm' was read as the rule f:m in silence."""
+    from meshpar import HeterogeneousMeshImpl
+
+    with pytest.raises(TypeError, match="layout must be a layout string such as"):
+        HeterogeneousMeshImpl("model:2", layout, ["", ""])
+
+
+@pytest.mark.parametrize("layout", [[["f", "model"]], [("f", "model")], {("f", "model")},
+                                    "f:model"])
+def test_layout_pairs_as_json_lists_them_are_read(layout):
+    """A plan file's layout (JSON: a list of [dimension, axis] lists) was Mesh-TF's
+    'unhashable type: list'; it now lays out as the pairs it lists."""
+    import mesh_tensorflow as mtf
+
+    from meshpar import HeterogeneousMeshImpl
+
+    impl = HeterogeneousMeshImpl("model:2", layout, ["", ""], split_weights={"model": [3, 1]})
+    assert impl.tensor_dimension_to_mesh_axis(mtf.Dimension("f", 8)) == 0
+    assert impl.split_sizes(mtf.Dimension("f", 8)) == [6, 2]

@@ -77,11 +77,13 @@ def _weights_for_axis(weights, axis, what: str) -> tuple:
     return tuple(values)
 
 
-def _check_shape_and_layout(shape, layout) -> None:
-    """ValueError for a mesh shape or layout string Mesh-TF refuses with its 'bad input to
-    _parse_string_to_list_of_pairs ...' (e.g. a size of 2.5, a rule without ':') and for a
-    repeated mesh axis ('a:1;a:2' made a mesh with two axes 'a'); TypeError for a layout
-    that is no layout (None). Mesh-TF's own spellings ('a:2,b:3') stay accepted."""
+def _check_shape_and_layout(shape, layout):
+    """``layout`` as Mesh-TF takes it (pairs as tuples); ValueError for a mesh shape or
+    layout string Mesh-TF refuses with its 'bad input to _parse_string_to_list_of_pairs
+    ...' (e.g. a size of 2.5, a rule without ':') and for a repeated mesh axis ('a:1;a:2'
+    made a mesh with two axes 'a'); TypeError for a layout that is no layout (None, a
+    dict, anything but (dimension, axis) pairs). Mesh-TF's own spellings ('a:2,b:3') stay
+    accepted."""
     if isinstance(shape, str):
         try:
             shape = mtf.convert_to_shape(shape)
@@ -98,9 +100,16 @@ def _check_shape_and_layout(shape, layout) -> None:
         except ValueError:
             raise ValueError(f"layout: bad rule in {layout!r}, expected dimension:axis rules "
                              "such as batch:batch;conv1_filters:model") from None
-    elif layout is None or isinstance(layout, (int, float, bool)):
-        raise TypeError(f"layout must be a layout string such as 'batch:batch;f:model', "
-                        f"mtf.LayoutRules or (dimension, axis) pairs, got {layout!r}")
+    elif not isinstance(layout, mtf.LayoutRules):
+        # a dict was 'not enough values to unpack', the pair 'fm' the rule f:m, and a JSON
+        # list of [dimension, axis] lists 'unhashable type: list'
+        if not (isinstance(layout, (list, tuple, set, frozenset)) and all(
+                isinstance(p, (tuple, list)) and len(p) == 2
+                and all(isinstance(x, str) for x in p) for p in layout)):
+            raise TypeError(f"layout must be a layout string such as 'batch:batch;f:model', "
+                            f"mtf.LayoutRules or (dimension, axis) pairs, got {layout!r}")
+        return [tuple(p) for p in layout]
+    return layout
 
 
 def _device_list(devices) -> list:
@@ -160,7 +169,7 @@ class HeterogeneousMeshImpl(UnevenCollectives, _pmi.PlacementMeshImpl):
     def __init__(self, shape, layout, devices: Sequence[str],
                  split_weights: Optional[Mapping[str, Sequence[float]]] = None,
                  dim_split_weights: Optional[Mapping[str, Sequence[float]]] = None):
-        _check_shape_and_layout(shape, layout)
+        layout = _check_shape_and_layout(shape, layout)
         # Not super().__init__: PlacementMeshImpl.__init__ names its own class
         # through a module global, which tests may point at this class.
         mtf.MeshImpl.__init__(self, shape, layout)
