@@ -140,3 +140,35 @@ def test_a_dimension_on_the_other_axis_is_refused():
     with pytest.raises(ValueError, match="layout rule conv1_filters:batch cannot be priced: "
                        "the cost model prices 'conv1_filters' on 'model' only"):
         cost.evaluate_plan(plan)
+
+
+@pytest.mark.parametrize("name", REGISTERED)
+def test_every_byte_of_traffic_is_in_the_step_time_and_nothing_else(name):
+    """With even splits on equal devices and no latency, each collective's seconds
+    in ``evaluate`` times the bandwidth is its bytes in ``traffic`` over the R * M
+    devices that send them (an all-concat's device receives (M-1)/M of S, the ring
+    all-reduce moves 2(k-1)/k of S per device; traffic counts (k-1) S and 2(k-1) S
+    over all rows or columns): a collective priced in one and not the other breaks
+    the equality. Every split dimension laid out, and half of them."""
+    import numpy as np
+
+    from meshpar.planning.cluster import ClusterSpec
+    from meshpar.planning.cost_model import CostModel
+
+    description = models.describe_model(name)
+    bandwidth = 1e9
+    for rows, cols in ((1, 2), (2, 1), (2, 2), (3, 2)):
+        cluster = ClusterSpec.from_speeds([1.0] * (rows * cols), bandwidth=bandwidth,
+                                          latency=0.0)
+        batch = 2 * rows
+        cost = CostModel(description, cluster, batch)
+        sizes = {d: [s // cols] * cols for d, s in description.split_dims.items()}
+        assert all(s % cols == 0 for s in description.split_dims.values())
+        for layout in (None, list(description.split_dims)[::2]):
+            traffic = cost.traffic(rows, cols, [batch // rows] * rows, sizes, layout)
+            ev = cost.evaluate_sizes(rows, cols, list(range(rows * cols)),
+                                     [batch // rows] * rows, sizes, layout)
+            assert ev.comm_seconds[0] * bandwidth * rows * cols == pytest.approx(
+                sum(traffic.values()), rel=1e-9), (rows, cols, layout)
+            assert (rows * cols > 1) == (sum(traffic.values()) > 0)
+            assert np.all(ev.row_seconds == ev.row_seconds[0, 0])
