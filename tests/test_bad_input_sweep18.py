@@ -2,13 +2,14 @@
 options and speed monitor, the cost model, clusters), each argument either taken as
 meant or refused naming it (the local workers' own are in their cluster's test file)."""
 import math
+import re
 
 import numpy as np
 import pytest
 
 
 def _match(words: str) -> str:
-    return words.replace("[", r"\[").replace("]", r"\]").replace("(", r"\(").replace(")", r"\)")
+    return re.escape(words)
 
 
 # ------------------------------------------------------------- re-balancing options
@@ -270,3 +271,44 @@ def test_layout_pairs_as_json_lists_them_are_read(layout):
     impl = HeterogeneousMeshImpl("model:2", layout, ["", ""], split_weights={"model": [3, 1]})
     assert impl.tensor_dimension_to_mesh_axis(mtf.Dimension("f", 8)) == 0
     assert impl.split_sizes(mtf.Dimension("f", 8)) == [6, 2]
+
+
+# ------------------------------------------------------------------------ NIfTI volumes
+def _nifti(path, data):
+    import nibabel as nib
+
+    nib.save(nib.Nifti1Image(data, np.eye(4)), str(path))
+    return path
+
+
+def test_values_beyond_float32_are_not_called_nan(tmp_path):
+    """A float64 volume holding 1e300 (finite) was refused as '512 of 512 voxels are NaN
+    or infinite', which the file did not hold: the values overflow float32."""
+    from meshpar.data import BadSubjectError, load_volume
+
+    data = np.ones((8, 8, 8))
+    data[0, 0, :3] = 1e300
+    path = _nifti(tmp_path / "big.nii", data)
+    with pytest.raises(BadSubjectError, match=_match(
+            "3 of 512 voxels are beyond float32's range (largest magnitude 1e+300; rescale")):
+        load_volume(path)
+    data[1, 1, 1] = np.nan
+    with pytest.raises(BadSubjectError, match="3 of 512 voxels are beyond float32's range .*"
+                                              ", 1 more are NaN or infinite"):
+        load_volume(_nifti(tmp_path / "both.nii", data))
+    data[0, 0, :3] = 1.0
+    with pytest.raises(BadSubjectError, match="1 of 512 voxels are NaN or infinite"):
+        load_volume(_nifti(tmp_path / "nan.nii", data))
+
+
+@pytest.mark.parametrize("channels, error", [(2.0, TypeError), (True, TypeError),
+                                              (0, ValueError), ("2", TypeError)])
+def test_load_volume_names_a_wrong_channel_count(tmp_path, channels, error):
+    """channels=2.0 was range()'s "'float' object cannot be interpreted as an integer",
+    True read as one channel and 0 as 'expected 0 channels: (X, Y, Z, 0)'."""
+    from meshpar.data import load_volume
+
+    path = _nifti(tmp_path / "v.nii", np.ones((8, 8, 8, 2), np.float32))
+    with pytest.raises(error, match="channels must be an integer >= 1"):
+        load_volume(path, channels=channels)
+    assert load_volume(path, channels=np.int64(2)).data.shape == (8, 8, 8, 2)

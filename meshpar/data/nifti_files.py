@@ -18,7 +18,7 @@ from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from meshpar.core.splits import true_or_false
+from meshpar.core.splits import integer_at_least, true_or_false
 from meshpar.data.types import (BadDataError, BadLabelsError, BadSubjectError, PathLike, Skipped,
                                 Subject, Volume)
 
@@ -199,6 +199,7 @@ def check_header(path: PathLike, channels: int = 1):
     """
     import nibabel as nib
 
+    channels = integer_at_least(channels, "channels")  # 2.0 was range()'s TypeError, True 1
     path = Path(path)
     if not path.is_file():
         raise BadSubjectError(path, "file does not exist")
@@ -243,7 +244,8 @@ def load_volume(path: PathLike, channels: int = 1) -> Volume:
     path = Path(path)
     img = check_header(path, channels)
     try:
-        data = np.asarray(img.dataobj, dtype=np.float32)
+        with np.errstate(over="ignore"):  # values beyond float32: named below, not warned
+            data = np.asarray(img.dataobj, dtype=np.float32)
     except MemoryError:
         raise
     except Exception as err:  # EOFError, zlib.error, OSError, ValueError for damaged files
@@ -252,5 +254,19 @@ def load_volume(path: PathLike, channels: int = 1) -> Volume:
                         else _channel_shape(data.shape, channels))
     bad = ~np.isfinite(data)
     if bad.any():
-        raise BadSubjectError(path, f"{int(bad.sum())} of {data.size} voxels are NaN or infinite")
+        raise BadSubjectError(path, _non_finite_problem(img, int(bad.sum()), data.size))
     return Volume(data, np.asarray(img.affine, dtype=np.float64), path)
+
+
+def _non_finite_problem(img, bad: int, size: int) -> str:
+    """What is wrong with a volume that has ``bad`` non-finite voxels as float32: NaN or
+    infinite in the file, or finite values beyond float32's range (1e300 in a float64
+    file was said to be 'NaN or infinite', which the file did not hold)."""
+    raw = np.asanyarray(img.dataobj)  # the file's own type (read again: errors only)
+    in_file = int(np.count_nonzero(~np.isfinite(raw))) if raw.dtype.kind == "f" else 0
+    if in_file == bad:
+        return f"{bad} of {size} voxels are NaN or infinite"
+    largest = float(np.nanmax(np.abs(raw[np.isfinite(raw)])))
+    return (f"{bad - in_file} of {size} voxels are beyond float32's range (largest "
+            f"magnitude {largest:.3g}; rescale the volume)"
+            + (f", {in_file} more are NaN or infinite" if in_file else ""))
