@@ -312,3 +312,71 @@ def test_load_volume_names_a_wrong_channel_count(tmp_path, channels, error):
     with pytest.raises(error, match="channels must be an integer >= 1"):
         load_volume(path, channels=channels)
     assert load_volume(path, channels=np.int64(2)).data.shape == (8, 8, 8, 2)
+
+
+# -------------------------------------------------------------------------- transforms
+def _transforms():
+    from meshpar.data import transforms
+
+    return transforms
+
+
+@pytest.mark.parametrize("make, error, words", [
+    (lambda t: t.Resample(shape=(16.5, 16, 16)), TypeError, "Resample shape[0] must be an "
+                                                            "integer >= 1, got 16.5"),
+    (lambda t: t.Resample(shape=(16, 16, 16), antialias="no"), TypeError,
+     "Resample antialias must be True or False"),
+    (lambda t: t.Resample(shape=(16, 16, 16), order=7), ValueError,
+     "Resample order must be a spline order 0 to 5, got 7"),
+    (lambda t: t.Resample(spacing=(1, 1)), ValueError,
+     "Resample spacing must be a voxel size in mm or three of them"),
+    (lambda t: t.Resample(spacing=math.nan), ValueError, "Resample spacing must be finite"),
+    (lambda t: t.CropOrPad((16, 16, 16), value=math.nan), ValueError,
+     "CropOrPad value must be finite"),
+    (lambda t: t.CropOrPad((16, 0, 16)), ValueError, "CropOrPad shape[1] must be an integer"),
+    (lambda t: t.ZScore(zero_outside="no"), TypeError, "ZScore zero_outside must be True or "
+                                                       "False"),
+    (lambda t: t.ZScore(mask="Otsu"), ValueError, "unknown mask 'Otsu'"),
+    (lambda t: t.ZScore(eps=-1), ValueError, "ZScore eps must be >= 0"),
+    (lambda t: t.RandomFlip(axes=(3,)), ValueError, "RandomFlip axes are spatial axes 0, 1 "
+                                                    "or 2"),
+    (lambda t: t.RandomFlip(p=2), ValueError, "RandomFlip p must be a probability in [0, 1]"),
+    (lambda t: t.RandomFlip(p="0.5"), TypeError, "RandomFlip p must be a number"),
+    (lambda t: t.RandomShift(max_shift=True), ValueError, "max_shift must be a whole number"),
+    (lambda t: t.RandomShift(max_shift=math.inf), ValueError, "max_shift must be a whole "
+                                                              "number"),
+    (lambda t: t.RandomAffine(max_rotation_deg=math.nan), ValueError,
+     "RandomAffine max_rotation_deg must be finite"),
+    (lambda t: t.RandomAffine(max_scale=1.0), ValueError, "RandomAffine max_scale must be < 1"),
+    (lambda t: t.RandomAffine(p=1.5), ValueError, "RandomAffine p must be a probability"),
+    (lambda t: t.RandomAffine(order=1.0), TypeError, "RandomAffine order must be an integer"),
+    (lambda t: t.default_transform((16, 16, 16), augment="flip"), TypeError,
+     "augment must be True, False or a sequence of the names flip, shift, affine, got "
+     "'flip'; for one, ['flip']"),
+    (lambda t: t.default_transform((16.5, 16, 16)), TypeError, "shape[0] must be an integer"),
+])
+def test_the_transforms_name_a_wrong_argument(make, error, words):
+    """Each was taken and went wrong later or in silence: sizes 16.5 cut to 16, switches
+    'no' on, order 7 scipy's error and NaN values NaN volumes at the first example (each
+    subject then refused as bad), a RandomFlip axis 3 numpy's AxisError, p 2 always,
+    max_scale 1 a possible division by zero, augment='flip' read letter by letter
+    ("unknown augmentation 'f', 'l', 'i', 'p'"), ZScore(mask='Otsu') refused only at the
+    first volume."""
+    with pytest.raises(error, match=_match(words)):
+        make(_transforms())
+
+
+def test_the_transforms_still_take_numpy_values_and_still_transform():
+    from meshpar.data.types import Volume
+
+    t = _transforms()
+    chain = t.Compose([t.Resample(shape=np.array([8, 8, 8]), order=np.int64(1)),
+                       t.ZScore(mask=np.float32(0.5)), t.RandomFlip(axes=[np.int64(0)],
+                                                                   p=np.float64(1.0))])
+    data = np.arange(4 ** 3, dtype=np.float32).reshape(4, 4, 4)
+    out = chain(Volume(data, np.eye(4), "v.nii"), np.random.default_rng(0))
+    assert out.data.shape == (8, 8, 8) and np.isfinite(out.data).all()
+    plain = t.Compose([t.Resample(shape=(8, 8, 8)), t.ZScore(mask=0.5)])(
+        Volume(data, np.eye(4), "v.nii"))
+    np.testing.assert_array_equal(out.data, plain.data[::-1])
+    assert t.default_transform((8, 8, 8), spacing=[2.0], augment=np.bool_(False))

@@ -31,9 +31,12 @@ from __future__ import annotations
 
 import abc
 import math
+import numbers
 from typing import TYPE_CHECKING, Callable, Optional, Sequence, Union
 
 import numpy as np
+
+from meshpar.core.splits import integer_at_least, integers_at_least, number_above, true_or_false
 
 if TYPE_CHECKING:  # types only
     from meshpar.data.types import Volume
@@ -125,10 +128,11 @@ class Resample(Transform):
     def __init__(self, shape: Optional[Sequence[int]] = None, spacing=None, order: int = 1, antialias: bool = True):
         if (shape is None) == (spacing is None):
             raise ValueError("Resample needs exactly one of shape or spacing")
-        self.shape = None if shape is None else tuple(int(s) for s in shape)
-        self.spacing = None if spacing is None else tuple(np.broadcast_to(np.asarray(spacing, float), (3,)))
-        self.order = order
-        self.antialias = antialias
+        # sizes as given (16.5 was cut to 16), a switch a switch (antialias="no" was on)
+        self.shape = None if shape is None else integers_at_least(shape, "Resample shape")
+        self.spacing = None if spacing is None else _spacing(spacing, "Resample spacing")
+        self.order = _spline_order(order, "Resample order")
+        self.antialias = true_or_false(antialias, "Resample antialias")
 
     def __call__(self, vol: Volume) -> Volume:
         from scipy import ndimage
@@ -171,8 +175,9 @@ class CropOrPad(Transform):
     """Centre crop or pad to ``shape``; padding uses ``value`` (default: the image minimum)."""
 
     def __init__(self, shape: Sequence[int], value: Optional[float] = None):
-        self.shape = tuple(int(s) for s in shape)
-        self.value = value
+        self.shape = integers_at_least(shape, "CropOrPad shape")
+        # NaN padded every volume with NaN, refused later subject by subject
+        self.value = None if value is None else number_above(value, "CropOrPad value", -math.inf)
 
     def __call__(self, vol: Volume) -> Volume:
         if vol.data.shape == self.shape:
@@ -211,9 +216,16 @@ class ZScore(Transform):
     """
 
     def __init__(self, mask: Union[str, float, Callable] = "otsu", zero_outside: bool = False, eps: float = 1e-8):
+        if not (callable(mask) or (isinstance(mask, str) and mask in ("otsu", "nonzero")) or (
+                isinstance(mask, numbers.Real) and not isinstance(mask, bool)
+                and math.isfinite(mask))):  # was refused at the first volume
+            raise ValueError(f"unknown mask {mask!r}: use 'otsu', 'nonzero', a threshold or a "
+                             "callable")
         self.mask = mask
-        self.zero_outside = zero_outside
-        self.eps = eps
+        self.zero_outside = true_or_false(zero_outside, "ZScore zero_outside")  # "no" was on
+        self.eps = number_above(eps, "ZScore eps", -math.inf)
+        if self.eps < 0:
+            raise ValueError(f"ZScore eps must be >= 0, got {eps!r}")
 
     def mask_of(self, data: np.ndarray) -> np.ndarray:
         """Boolean mask of the voxels whose mean and standard deviation are used.
@@ -227,8 +239,8 @@ class ZScore(Transform):
             return data > otsu_threshold(data)
         if self.mask == "nonzero":
             return data != 0
-        if isinstance(self.mask, (int, float)):
-            return data > float(self.mask)
+        if isinstance(self.mask, numbers.Real) and not isinstance(self.mask, bool):
+            return data > float(self.mask)  # numpy's numbers too
         raise ValueError(f"unknown mask {self.mask!r}: use 'otsu', 'nonzero', a threshold or a callable")
 
     def __call__(self, vol: Volume) -> Volume:
@@ -257,8 +269,10 @@ class RandomFlip(Transform):
     random = True
 
     def __init__(self, axes: Sequence[int] = (0,), p: float = 0.5):
-        self.axes = tuple(axes)
-        self.p = p
+        self.axes = integers_at_least(axes, "RandomFlip axes", 0)
+        if any(a > 2 for a in self.axes):  # was numpy's AxisError at the first example
+            raise ValueError(f"RandomFlip axes are spatial axes 0, 1 or 2, got {axes!r}")
+        self.p = _probability(p, "RandomFlip p")
 
     def __call__(self, vol: Volume, rng: Optional[np.random.Generator] = None) -> Volume:
         if rng is None:
@@ -281,8 +295,9 @@ class RandomShift(Transform):
     random = True
 
     def __init__(self, max_shift: int = 2):
-        if int(max_shift) != max_shift or max_shift < 0:
-            raise ValueError(f"max_shift must be a whole number of voxels >= 0, got {max_shift}")
+        if isinstance(max_shift, bool) or not isinstance(max_shift, numbers.Real) or not (
+                math.isfinite(max_shift) and int(max_shift) == max_shift and max_shift >= 0):
+            raise ValueError(f"max_shift must be a whole number of voxels >= 0, got {max_shift!r}")
         self.max_shift = int(max_shift)
 
     def __call__(self, vol: Volume, rng: Optional[np.random.Generator] = None) -> Volume:
@@ -312,11 +327,16 @@ class RandomAffine(Transform):
 
     def __init__(self, max_rotation_deg: float = 5.0, max_scale: float = 0.05, max_shift: float = 2.0,
                  order: int = 1, p: float = 1.0):
-        self.max_rotation_deg = max_rotation_deg
-        self.max_scale = max_scale
-        self.max_shift = max_shift
-        self.order = order
-        self.p = p
+        # NaN made NaN volumes, a scale of 1 or more could divide by zero, p 2 was 1
+        self.max_rotation_deg, self.max_shift = (
+            _at_least_zero(value, f"RandomAffine {name}") for name, value in
+            (("max_rotation_deg", max_rotation_deg), ("max_shift", max_shift)))
+        self.max_scale = _at_least_zero(max_scale, "RandomAffine max_scale")
+        if self.max_scale >= 1:
+            raise ValueError(f"RandomAffine max_scale must be < 1 (a scale within 1 +- it), "
+                             f"got {max_scale!r}")
+        self.order = _spline_order(order, "RandomAffine order")
+        self.p = _probability(p, "RandomAffine p")
 
     def __call__(self, vol: Volume, rng: Optional[np.random.Generator] = None) -> Volume:
         from scipy import ndimage
@@ -377,7 +397,13 @@ def default_transform(
     (left-right flip, small affine) only act when an ``rng`` is passed, so one
     chain serves training and evaluation.
     """
-    shape = tuple(int(s) for s in shape)
+    shape = integers_at_least(shape, "shape")  # 16.5 was cut to 16
+    if isinstance(augment, (str, bytes)) or not (
+            isinstance(augment, (bool, np.bool_)) or hasattr(augment, "__iter__")):
+        hint = f"; for one, [{augment!r}]" * isinstance(augment, str)  # read letter by letter
+        raise TypeError(f"augment must be True, False or a sequence of the names "
+                        f"{', '.join(AUGMENTATIONS)}, got {augment!r}{hint}")
+    augment = bool(augment) if isinstance(augment, np.bool_) else augment
     steps: list = [Reorient("RAS")]
     if spacing is None:
         steps.append(Resample(shape=shape))
@@ -391,3 +417,36 @@ def default_transform(
     steps.append(ZScore(mask))
     steps += [AUGMENTATIONS[n]() for n in AUGMENTATIONS if n in names]
     return Compose(steps)
+
+
+def _at_least_zero(value, what: str) -> float:
+    """``value`` as a finite float >= 0; TypeError or ValueError naming ``what``."""
+    x = number_above(value, what, -math.inf)
+    if x < 0:
+        raise ValueError(f"{what} must be >= 0, got {value!r}")
+    return x
+
+
+def _probability(value, what: str) -> float:
+    """``value`` as a probability in [0, 1]; TypeError or ValueError naming ``what``."""
+    x = _at_least_zero(value, what)
+    if x > 1:
+        raise ValueError(f"{what} must be a probability in [0, 1], got {value!r}")
+    return x
+
+
+def _spline_order(value, what: str) -> int:
+    """An interpolation order scipy takes (0 to 5), naming ``what`` otherwise."""
+    order = integer_at_least(value, what, 0)
+    if order > 5:
+        raise ValueError(f"{what} must be a spline order 0 to 5, got {value!r}")
+    return order
+
+
+def _spacing(value, what: str) -> tuple:
+    """One voxel size in mm or three, each finite and > 0, as three floats."""
+    sizes = np.ravel(np.asarray(value, dtype=object))
+    if len(sizes) not in (1, 3):
+        raise ValueError(f"{what} must be a voxel size in mm or three of them, got {value!r}")
+    sizes = [number_above(v, what) for v in sizes]
+    return tuple(sizes * 3 if len(sizes) == 1 else sizes)
