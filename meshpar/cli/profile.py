@@ -21,7 +21,7 @@ EPILOG = """examples:
   meshpar profile --cluster cluster.json --model resattnet3d-small --batch 8 --out profile.json
   meshpar profile --cluster cluster.json --out profile.json   conv3d kernels on each worker
   meshpar plan --profile profile.json --model resattnet3d-small --batch 8 --out plan.json
-  meshpar train --cluster cluster.json --plan plan.json --model resattnet3d-small --batch 8
+  meshpar train --cluster cluster.json --plan plan.json --data phantoms   the plan's model and batch
   meshpar profile --quick --json                             this machine's devices, as JSON
 """
 
