@@ -123,11 +123,11 @@ def _nifti_data(args, spec, scratch, model_dir, stream=None) -> dict:
     if len(subjects) < 2:
         raise ValueError(f"{directory}: need at least 2 subjects, found {len(subjects)}")
     parts = inputs.split_three_ways(subjects, args.val_fraction, args.seed, **split_request(args))
-    # training and validation in the order of their files, not of labels.csv's rows: the
-    # stream shuffles by position, so one dataset listed in two orders trained on other
-    # batches with one --seed (the split and subjects_record were already order-free)
+    # every part in the order of its files, not of labels.csv's rows: one dataset listed
+    # in two orders then trains, validates and tests alike with one --seed (the test
+    # loss, a mean, summed its subjects in row order; the split was already order-free)
     parts = [sorted(part, key=lambda s: os.path.relpath(s.path, directory))
-             for part in parts[:2]] + [parts[2]]
+             for part in parts]
     if len(parts[0]) < args.batch:
         raise ValueError(f"--batch {args.batch} is larger than the {len(parts[0])} "
                          "training subjects")
