@@ -103,3 +103,11 @@ def test_a_documented_command_parses(source, line):
     except SystemExit:
         pytest.fail(f"{source}: `meshpar {line}`: {err.getvalue().strip()}")
     assert getattr(args, "func", None) is not None, f"{source}: `meshpar {line}` runs nothing"
+
+
+def test_help_texts_hold_no_sphinx_roles():
+    """``--help`` prints a module docstring as it is: ``meshpar bench --help`` showed
+    ``:mod:`meshpar.bench.hetero``` to the user."""
+    roles = [text for text in _help_texts(build_parser())
+             if re.search(r":(?:mod|func|class|meth|data|attr):`", text)]
+    assert roles == []

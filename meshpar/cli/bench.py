@@ -1,7 +1,9 @@
 """``meshpar bench``: benchmarks that run real TF processes.
 
-``meshpar bench hetero`` measures the speed-up of uneven splits on emulated
-uneven devices (throttled TF gRPC workers): see :mod:`meshpar.bench.hetero`.
+``hetero``: one layer's even, proportional and GA splits on emulated uneven
+devices (throttled TF gRPC workers; ``meshpar.bench.hetero``); ``train``: whole
+networks through ``meshpar train --cluster``, every strategy side by side;
+``memory``: the cost model's memory count against fresh workers' measured peak.
 """
 from __future__ import annotations
 
