@@ -7,6 +7,7 @@ TensorFlow); the planner itself never imports this module.
 """
 from __future__ import annotations
 
+import contextlib
 import heapq
 import math
 
@@ -144,6 +145,24 @@ def describe_built(build, input_shape, name: str, batch: int = 2,
     ``TF_DETERMINISTIC_OPS``); the batch dimension is the first of the logits,
     as the estimator takes it. The counts are per sample, whatever ``batch``.
     """
+    with _built(build, input_shape, batch) as (graph, logits):
+        return describe_mtf_graph(graph, name, batch_dim=logits.shape.dims[0].name,
+                                  dtype_bytes=dtype_bytes)
+
+
+def built_dimensions(build, input_shape, batch: int = 2) -> dict:
+    """``{name: size}`` of every tensor dimension of the graph ``build`` makes (as
+    :func:`describe_built` builds it; the batch dimension's size is ``batch``): the
+    dimensions a layout may name, where a layer table names one per layer."""
+    with _built(build, input_shape, batch) as (graph, _):
+        return {d.name: d.size for op in graph.operations for t in op.outputs
+                for d in t.shape.dims}
+
+
+@contextlib.contextmanager
+def _built(build, input_shape, batch: int):
+    """``(mtf graph, logits)`` of ``build`` on zeros ``[batch, *input_shape]``, in a
+    seeded TF graph of its own that is the default one while inside."""
     import meshpar  # noqa: F401  (mesh_tensorflow import shim)
     import mesh_tensorflow as mtf
     import tensorflow.compat.v1 as tf
@@ -153,8 +172,7 @@ def describe_built(build, input_shape, name: str, batch: int = 2,
         graph = mtf.Graph()
         logits, _ = build(tf.zeros((int(batch),) + tuple(int(n) for n in input_shape)),
                           mesh=mtf.Mesh(graph, "mesh"), is_training=True)
-        return describe_mtf_graph(graph, name, batch_dim=logits.shape.dims[0].name,
-                                  dtype_bytes=dtype_bytes)
+        yield graph, logits
 
 
 def _is_gradient_op(op) -> bool:

@@ -149,10 +149,12 @@ def default_layout(spec: models.ModelSpec, mesh_shape: str) -> str:
     """
     batch_axis, model_axis = _default_axes(mesh_shape)
     rules = spec.layout_rules(model_axis=model_axis, batch_axis=batch_axis)
-    narrow = _narrow_dims(spec, dict(parse_mesh_shape(mesh_shape)).get(model_axis, 1))
+    parsed = parse_layout(rules, f"{spec.name}'s layout")
+    narrow = _narrow_dims(spec, dict(parse_mesh_shape(mesh_shape)).get(model_axis, 1),
+                          [dim for dim, axis in parsed if axis == model_axis])
     if not narrow:
         return rules
-    return ";".join(f"{dim}:{axis}" for dim, axis in parse_layout(rules, f"{spec.name}'s layout")
+    return ";".join(f"{dim}:{axis}" for dim, axis in parsed
                     if not (axis == model_axis and dim in narrow))
 
 
@@ -165,12 +167,29 @@ def _default_axes(mesh_shape: str) -> tuple:
             "model" if "model" in names else (others[0] if len(others) == 1 else None))
 
 
-def _narrow_dims(spec: models.ModelSpec, size: int) -> dict:
-    """``{dimension: units}`` of ``spec``'s split dimensions with fewer units than
-    ``size`` devices (none when ``size`` is 1)."""
+def _narrow_dims(spec: models.ModelSpec, size: int, names=()) -> dict:
+    """``{dimension: units}`` of ``spec``'s split dimensions, and of ``names``, with
+    fewer units than ``size`` devices (none when ``size`` is 1)."""
     if size <= 1:
         return {}
-    return {dim: units for dim, units in spec.describe().split_dims.items() if units < size}
+    return {dim: units for dim, units in _dimensions(spec, names).items()
+            if units is not None and units < size}
+
+
+def _dimensions(spec: models.ModelSpec, names=()) -> dict:
+    """``{dimension: units}`` a layout of ``spec`` may name: its layer table's split
+    dimensions and its batch (units None); where ``names`` holds one the table lacks,
+    also every dimension of the graph its ``build`` makes, when its input shape is
+    known. The table gives one split dimension per layer, so a network of one's own
+    may split another (attention's heads, where the table has its kv): refused as a
+    dimension the model does not have, on one device too."""
+    description = spec.describe()
+    dims = {**description.split_dims, description.batch_dim: None}
+    if any(name not in dims for name in names) and models.known_input_shape(spec) is not None:
+        from meshpar.core.graph_description import built_dimensions  # imports TensorFlow
+
+        dims = {**built_dimensions(spec.build, spec.input_shape), **dims}
+    return dims
 
 
 def as_spec(model) -> models.ModelSpec:
@@ -236,12 +255,13 @@ def check_layout(spec: models.ModelSpec, mesh: MeshSpec) -> None:
     what = f"{spec.name} on mesh {mesh.mesh_shape}"
     rules = parse_layout(mesh.layout_for(spec), f"layout of {what}")
     description = spec.describe()
-    dims = {description.batch_dim, *description.split_dims}
+    dims = _dimensions(spec, [dim for dim, _ in rules])
     axes = dict(parse_mesh_shape(mesh.mesh_shape))
     for dim, axis in rules:
         if dim not in dims:
+            listed = {description.batch_dim, *description.split_dims}
             raise ValueError(f"layout rule {dim}:{axis}: {spec.name} has no dimension {dim!r}; "
-                             f"it lays out {', '.join(sorted(dims))}")
+                             f"it lays out {', '.join(sorted(listed))}")
     used = {axis for _, axis in rules}
     idle = [name for name, size in axes.items() if size > 1 and name not in used]
     absent = [(dim, axis) for dim, axis in rules if axis not in axes]
@@ -250,8 +270,11 @@ def check_layout(spec: models.ModelSpec, mesh: MeshSpec) -> None:
         raise ValueError(f"layout rule {dim}:{axis}: mesh {mesh.mesh_shape} has no axis "
                          f"{axis!r}, and no rule uses its axis {idle[0]!r}")
     if mesh.layout is None and idle:
-        narrow = _narrow_dims(spec, axes[idle[0]])
-        if narrow and idle[0] == _default_axes(mesh.mesh_shape)[1]:  # all narrower than it
+        batch_axis, model_axis = _default_axes(mesh.mesh_shape)
+        own = parse_layout(spec.layout_rules(model_axis=model_axis, batch_axis=batch_axis),
+                           f"{spec.name}'s layout")
+        narrow = _narrow_dims(spec, axes[idle[0]], [dim for dim, axis in own if axis == idle[0]])
+        if narrow and idle[0] == model_axis:  # all narrower than it
             shown = ", ".join(f"{dim} {units}" for dim, units in narrow.items())
             raise ValueError(f"mesh {mesh.mesh_shape}: axis {idle[0]!r} splits nothing: each "
                              f"dimension {spec.name} lays out on it has fewer units than its "
