@@ -79,7 +79,7 @@ def add_recipe_options(parser) -> None:
                              "all after --lr-warmup-steps of linear warm-up (default: cosine)")
     parser.add_argument("--lr-warmup-steps", type=int, default=None,
                         help="linear learning-rate warm-up over the first N steps, ending "
-                             "within --steps (default: 10%% of --steps)")
+                             "within --steps (cosine: before it) (default: 10%% of --steps)")
     parser.add_argument("--lr-decay-steps", type=int, default=None,
                         help="step schedule: decay every N steps after the warm-up, the "
                              "first decay before --steps")
