@@ -172,3 +172,21 @@ def test_every_byte_of_traffic_is_in_the_step_time_and_nothing_else(name):
                 sum(traffic.values()), rel=1e-9), (rows, cols, layout)
             assert (rows * cols > 1) == (sum(traffic.values()) > 0)
             assert np.all(ev.row_seconds == ev.row_seconds[0, 0])
+
+
+@pytest.mark.parametrize("model", ["vgg-cifar-small-pairs", TINY_LOCAL_BN],
+                         ids=["pairs", "resattnet3d-local-bn"])
+def test_a_network_read_from_its_graph_is_priced_as_sent(model):
+    """A network of one's own without a table of its own is priced from the table
+    read from its built graph (core.graph_description): here a registered network's
+    module without its ``describe``, on batch:2;model:3 with every other dim laid out."""
+    import types
+
+    base = _spec(model)
+    own = types.SimpleNamespace(build=base.module.build, layout_rules=base.module.layout_rules,
+                                input_shape=lambda config: base.input_shape)
+    spec = models.ModelSpec(base.name, own, base.config)
+    dims = [d for d in base.module.split_dim_names(base.config)[::2]]
+    assert set(spec.describe().split_dims) == set(base.describe().split_dims)
+    _check(spec, "batch:2;model:3", _layout(base, dims), {"batch": [3, 1], "model": [5, 2, 1]},
+           batch=4)
