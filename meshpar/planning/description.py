@@ -185,7 +185,7 @@ def check_priced_layout(model: ModelDescription, layout, mesh_axes) -> None:
             why = (f"{model.name!r}'s layer table does not split {dim!r} (it splits "
                    f"{', '.join(model.split_dims) or 'nothing'} on model and "
                    f"{model.batch_dim!r} on batch), so no row holds the collectives a "
-                   "split of it runs (a split spatial dimension is gathered before "
+                   "split of it runs (e.g. a split spatial dimension is gathered before "
                    "each pooling)")
         else:
             why = (f"the cost model prices {dim!r} on {expected[dim]!r} only")
