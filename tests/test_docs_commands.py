@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from meshpar.cli import build_parser
+from meshpar.cli import build_parser, main
 
 ROOT = Path(__file__).resolve().parent.parent
 #: a line that runs meshpar: after a prompt (``host-i$``) or an environment variable
@@ -111,3 +111,13 @@ def test_help_texts_hold_no_sphinx_roles():
     roles = [text for text in _help_texts(build_parser())
              if re.search(r":(?:mod|func|class|meth|data|attr):`", text)]
     assert roles == []
+
+
+def test_bench_hetero_model_names_its_workload_not_a_network(capsys):
+    """docs/training.md lists the commands whose ``--model`` takes a network of one's
+    own; ``bench hetero --model`` (a one-layer workload) is not one of them."""
+    with pytest.raises(SystemExit) as exited:  # argparse's own refusal
+        main(["bench", "hetero", "--model", "mynet.py"])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "invalid choice: 'mynet.py'" in err[0], err
