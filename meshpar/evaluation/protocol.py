@@ -261,9 +261,9 @@ def execute(run: Run, model: str, train_args: Sequence[str] = (), threads: int =
     run.run_dir.mkdir(parents=True, exist_ok=True)
     log = run.run_dir / "train.log"
     if run.model_dir.exists():
-        # An interrupted run (no predictions yet): the estimator would resume from
-        # its last checkpoint, a run unlike an uninterrupted one (another data
-        # order from that step on); the protocol's own scratch is trained anew.
+        # An interrupted run (no predictions yet): train would resume from its last
+        # checkpoint (the same weights in the end), but its summary would then time
+        # and report only the resumed steps; the protocol's own scratch is trained anew.
         shutil.rmtree(run.model_dir)
         with open(log, "a", encoding="utf-8") as f:
             f.write(f"# interrupted run: {run.model_dir} removed, trained from the start\n")
