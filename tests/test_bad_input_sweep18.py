@@ -380,3 +380,32 @@ def test_the_transforms_still_take_numpy_values_and_still_transform():
         Volume(data, np.eye(4), "v.nii"))
     np.testing.assert_array_equal(out.data, plain.data[::-1])
     assert t.default_transform((8, 8, 8), spacing=[2.0], augment=np.bool_(False))
+
+
+# ---------------------------------------------------------------------------- metrics
+@pytest.mark.parametrize("threshold, error, words", [
+    (math.nan, ValueError, "threshold must be finite, got nan"),
+    ("0.5", TypeError, "threshold must be a number, got '0.5'"),
+    (1.5, ValueError, "threshold must be a probability in [0, 1], got 1.5"),
+])
+def test_the_metrics_name_a_wrong_threshold(threshold, error, words):
+    """binary_metrics(threshold=nan) predicted every subject negative in silence
+    (accuracy 0.5, sensitivity 0 on a perfect classifier), as did prediction_agreement;
+    '0.5' was numpy's comparison error."""
+    from meshpar.evaluation.metrics import binary_metrics, prediction_agreement
+
+    with pytest.raises(error, match=_match(words)):
+        binary_metrics([0, 1], [0.1, 0.9], threshold=threshold)
+    with pytest.raises(error, match=_match(words)):
+        prediction_agreement({"a": 0.1}, {"a": 0.9}, threshold=threshold)
+
+
+def test_prediction_agreement_names_a_subject_without_a_probability():
+    """A NaN probability made every difference statistic NaN, naming nothing."""
+    from meshpar.evaluation.metrics import binary_metrics, prediction_agreement
+
+    with pytest.raises(ValueError, match="probabilities must be finite; subject b has nan"):
+        prediction_agreement({"a": 0.1, "b": math.nan}, {"a": 0.2, "b": 0.3})
+    assert prediction_agreement({"a": 0.1, "b": 0.7}, {"a": 0.2, "b": 0.3},
+                                threshold=np.float32(0.5))["label_agreement"] == 0.5
+    assert binary_metrics([0, 1], [0.1, 0.9], threshold=np.float64(0.5))["accuracy"] == 1.0

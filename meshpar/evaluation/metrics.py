@@ -21,6 +21,8 @@ from typing import Dict, Mapping, Sequence
 
 import numpy as np
 
+from meshpar.core.splits import number_above
+
 __all__ = ["METRICS", "auc", "binary_metrics", "mean_std", "paired_comparison",
            "prediction_agreement"]
 
@@ -67,7 +69,7 @@ def binary_metrics(y_true: Sequence[int], p_positive: Sequence[float],
     positive (or negative) class is absent; balanced accuracy is their mean.
     """
     y, p = _labels_and_scores(y_true, p_positive)
-    predicted = (p > threshold).astype(int)
+    predicted = (p > _threshold(threshold)).astype(int)
     pos, neg = y == 1, y == 0
     sensitivity = float((predicted[pos] == 1).mean()) if pos.any() else float("nan")
     specificity = float((predicted[neg] == 0).mean()) if neg.any() else float("nan")
@@ -128,12 +130,26 @@ def prediction_agreement(a: Mapping[str, float], b: Mapping[str, float],
     Compares the subjects both hold: the largest and mean absolute
     probability difference and the share of equal predicted labels.
     """
+    threshold = _threshold(threshold)
     common = sorted(set(a) & set(b))
     if not common:
         raise ValueError("the two prediction sets share no subject")
     pa = np.array([a[k] for k in common], dtype=float)
     pb = np.array([b[k] for k in common], dtype=float)
+    if not (np.isfinite(pa).all() and np.isfinite(pb).all()):  # NaN differences were NaN
+        bad = [k for k, x, y in zip(common, pa, pb) if not (math.isfinite(x) and math.isfinite(y))]
+        raise ValueError(f"probabilities must be finite; subject {bad[0]} has "
+                         f"{a[bad[0]]!r} and {b[bad[0]]!r}")
     diff = np.abs(pa - pb)
     return {"subjects": len(common), "max_abs_p_difference": float(diff.max()),
             "mean_abs_p_difference": float(diff.mean()),
             "label_agreement": float(((pa > threshold) == (pb > threshold)).mean())}
+
+
+def _threshold(threshold) -> float:
+    """``threshold`` as a probability in [0, 1]; a NaN one predicted every subject
+    negative in silence (``p > nan`` is False), a string was numpy's comparison error."""
+    value = number_above(threshold, "threshold", -math.inf)
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"threshold must be a probability in [0, 1], got {threshold!r}")
+    return value
