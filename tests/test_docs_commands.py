@@ -1,8 +1,8 @@
 """Every ``meshpar`` command line the docs show parses as the CLI reads it.
 
-The command lines are those of README.rst's literal blocks, the fenced blocks of
-docs/*.md and the examples of every ``meshpar ... --help`` (descriptions and
-epilogs). Parsing checks each flag's name, its value's type and the
+The command lines are those of the literal blocks of README.rst and docs/*.rst,
+the fenced blocks of docs/*.md and the examples of every ``meshpar ... --help``
+(descriptions and epilogs). Parsing checks each flag's name, its value's type and the
 required/exclusive groups, so a renamed or dropped flag, or an example that
 leaves out a required one, fails here. Found by it: ``meshpar profile --help``'s
 ``meshpar train --cluster cluster.json --plan plan.json ...`` had no ``--data``
@@ -77,6 +77,9 @@ def _all_commands():
         found += _commands("README.rst", block)
     for path in sorted((ROOT / "docs").glob("*.md")):
         for block in _md_blocks(path.read_text(encoding="utf-8")):
+            found += _commands(f"docs/{path.name}", block)
+    for path in sorted((ROOT / "docs").glob("*.rst")):
+        for block in _rst_blocks(path.read_text(encoding="utf-8")):
             found += _commands(f"docs/{path.name}", block)
     for text in _help_texts(build_parser()):
         found += _commands("--help", text)
