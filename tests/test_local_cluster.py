@@ -319,6 +319,47 @@ def test_workers_go_when_the_process_holding_the_cluster_is_killed(tmp_path):
         holder.kill()
 
 
+@pytest.mark.skipif(detect_cgroup() is None or detect_memory_cgroup() is None,
+                    reason="needs writable cgroup cpu and memory controllers")
+def test_a_killed_clusters_cgroups_go_with_its_workers(tmp_path):
+    """SIGKILL of the process holding a LocalCluster (a killed meshpar bench or train
+    --speeds) ran no stop(): its workers went, but their CPU-quota and memory cgroups
+    stayed in /sys/fs/cgroup, one pair per killed command. A worker whose parent is
+    gone now leaves and removes its own groups on the way out."""
+    import signal
+    import textwrap
+
+    state = tmp_path / "state"
+    script = textwrap.dedent(f"""
+        import json, time
+        from meshpar.runtime.local_cluster import LocalCluster
+        cluster = LocalCluster(speeds=[0.5], throttle="cgroup", pin=False,
+                               memory_bytes=[2 * 2**30]).start()
+        groups = [g.path for g in cluster._cgroups + list(cluster._memory_limits.values())]
+        open({str(state)!r} + ".tmp", "w").write(json.dumps(
+            {{"pids": [p.pid for p in cluster.processes], "groups": groups}}))
+        import os; os.replace({str(state)!r} + ".tmp", {str(state)!r})
+        time.sleep(600)
+    """)
+    holder = subprocess.Popen([sys.executable, "-c", script])
+    try:
+        deadline = time.monotonic() + 120
+        while not state.exists() and holder.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        made = json.loads(state.read_text())
+        assert len(made["groups"]) == 2 and all(os.path.isdir(g) for g in made["groups"])
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+        deadline = time.monotonic() + 20
+        while (any(_alive(p) for p in made["pids"]) or any(map(os.path.exists, made["groups"]))
+               ) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not any(_alive(p) for p in made["pids"]), "orphaned workers still serve"
+        assert not [g for g in made["groups"] if os.path.exists(g)], "cgroups left behind"
+    finally:
+        holder.kill()
+
+
 def test_a_worker_started_by_hand_does_not_watch_a_parent_it_lacks(monkeypatch):
     from meshpar.runtime import worker
 

@@ -96,7 +96,8 @@ def exit_with_parent(parent, interval: float = 0.5) -> None:
     """When ``parent`` (a pid, as a string; None or "": nothing) is set, a daemon thread
     ends this process once its parent is no longer that process. A LocalCluster sets it
     so that its workers go with it when it is killed (SIGTERM or SIGKILL run no cleanup
-    code), instead of serving forever as orphans; a worker started by hand is left be."""
+    code), instead of serving forever as orphans, and takes its CPU-quota and memory
+    cgroups with it; a worker started by hand is left be."""
     if not parent or not str(parent).isdigit() or int(parent) != os.getppid():
         return  # unset, or inherited from further up: not this worker's parent
     import threading
@@ -106,6 +107,9 @@ def exit_with_parent(parent, interval: float = 0.5) -> None:
     def watch():
         while os.getppid() == expected:
             time.sleep(interval)
+        from meshpar.runtime.cgroups import leave_own_groups
+
+        leave_own_groups()  # the parent that would have removed them is gone
         os._exit(0)
 
     threading.Thread(target=watch, name="meshpar-exit-with-parent", daemon=True).start()
