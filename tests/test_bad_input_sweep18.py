@@ -409,3 +409,34 @@ def test_prediction_agreement_names_a_subject_without_a_probability():
     assert prediction_agreement({"a": 0.1, "b": 0.7}, {"a": 0.2, "b": 0.3},
                                 threshold=np.float32(0.5))["label_agreement"] == 0.5
     assert binary_metrics([0, 1], [0.1, 0.9], threshold=np.float64(0.5))["accuracy"] == 1.0
+
+
+# ----------------------------------------------------------------------------- profiles
+@pytest.mark.parametrize("kwargs, error, words", [
+    (dict(repeats=2.5), TypeError, "repeats must be an integer >= 1, got 2.5"),
+    (dict(repeats="3"), TypeError, "repeats must be an integer >= 1, got '3'"),
+    (dict(sizes=[(1, 8, 8)]), ValueError, "profile sizes[0] must be (batch, spatial, c_in, "
+                                          "c_out), got (1, 8, 8)"),
+    (dict(sizes=[(1, 8, 8, 0)]), ValueError, "profile sizes[0][3] must be an integer >= 1"),
+    (dict(sizes=[(1, 8.5, 8, 8)]), TypeError, "profile sizes[0][1] must be an integer >= 1"),
+    (dict(sizes="1,8,8,8"), TypeError, "profile sizes must be (batch, spatial, c_in, c_out) "
+                                       "tuples"),
+    (dict(sizes=[]), ValueError, "profile sizes must not be empty"),
+])
+@pytest.mark.parametrize("where", ["local", "cluster"])
+def test_the_profilers_name_wrong_sizes_and_repeats_before_timing(kwargs, error, words, where,
+                                                                  monkeypatch):
+    """repeats=2.5 ran the first size's kernel and then failed in range(), a size of three
+    numbers in an unpacking, a size of 0 in a zero-FLOP profile point, 8.5 was cut to 8;
+    nothing is timed (and no worker asked) before these are refused."""
+    import meshpar.runtime.client as client
+    from meshpar.runtime import profiling
+
+    def never(*args, **kwargs):
+        raise AssertionError("asked a worker before checking the arguments")
+
+    monkeypatch.setattr(client, "ClusterClient", never)
+    call = (profiling.profile_local_devices if where == "local" else
+            lambda **kw: profiling.profile_cluster_workers(["127.0.0.1:1"], **kw))
+    with pytest.raises(error, match=_match(words)):
+        call(**kwargs)

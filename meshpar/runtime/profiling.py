@@ -12,8 +12,27 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from meshpar.core.splits import integer_at_least, integers_at_least
 from meshpar.planning.cluster import (DEFAULT_BANDWIDTH, DEFAULT_LATENCY, DEFAULT_MEMORY_BYTES,
                                       ClusterSpec, DeviceSpec)
+
+
+def _checked_sizes(sizes) -> list:
+    """``sizes`` as tuples of four integers >= 1 ``(batch, spatial, c_in, c_out)``, at
+    least one; checked before any timing (2.5 repeats or a size of three numbers failed
+    once the first kernels had run, in range() or an unpacking)."""
+    if isinstance(sizes, (str, bytes)) or not hasattr(sizes, "__iter__"):
+        raise TypeError(f"profile sizes must be (batch, spatial, c_in, c_out) tuples, got "
+                        f"{sizes!r}")
+    out = []
+    for i, size in enumerate(sizes):
+        if isinstance(size, (str, bytes)) or not hasattr(size, "__len__") or len(size) != 4:
+            raise ValueError(f"profile sizes[{i}] must be (batch, spatial, c_in, c_out), got "
+                             f"{size!r}")
+        out.append(integers_at_least(size, f"profile sizes[{i}]"))
+    if not out:
+        raise ValueError("profile sizes must not be empty")
+    return out
 
 
 def conv3d_step_flops(batch: int, spatial: int, c_in: int, c_out: int, kernel: int = 3) -> float:
@@ -41,12 +60,8 @@ def profile_local_devices(sizes: Sequence[tuple] = DEFAULT_PROFILE_SIZES, repeat
 
     TensorFlow is imported here, never at module import.
     """
+    sizes, repeats = _checked_sizes(sizes), integer_at_least(repeats, "repeats")
     import tensorflow as tf  # lazy: ~9 s
-
-    if not sizes:
-        raise ValueError("profile sizes must not be empty")
-    if repeats < 1:
-        raise ValueError(f"repeats must be >= 1, got {repeats}")
     physical = [("cpu0", "/device:CPU:0", "CPU")]
     for i, _ in enumerate(tf.config.list_physical_devices("GPU")):
         physical.append((f"gpu{i}", f"/device:GPU:{i}", "GPU"))
@@ -214,10 +229,7 @@ def profile_cluster_workers(addresses: Sequence[str], device_type: str = "CPU",
     from meshpar.runtime.client import ClusterClient
     from meshpar.training.recipe import DEFAULT_WEIGHT_DECAY
 
-    if repeats < 1:
-        raise ValueError(f"repeats must be >= 1, got {repeats}")
-    if not sizes:
-        raise ValueError("profile sizes must not be empty")
+    sizes, repeats = _checked_sizes(sizes), integer_at_least(repeats, "repeats")
     log = log or (lambda *a: None)
     if model is not None:  # before any worker is asked (or sent a graph it cannot hold)
         check_profile_fits(model, batch, addresses, what=batch_flag)
