@@ -440,3 +440,39 @@ def test_the_profilers_name_wrong_sizes_and_repeats_before_timing(kwargs, error,
             lambda **kw: profiling.profile_cluster_workers(["127.0.0.1:1"], **kw))
     with pytest.raises(error, match=_match(words)):
         call(**kwargs)
+
+
+# ----------------------------------------------------------------------------- phantoms
+@pytest.mark.parametrize("kwargs, words", [
+    (dict(noise=math.nan), "noise must be a finite number >= 0, got nan"),
+    (dict(noise=-1), "noise must be a finite number >= 0, got -1"),
+    (dict(voxel_mm=math.nan), "voxel size nan mm is under"),
+    (dict(shape=(12.5, 12, 12)), "shape must be three sizes of at least 8"),
+    (dict(shape=(0, 12, 12)), "shape must be three sizes of at least 8"),
+    (dict(seed=-1), "seed must be a whole number >= 0, got -1"),
+    (dict(seed=1.5), "seed must be a whole number >= 0, got 1.5"),
+    (dict(max_rotation_deg=math.nan), "max_rotation_deg must be a finite number >= 0"),
+    (dict(orientations="RAS"), "orientations must be a list of axis codes"),
+    (dict(orientations=[]), "orientations must be a list of axis codes"),
+    (dict(noise="0.1"), "noise must be a finite number >= 0, got '0.1'"),
+    (dict(label_set="NCAD"), "label set must be a sequence of names, got 'NCAD'"),
+])
+def test_make_phantom_names_a_wrong_argument(kwargs, words):
+    """make_phantom took what write_dataset refuses: a NaN or negative noise level gave a
+    phantom without noise and a NaN voxel size a volume of NaN, both in silence; 12.5
+    was cut to 12; a size of 0, a seed of -1 or 1.5, a NaN rotation, no orientations and
+    noise '0.1' were numpy's errors; 'RAS' was read letter by letter (axis codes 'S')."""
+    from meshpar.data import make_phantom
+
+    with pytest.raises(ValueError, match=_match(words)):
+        make_phantom("AD", **{"shape": (12, 12, 12), **kwargs})
+
+
+def test_make_phantom_still_takes_numpy_values_and_seed_sequences():
+    from meshpar.data import make_phantom
+
+    a = make_phantom("AD", shape=np.array([12, 12, 12]), seed=np.int64(3), noise=np.float32(0))
+    b = make_phantom("AD", shape=(12, 12, 12), seed=3, noise=0.0)
+    np.testing.assert_array_equal(a.image, b.image)
+    assert make_phantom("NC", (12, 12, 12), seed=np.random.SeedSequence(1)).image.shape == (
+        12, 12, 12)

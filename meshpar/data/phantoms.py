@@ -51,7 +51,8 @@ from typing import Callable, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from meshpar.data.synth_checks import (check_dataset_arguments, check_room, check_voxel_mm,
+from meshpar.data.synth_checks import (check_dataset_arguments, check_phantom_arguments,
+                                       check_room, check_voxel_mm,
                                        refuse_targets, subject_file)
 
 # Atrophy severity of each diagnostic group, 0 (none) to 1 (typical AD).
@@ -437,10 +438,14 @@ def make_phantom(
     noise : float
         Rician noise level relative to white matter.
     """
-    rng = np.random.default_rng(seed)
-    params = sample_params(rng, label, label_set, noise=noise)
+    shape = check_phantom_arguments(shape, seed, noise, max_rotation_deg, orientations)
+    if isinstance(label_set, (str, bytes)):  # "NCAD" is not the labels N, C, A, D
+        raise ValueError(f"label set must be a sequence of names, got {label_set!r}")
     if voxel_mm is None:
         voxel_mm = default_voxel_mm(shape)
+    check_voxel_mm(shape, voxel_mm)  # NaN rendered a volume of NaN in silence
+    rng = np.random.default_rng(seed)
+    params = sample_params(rng, label, label_set, noise=noise)
     codes = orientation if orientation is not None else str(rng.choice(list(orientations)))
     rotation = _random_rotation(rng, max_rotation_deg)
     affine = orientation_affine(shape, voxel_mm, codes, rotation, center_mm=rng.normal(0.0, 3.0, size=3))
@@ -541,9 +546,7 @@ def write_dataset(
         raise ValueError(f"n={n} subjects cannot share {len(label_set)} labels equally: "
                          f"{', '.join(label_set[n:])} would have none; give n >= "
                          f"{len(label_set)} (or fractions that leave it out)")
-    if isinstance(orientations, str) or not len(orientations):  # was numpy's 'a cannot be empty'
-        raise ValueError(f"orientations must be a list of axis codes such as ['RAS', 'LPS'], "
-                         f"got {orientations!r}")
+    check_phantom_arguments(shape, seed, noise, max_rotation_deg, orientations)
     for codes in orientations:
         orientation_affine(shape, 1.0, codes)  # fail on bad codes before writing anything
     if voxel_mm is None:

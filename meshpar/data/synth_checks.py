@@ -54,24 +54,47 @@ def check_dataset_arguments(n, shape, label_set, seed, fractions, noise,
         raise ValueError(f"label set must name at least two classes, got {names}: a "
                          "classifier learns nothing from one (for subjects of one group, "
                          "give the other no share: fractions, or ad_fraction 0 or 1)")
-    if len(shape) != 3 or not all(_whole(s) and s >= 8 for s in shape):
+    if not _whole(seed) or seed < 0:  # a dataset's seed makes it again: not None
+        raise ValueError(f"seed must be a whole number >= 0, got {seed!r}")
+    shape = check_phantom_arguments(shape, seed, noise, max_rotation_deg)
+    if isinstance(fractions, (str, bytes)):  # was listed letter by letter
+        raise ValueError(f"fractions must be numbers, one per label, got {fractions!r}")
+    if fractions is not None and not all(_at_least_zero(v) for v in fractions):
+        raise ValueError(f"fractions must be finite numbers >= 0, got {list(fractions)}")
+    return int(n), shape, names
+
+
+def check_phantom_arguments(shape, seed, noise, max_rotation_deg,
+                            orientations: Sequence[str] = ("RAS",)) -> tuple:
+    """``shape`` as a tuple of ints; ValueError naming the argument of one phantom
+    (:func:`~meshpar.data.phantoms.make_phantom`, each subject of a dataset) that is not
+    three whole sizes of at least 8, a seed (a whole number >= 0, a SeedSequence or None),
+    a finite noise level in [0, MAX_NOISE] and rotation >= 0, or a non-empty list of
+    axis codes: make_phantom cut 12.5 to 12, gave numpy's errors for a seed of -1 or 1.5
+    and a size of 0, no noise for a NaN or negative level, and read 'RAS' letter by
+    letter."""
+    if isinstance(shape, (str, bytes)) or len(shape) != 3 or not all(
+            _whole(s) and s >= 8 for s in shape):
         raise ValueError(f"shape must be three sizes of at least 8, got {tuple(shape)}")
-    if not _whole(seed) or seed < 0:
+    if not (seed is None or isinstance(seed, np.random.SeedSequence)
+            or (_whole(seed) and seed >= 0)):
         raise ValueError(f"seed must be a whole number >= 0, got {seed!r}")
     if isinstance(noise, numbers.Real) and noise > MAX_NOISE:  # inf voxels, written in silence
         raise ValueError(f"noise must be at most {MAX_NOISE:g} (relative to white matter; "
                          f"default 0.04), got {noise!r}")
-    if isinstance(fractions, (str, bytes)):  # was listed letter by letter
-        raise ValueError(f"fractions must be numbers, one per label, got {fractions!r}")
-    for what, values in (("fractions", fractions), ("noise", (noise,)),
-                         ("max_rotation_deg", (max_rotation_deg,))):
-        if values is not None and not all(
-                isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
-                and v >= 0 for v in values):
-            raise ValueError(f"fractions must be finite numbers >= 0, got {list(values)}"
-                             if what == "fractions" else
-                             f"{what} must be a finite number >= 0, got {values[0]!r}")
-    return int(n), tuple(int(s) for s in shape), names
+    for what, value in (("noise", noise), ("max_rotation_deg", max_rotation_deg)):
+        if not _at_least_zero(value):
+            raise ValueError(f"{what} must be a finite number >= 0, got {value!r}")
+    if isinstance(orientations, (str, bytes)) or not len(orientations):  # numpy's 'a cannot
+        raise ValueError(f"orientations must be a list of axis codes such as "  # be empty'
+                         f"['RAS', 'LPS'], got {orientations!r}")
+    return tuple(int(s) for s in shape)
+
+
+def _at_least_zero(value) -> bool:
+    """Whether ``value`` is a finite real number >= 0 (not a bool)."""
+    return (isinstance(value, numbers.Real) and not isinstance(value, bool)
+            and math.isfinite(value) and value >= 0)
 
 
 def check_voxel_mm(shape: Sequence[int], voxel_mm: Union[float, Sequence[float]]) -> None:
