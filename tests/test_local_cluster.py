@@ -360,6 +360,45 @@ def test_a_killed_clusters_cgroups_go_with_its_workers(tmp_path):
         holder.kill()
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux's parent-death signal")
+def test_a_worker_stopped_by_the_signal_throttle_goes_when_its_holder_is_killed(tmp_path):
+    """The signal throttle stops a slow worker (SIGSTOP) for most of each period; when
+    the process holding the cluster was killed in that part, the worker stayed stopped
+    for good (state T), an orphan no watcher could end. It now asks for a SIGCONT on
+    its parent's death. The test stops the worker itself just before the kill, so that
+    the old code fails every time rather than by chance."""
+    import signal
+    import textwrap
+
+    pids = tmp_path / "pids"
+    script = textwrap.dedent(f"""
+        import os, time
+        from meshpar.runtime.local_cluster import LocalCluster
+        cluster = LocalCluster(speeds=[0.1], throttle="signal", pin=False).start()
+        open({str(pids)!r} + ".tmp", "w").write(str(cluster.processes[0].pid))
+        os.replace({str(pids)!r} + ".tmp", {str(pids)!r})
+        time.sleep(600)
+    """)
+    holder = subprocess.Popen([sys.executable, "-c", script])
+    worker = None
+    try:
+        deadline = time.monotonic() + 120
+        while not pids.exists() and holder.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        worker = int(pids.read_text())
+        os.kill(worker, signal.SIGSTOP)
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+        deadline = time.monotonic() + 20
+        while _alive(worker) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not _alive(worker), "a stopped worker outlived its killed holder"
+    finally:
+        holder.kill()
+        if worker is not None and _alive(worker):
+            os.kill(worker, signal.SIGKILL)
+
+
 def test_a_worker_started_by_hand_does_not_watch_a_parent_it_lacks(monkeypatch):
     from meshpar.runtime import worker
 

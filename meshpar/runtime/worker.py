@@ -103,6 +103,7 @@ def exit_with_parent(parent, interval: float = 0.5) -> None:
     import threading
 
     expected = int(parent)
+    _continue_when_parent_dies()
 
     def watch():
         while os.getppid() == expected:
@@ -113,3 +114,20 @@ def exit_with_parent(parent, interval: float = 0.5) -> None:
         os._exit(0)
 
     threading.Thread(target=watch, name="meshpar-exit-with-parent", daemon=True).start()
+
+
+def _continue_when_parent_dies() -> None:
+    """Have Linux send this process SIGCONT when its parent dies (prctl
+    PR_SET_PDEATHSIG). A worker that a LocalCluster's signal throttle had just stopped
+    (SIGSTOP) when the holder was killed ran no watcher: it stayed stopped for good,
+    an orphan. Resumed, its watcher sees the parent gone and ends it. A spurious
+    SIGCONT (the thread that started it ending early) only lengthens one duty cycle."""
+    import signal
+
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGCONT), 0, 0, 0)  # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: no parent-death signal to ask for
+        pass
