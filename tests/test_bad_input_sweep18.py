@@ -476,3 +476,15 @@ def test_make_phantom_still_takes_numpy_values_and_seed_sequences():
     np.testing.assert_array_equal(a.image, b.image)
     assert make_phantom("NC", (12, 12, 12), seed=np.random.SeedSequence(1)).image.shape == (
         12, 12, 12)
+
+
+def test_from_plan_refuses_devices_given_as_one_string():
+    """HeterogeneousMeshImpl.from_plan(plan, devices="ab") listed the string's letters
+    as the plan's two devices ('a' and 'b'), where the constructor refuses a string."""
+    from meshpar import HeterogeneousMeshImpl
+    from meshpar.planning.plan import Plan
+
+    plan = Plan.from_dict(_planned(shapes=[(1, 2)]))
+    with pytest.raises(ValueError, match="devices must be a sequence of device strings"):
+        HeterogeneousMeshImpl.from_plan(plan, devices="ab")
+    assert HeterogeneousMeshImpl.from_plan(plan, devices=("", "")).devices == ["", ""]

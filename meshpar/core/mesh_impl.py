@@ -225,7 +225,7 @@ class HeterogeneousMeshImpl(UnevenCollectives, _pmi.PlacementMeshImpl):
             plan = Plan.load(plan)  # as MeshSpec.from_plan: was 'str' has no attribute 'devices'
         if not isinstance(plan, Plan):
             raise TypeError(f"plan must be a Plan or the path of a plan file, got {plan!r}")
-        devs = list(plan.devices if devices is None else devices)
+        devs = _device_list(plan.devices if devices is None else devices)  # "ab": not a, b
         if len(devs) != len(plan.devices):
             raise ValueError(f"plan needs {len(plan.devices)} devices, got {len(devs)}")
         return cls(plan.mesh_shape_string(), plan.layout_string(), devs,
