@@ -45,6 +45,11 @@ OPS = {
     "conv2d_strided": ([[B, H5, W, I], [mtf.Dimension("fh", 2), mtf.Dimension("fw", 3), I, F]],
                        lambda x, f: [mtf.Conv2dOperation(x, f, [1, 2, 2, 1], "VALID").outputs[0],
                                      mtf.Conv2dOperation(x, f, [1, 1, 2, 1], "SAME").outputs[0]]),
+    # VALID padding with a window no wider than the stride (upstream's output size)
+    "conv2d_transpose_valid": ([[B, H5, W, I], [mtf.Dimension("fh", 2), mtf.Dimension("fw", 1),
+                                                F, I]],
+                               lambda x, f: [mtf.Conv2dTransposeOperation(
+                                   x, f, [1, 2, 1, 1], "VALID").outputs[0]]),
     "pooling": ([[B, H, W, F]], lambda x: [mtf.layers.max_pool2d(x), mtf.layers.avg_pool2d(x)]),
     "pooling3d": ([[B, D, H, W, F]], lambda x: [mtf.layers.max_pool3d(x),
                                                 mtf.layers.avg_pool3d(x)]),
@@ -83,7 +88,8 @@ OPS = {
 # Dimensions each op is split along (see _cases).
 SPLITS = {
     "einsum": ["filters", "batch", "d_in"], "conv2d": ["filters", "batch", "d_in"],
-    "conv3d": ["filters", "batch"], "conv2d_strided": ["filters", "batch", "d_in"],
+    "conv3d": ["filters", "batch"], "conv2d_transpose_valid": ["filters", "batch", "d_in"],
+    "conv2d_strided": ["filters", "batch", "d_in"],
     "conv2d_transpose": ["filters", "batch", "d_in"],
     "conv3d_transpose": ["filters", "batch", "d_in"], "pooling": ["filters", "batch"],
     "pooling3d": ["filters", "batch"], "pooling_odd": ["filters", "batch", "w"],
@@ -228,6 +234,30 @@ def test_a_stride_that_does_not_divide_the_size_is_refused_naming_op_and_dimensi
                 _run("strided_refused", impl)
     finally:
         del OPS["strided_refused"]
+
+
+@pytest.mark.parametrize("strides, windows, refused", [
+    ([1, 2, 2, 1], (3, 2), "window of 3 over stride 2 along tensor dimension 'h' with VALID"
+                           " padding: Mesh-TensorFlow declares 10 outputs where the transposed"
+                           " convolution makes 11"),
+    ([1, 1, 1, 1, 1], (1, 1, 2), "window of 2 over stride 1 along tensor dimension 'w' with"
+                                 " VALID padding: Mesh-TensorFlow declares 7 outputs where the"
+                                 " transposed convolution makes 8")])
+def test_a_valid_transposed_convolution_wider_than_its_stride_is_refused(strides, windows,
+                                                                          refused):
+    # upstream declares size x stride outputs whatever the padding: TF's shape error
+    # when run ("Conv2DBackpropInput ... Graph execution error"), on one device too
+    dims = [B, D3, H5, W7, I] if len(strides) == 5 else [B, H5, W7, I]
+    window = [mtf.Dimension(f"f{d.name}", n) for d, n in zip(dims[1:-1], windows)]
+    op = mtf.Conv2dTransposeOperation if len(strides) == 4 else mtf.Conv3dTransposeOperation
+    OPS["transpose_refused"] = ([dims, window + [F, I]],
+                                lambda x, f: [op(x, f, strides, "VALID").outputs[0]])
+    try:
+        for impl in (one_device_impl(), _impl("2", "filters:p")):
+            with pytest.raises(ValueError, match=f"Conv.dTransposeOperation.*{refused}"):
+                _run("transpose_refused", impl)
+    finally:
+        del OPS["transpose_refused"]
 
 
 @pytest.mark.parametrize("op_name, dim", sorted(REFUSED))

@@ -281,6 +281,28 @@ def _refuse_undivided_strides(op):
                    f" its size less {window.size - 1}"))
 
 
+def _refuse_wide_valid_windows(op):
+    """Refuse a transposed convolution with VALID padding whose window is wider than
+    its stride, naming the op and the dimension: upstream declares size x stride
+    outputs whatever the padding, where TF's makes (size - 1) x stride + window, so
+    it failed when run with TF's opaque shape error."""
+    conv_input, conv_filter = op.inputs
+    k = conv_filter.shape.ndims - 2
+    if op._padding != "VALID":  # pylint: disable=protected-access
+        return
+    for i, (dim, window) in enumerate(zip(conv_input.shape.dims[-k - 1:-1],
+                                          conv_filter.shape.dims[:k])):
+        stride = int(op._strides[i + 1])  # pylint: disable=protected-access
+        if window.size > stride:
+            raise ValueError(
+                f"mtf op {op.name!r} ({type(op).__name__}) cannot take a window of"
+                f" {window.size} over stride {stride} along tensor dimension {dim.name!r}"
+                f" with VALID padding: Mesh-TensorFlow declares {dim.size * stride} outputs"
+                f" where the transposed convolution makes"
+                f" {(dim.size - 1) * stride + window.size}; use SAME padding or a window"
+                f" no wider than the stride")
+
+
 def _lower_conv(op, lowering, impl):
     """Conv2dOperation / Conv3dOperation as upstream, whose refusal of a split
     window names neither the op nor the dimension ("can't slice along dimension
@@ -297,6 +319,7 @@ def _lower_conv_transpose(op, lowering, impl):
     conv_input, conv_filter = op.inputs
     k = conv_filter.shape.ndims - 2  # spatial dimensions
     _refuse_split_windows(op, impl)
+    _refuse_wide_valid_windows(op)
     out_shape = op.outputs[0].shape
     backprop_input = tf.nn.conv2d_backprop_input if k == 2 else mtf_ops.conv3d_backprop_input_v2
 
