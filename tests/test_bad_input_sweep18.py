@@ -488,3 +488,16 @@ def test_from_plan_refuses_devices_given_as_one_string():
     with pytest.raises(ValueError, match="devices must be a sequence of device strings"):
         HeterogeneousMeshImpl.from_plan(plan, devices="ab")
     assert HeterogeneousMeshImpl.from_plan(plan, devices=("", "")).devices == ["", ""]
+
+
+@pytest.mark.parametrize("memory", [[1e6], [1e6, 1e6, 1e6], [-1.0, 1e6], [math.nan, 1e6]])
+def test_a_plan_whose_memory_is_not_one_count_per_device_is_refused(memory):
+    """A hand-edited memory_per_device of another length, a negative or a NaN count was
+    taken; bench memory zips the counts with the plan's devices (a short list left
+    devices out in silence). An empty list (none predicted) is still read."""
+    from meshpar.planning.plan import Plan
+
+    with pytest.raises(ValueError, match="memory_per_device must be one finite number of "
+                                         "bytes >= 0 per device"):
+        Plan.from_dict(dict(_planned(shapes=[(2, 1)]), memory_per_device=memory))
+    assert Plan.from_dict(dict(_planned(shapes=[(2, 1)]), memory_per_device=[])).feasible

@@ -148,6 +148,10 @@ class Plan:
             raise ValueError(f"plan: mesh {self.mesh_shape_string()} has {n} processors "
                              f"but {len(self.devices)} devices are listed")
         _refuse_a_worker_device_twice(self.devices)
+        memory = self.memory_per_device  # read per device (bench memory, plan's table)
+        if memory and (len(memory) != n or not all(0 <= m < math.inf for m in memory)):
+            raise ValueError(f"plan: memory_per_device must be one finite number of bytes "
+                             f">= 0 per device ({n}), got {list(memory)}")
         sizes = dict(shape)
         for name, weights in list(self.split_weights.items()) + list(
                 self.dim_split_weights.items()):
