@@ -54,6 +54,7 @@ import numpy as np
 from meshpar.data.synth_checks import (check_dataset_arguments, check_phantom_arguments,
                                        check_room, check_voxel_mm,
                                        refuse_targets, subject_file)
+from meshpar.planning.jsonio import write_text_atomic
 
 # Atrophy severity of each diagnostic group, 0 (none) to 1 (typical AD).
 # Groups not listed get a severity from their position in the label set.
@@ -517,8 +518,10 @@ def write_dataset(
     ``seed`` and ``i`` (and its label), so the same seed gives identical files.
 
     An existing non-empty ``out_dir`` is refused unless ``force``; with
-    ``force`` only the files this function writes are replaced, nothing is
-    deleted, and only those of an earlier ``write_dataset`` (a ``labels.csv`` or
+    ``force`` only the files this function writes are replaced, nothing else is
+    deleted (``labels.csv``, which marks a whole dataset, goes first and comes back
+    last: a rewrite interrupted part-way reads as unfinished, not as the old
+    dataset), and only those of an earlier ``write_dataset`` (a ``labels.csv`` or
     ``phantoms.json`` it did not write is refused, FileExistsError). A dataset that would not fit is refused before anything is written:
     one subject needing more memory than is available, or the subjects more disk
     than is free (:func:`meshpar.data.synth_checks.check_room`).
@@ -562,6 +565,11 @@ def write_dataset(
     order_rng.shuffle(labels)
     subject_seeds = np.random.SeedSequence([seed, 1]).spawn(n)
 
+    # labels.csv marks a whole dataset: an earlier one's, kept while its subjects were
+    # rewritten, made a rewrite interrupted part-way read as whole (old labels, some new
+    # subjects); without it the directory reads as unfinished, and --force redoes it
+    for name in ("labels.csv", META_FILE):
+        (out_dir / name).unlink(missing_ok=True)
     subjects_dir = out_dir / "subjects"
     made = [d for d in (subjects_dir, out_dir, *out_dir.parents) if not d.exists()]  # deepest first
     subjects_dir.mkdir(parents=True, exist_ok=True)
@@ -590,7 +598,8 @@ def write_dataset(
         "noise": noise,
         "subjects": meta_subjects,
     }
-    (out_dir / META_FILE).write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+    # whole or not at all: a half-written record is not data synth's, and --force refused it
+    write_text_atomic(out_dir / META_FILE, json.dumps(meta, indent=1) + "\n")
     # labels.csv last: a directory with labels.csv is a complete dataset.
     labels_path = out_dir / "labels.csv"
     tmp = out_dir / ".labels.csv.partial"
