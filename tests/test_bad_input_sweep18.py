@@ -501,3 +501,37 @@ def test_a_plan_whose_memory_is_not_one_count_per_device_is_refused(memory):
                                          "bytes >= 0 per device"):
         Plan.from_dict(dict(_planned(shapes=[(2, 1)]), memory_per_device=memory))
     assert Plan.from_dict(dict(_planned(shapes=[(2, 1)]), memory_per_device=[])).feasible
+
+
+# --------------------------------------------------------------------------- the recipe
+@pytest.mark.parametrize("params, words", [
+    (dict(decay_steps=100), "params['decay_steps'] goes with lr_schedule='step'; "
+                            "lr_schedule='constant' would ignore it"),
+    (dict(lr_schedule="cosine", total_steps=100, decay_rate=0.5),
+     "params['decay_rate'] goes with lr_schedule='step'; lr_schedule='cosine'"),
+    (dict(lr_schedule="step", decay_steps=10, min_lr=1e-5),
+     "params['min_lr'] goes with lr_schedule='cosine'; lr_schedule='step'"),
+    (dict(lr_schedule=lambda step: 0.1, warmup_steps=5),
+     "params['warmup_steps'] is a setting of the named schedules; a callable lr_schedule"),
+])
+def test_a_schedule_setting_the_schedule_ignores_is_refused(params, words):
+    """make_estimator(params={'decay_steps': 100}) trained at a constant rate in silence
+    (the constant schedule is the default), as min_lr under the step schedule and a
+    warm-up under a schedule of one's own did; train's flags were refused so, the API's
+    params were not."""
+    from meshpar.training.recipe import Recipe
+
+    with pytest.raises(ValueError, match=_match(words)):
+        Recipe.from_params(params)
+
+
+def test_schedule_settings_at_their_defaults_still_pass():
+    """What meshpar train passes for every schedule (decay_rate 0.1, min_lr 0, the run's
+    steps as total_steps) changes nothing and is taken, as is each schedule's own."""
+    from meshpar.training.recipe import Recipe
+
+    for schedule in ("constant", "cosine", "step"):
+        own = {"step": dict(decay_steps=5, decay_rate=0.5), "cosine": dict(min_lr=1e-4)}
+        Recipe.from_params({"lr_schedule": schedule, "warmup_steps": 2, "total_steps": 20,
+                            "decay_rate": 0.1, "min_lr": 0.0, **own.get(schedule, {})})
+    Recipe.from_params(dict(lr_schedule=lambda step: 0.1, decay_rate=0.1, warmup_steps=0))

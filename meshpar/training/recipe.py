@@ -85,6 +85,7 @@ class Recipe:
             if key in given and loss != owner:  # it would be ignored: not the run asked for
                 raise ValueError(f"params[{key!r}] goes with loss={owner!r}; loss={loss!r} "
                                  "would ignore it")
+        _refuse_ignored_schedule_settings(given)
         if "class_weights" in given:
             given["class_weights"] = _class_weights(given["class_weights"])
         for key in ("focal_gamma", "decay_rate", "min_lr", "weight_decay", "clip_norm"):
@@ -173,6 +174,24 @@ class Recipe:
     def eval_metrics(self, labels, predictions: dict) -> dict:
         """The ``metrics`` functions applied to one evaluation batch."""
         return {name: fn(labels, predictions) for name, fn in self.metrics.items()}
+
+
+def _refuse_ignored_schedule_settings(given: Mapping) -> None:
+    """ValueError for a schedule setting of ``given`` (params without None values) that
+    its ``lr_schedule`` would ignore with a value other than the default: decay_steps
+    with the constant schedule trained at a constant rate in silence (the CLI refuses
+    its flags so; its defaults, as any default, change nothing and pass)."""
+    schedule = given.get("lr_schedule", "constant")
+    for key, needs in (("decay_steps", "step"), ("decay_rate", "step"), ("min_lr", "cosine"),
+                       ("warmup_steps", None), ("total_steps", None)):
+        if key not in given or given[key] == getattr(Recipe, key):
+            continue
+        if callable(schedule):
+            raise ValueError(f"params[{key!r}] is a setting of the named schedules; a callable "
+                             "lr_schedule computes the rate itself and would ignore it")
+        if needs is not None and schedule != needs:
+            raise ValueError(f"params[{key!r}] goes with lr_schedule={needs!r}; "
+                             f"lr_schedule={schedule!r} would ignore it")
 
 
 def _class_weights(value) -> tuple:
