@@ -101,6 +101,8 @@ def _check_shape_and_layout(shape, layout):
             raise ValueError(f"layout: bad rule in {layout!r}, expected dimension:axis rules "
                              "such as batch:batch;conv1_filters:model") from None
     elif not isinstance(layout, mtf.LayoutRules):
+        if isinstance(layout, dict) and not layout:  # no rules: Mesh-TF's test_utils pass {}
+            return []
         # a dict was 'not enough values to unpack', the pair 'fm' the rule f:m, and a JSON
         # list of [dimension, axis] lists 'unhashable type: list'
         if not (isinstance(layout, (list, tuple, set, frozenset)) and all(
