@@ -535,3 +535,29 @@ def test_schedule_settings_at_their_defaults_still_pass():
         Recipe.from_params({"lr_schedule": schedule, "warmup_steps": 2, "total_steps": 20,
                             "decay_rate": 0.1, "min_lr": 0.0, **own.get(schedule, {})})
     Recipe.from_params(dict(lr_schedule=lambda step: 0.1, decay_rate=0.1, warmup_steps=0))
+
+
+# ------------------------------------------------------------------ the cluster client
+@pytest.mark.parametrize("kwargs, words", [
+    (dict(addresses="127.0.0.1:2222"), "addresses must be a list of worker addresses "
+                                       "(host:port), got '127.0.0.1:2222'"),
+    (dict(addresses=["127.0.0.1:2222", 2223]), "addresses must be a list of worker "
+                                                "addresses"),
+    (dict(addresses=["127.0.0.1:2222"], timeout_s="30"), "worker timeout must be > 0 "
+                                                          "seconds"),
+])
+def test_the_cluster_client_names_a_wrong_argument(kwargs, words):
+    """One address string was a cluster of its characters (workers '1', '2', '7', '.',
+    ...), which check=False took and started a server for; a port number a TF error;
+    timeout_s '30' Python's '<=' between float and str."""
+    from meshpar.runtime.client import ClusterClient
+
+    with pytest.raises(ValueError, match=_match(words)):
+        ClusterClient(**{"check": False, **kwargs})
+
+
+def test_the_cluster_client_check_is_a_switch():
+    from meshpar.runtime.client import ClusterClient
+
+    with pytest.raises(TypeError, match="check must be True or False, got 'no'"):
+        ClusterClient(["127.0.0.1:2222"], check="no")

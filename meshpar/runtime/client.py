@@ -22,6 +22,8 @@ import socket
 import threading
 from typing import Optional, Sequence
 
+from meshpar.core.splits import true_or_false
+
 CLIENT_JOB = "client"
 
 
@@ -149,13 +151,19 @@ class ClusterClient:
                  timeout_s: float = 300.0):
         # TF counts whole milliseconds, 0 for none (1e-9 s waited forever), in an int64
         # (inf was an OverflowError traceback)
-        if not 0.001 <= timeout_s <= MAX_TIMEOUT_S:
+        if isinstance(timeout_s, (str, bytes, bool)) or not 0.001 <= timeout_s <= MAX_TIMEOUT_S:
             raise ValueError(f"worker timeout must be > 0 seconds, from 0.001 (TF counts "
-                             f"milliseconds) to {MAX_TIMEOUT_S:g}, got {timeout_s}")
+                             f"milliseconds) to {MAX_TIMEOUT_S:g}, got {timeout_s!r}")
         self.timeout_ms = int(round(timeout_s * 1000))
+        check = true_or_false(check, "check")  # check="no" asked every worker
+        # one address string was a cluster of its characters ('1', '2', '7', '.', ...)
+        self.addresses = [] if isinstance(addresses, (str, bytes)) else list(addresses)
+        if isinstance(addresses, (str, bytes)) or not all(
+                isinstance(a, str) and a for a in self.addresses):
+            raise ValueError(f"addresses must be a list of worker addresses (host:port), got "
+                             f"{addresses!r}")
         import tensorflow.compat.v1 as tf
 
-        self.addresses = list(addresses)
         if not self.addresses:
             raise ValueError("the cluster has no workers")
         self.tasks = list(range(len(self.addresses)))  # the workers used: see use_only
