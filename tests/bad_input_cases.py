@@ -903,6 +903,10 @@ CASES = [
          "LocalCluster speeds are CPU shares in [0.001, 1], got [0.0001, 1.0]"),
     # --- sweep 13: hand-edited plans and profiles
     # a misspelt field was ignored: the run trained on an even split, not the plan's
+    Case("train-plan-model-ref-not-a-reference", "cli",
+         SYNTH + ["--plan", "{d}/plan-model-ref-number.json"],
+         "plan-model-ref-number.json: extra field 'model_ref' must be the network's file or "
+         "module reference (a string), got 5"),
     Case("train-plan-weights-deleted", "cli",
          SYNTH + ["--plan", "{d}/plan-weights-deleted.json", "--model", "vgg-cifar-small"],
          "split_sizes of 'batch' [3, 1] are not what an even split gives (it has no weights) "

@@ -90,6 +90,8 @@ def files(tmp_path_factory, addresses):
                          ("mesh-fraction", {"mesh_shape": [["batch", 2.5], ["model", 1]]}),
                          ("batch-infinite", {"batch": float("inf")})]:
         (d / f"plan-{name}.json").write_text(json.dumps(dict(planned, **change)))
+    (d / "plan-model-ref-number.json").write_text(json.dumps(dict(planned,
+                                                                 extra={"model_ref": 5})))
     unweighted = dict(planned)
     del unweighted["split_weights"]  # hand-edited: the uneven sizes left, the runtime cut evenly
     (d / "plan-weights-deleted.json").write_text(json.dumps(unweighted))

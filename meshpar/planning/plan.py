@@ -288,6 +288,11 @@ class Plan:
             except (TypeError, ValueError, AttributeError):
                 raise ValueError(f"{source}: field {key!r} must be {what}, got "
                                  f"{json.dumps(data[key])[:80]}") from None
+        # train --plan takes it as --model: 5 was 'unknown model 5', naming no file
+        ref = fields.get("extra", {}).get("model_ref")
+        if ref is not None and not (isinstance(ref, str) and ref):
+            raise ValueError(f"{source}: extra field 'model_ref' must be the network's file "
+                             f"or module reference (a string), got {json.dumps(ref)[:80]}")
         try:
             return cls(**fields)
         except ValueError as err:  # the plan's own checks: "plan: ..." named by source
