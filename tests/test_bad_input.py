@@ -105,6 +105,8 @@ def files(tmp_path_factory, addresses):
                                  for dev in good["devices"]])
     (d / "device-no-profile.json").write_text(json.dumps(broken))
     (d / "profile-extra-list.json").write_text(json.dumps(dict(good, extra=[1, 2])))
+    (d / "profile-model-ref-number.json").write_text(json.dumps(dict(good,
+                                                                    extra={"model_ref": 5})))
     # a third worker's device deleted by hand, its address left
     (d / "profile-address-left.json").write_text(json.dumps(dict(
         good, extra={"addresses": ["a:1", "b:2", "c:3"]})))

@@ -173,7 +173,7 @@ def _check_calibration(extra: dict) -> None:
     model reads (``work``, ``model``, ``split_seconds``, ``split_overhead_flops``,
     ``sync_jitter``): a list or a number where an object goes was a TypeError or
     AttributeError traceback when planned, a NaN overhead a plan of NaN seconds."""
-    for key in ("work", "model"):
+    for key in ("work", "model", "model_ref"):  # plan --profile takes model_ref as --model
         if extra.get(key) is not None and not isinstance(extra[key], str):
             raise ValueError(f"extra field {key!r} must be a string, got {extra[key]!r}")
     if extra.get("work") not in (None, "layer", "model-step"):  # 'model step' was read as
