@@ -561,3 +561,18 @@ def test_the_cluster_client_check_is_a_switch():
 
     with pytest.raises(TypeError, match="check must be True or False, got 'no'"):
         ClusterClient(["127.0.0.1:2222"], check="no")
+
+
+@pytest.mark.parametrize("other", [lambda C, D: D("z", "/job:worker/task:9/device:CPU:0",
+                                                  [(1, 1e11)]),
+                                   lambda C, D: "w0"])
+def test_a_subset_of_devices_the_cluster_lacks_is_refused(other):
+    """ClusterSpec.subset([a device of another cluster]) gave a cluster of it with this
+    profile's calibration and extra fields (as if profiled here), and subset(['w0'])
+    (a name) 'cluster devices must be DeviceSpec'."""
+    from meshpar.planning.cluster import ClusterSpec, DeviceSpec
+
+    cluster = ClusterSpec.from_speeds([1.0, 0.5])
+    with pytest.raises(ValueError, match="is not one of this cluster's devices \\(w0, w1\\)"):
+        cluster.subset([cluster.devices[1], other(ClusterSpec, DeviceSpec)])
+    assert cluster.subset([cluster.devices[1]]).devices == (cluster.devices[1],)

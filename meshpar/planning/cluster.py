@@ -369,6 +369,11 @@ class ClusterSpec:
         (:func:`~meshpar.planning.planners.common.subset_cost` carries their fit).
         The profile's worker ``addresses`` (one per device) are those of ``devices``."""
         devices = tuple(devices)
+        foreign = [d for d in devices if d not in self.devices]  # planned with this profile's
+        if foreign:  # calibration and addresses as if it were one of its devices
+            names = ", ".join(d.name for d in self.devices)
+            raise ValueError(f"subset: {getattr(foreign[0], 'name', foreign[0])!r} is not one "
+                             f"of this cluster's devices ({names})")
         extra = self._timed_on_these()
         addresses = self.addresses_of(devices)
         if addresses is not None:
