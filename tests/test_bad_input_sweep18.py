@@ -576,3 +576,53 @@ def test_a_subset_of_devices_the_cluster_lacks_is_refused(other):
     with pytest.raises(ValueError, match="is not one of this cluster's devices \\(w0, w1\\)"):
         cluster.subset([cluster.devices[1], other(ClusterSpec, DeviceSpec)])
     assert cluster.subset([cluster.devices[1]]).devices == (cluster.devices[1],)
+
+
+# ------------------------------------------------------------------ hand-edited run files
+def _run_file(model_dir, **fields):
+    import json
+
+    model_dir.mkdir()
+    info = {"format": 1, "model": "resattnet3d-tiny", "model_overrides": {}, "seed": 0,
+            "labels": ["NC", "AD"], "input_shape": [16, 16, 16, 1], "channels": 1,
+            "val_fraction": 0.25, "optimizer": "adam",
+            "split": {"folds": None, "fold": None, "fold_seed": 0, "test_fraction": None}}
+    (model_dir / "meshpar_run.json").write_text(json.dumps({**info, **fields}))
+    return str(model_dir)
+
+
+@pytest.mark.parametrize("fields, shown", [
+    (dict(seed="5"), "seed='5'"),
+    (dict(val_fraction="0.25"), "val_fraction='0.25'"),
+    (dict(optimizer=None), "optimizer=None"),
+    (dict(split={"folds": "4", "fold": 1, "fold_seed": 0, "test_fraction": None}),
+     "split.folds='4'"),
+    (dict(split=[4, 1]), "split=[4, 1]"),
+])
+def test_a_run_file_with_a_setting_of_another_type_is_named(tmp_path, capsys, fields, shown):
+    """A run file whose seed was edited to "5" was refused as 'holds a run with another
+    seed (seed='5'); resume it with --seed 5', which --seed 5 did not resume (the int is
+    not the string): the advice went round in a circle. A recorded setting of another
+    type than train writes is now named as malformed."""
+    from meshpar.cli import main
+    from meshpar.training.run import load_run_info
+
+    model_dir = _run_file(tmp_path / "m", **fields)
+    with pytest.raises(ValueError, match=_match(f"meshpar_run.json: malformed {shown} (as "
+                                                "meshpar train writes it")):
+        load_run_info(model_dir)
+    argv = ["train", "--synthetic", "--model", "resattnet3d-tiny", "--batch", "2", "--steps",
+            "2", "--no-progress", "--model-dir", model_dir, "--seed", "5"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"malformed {shown}" in err[0], err
+
+
+def test_a_run_file_as_train_writes_it_is_still_read(tmp_path):
+    from meshpar.training.run import load_run_info
+
+    model_dir = _run_file(tmp_path / "m", seed=5, split={"folds": 4, "fold": 1,
+                                                         "fold_seed": 3, "test_fraction": None})
+    assert load_run_info(model_dir)["seed"] == 5
+    assert load_run_info(_run_file(tmp_path / "n", val_fraction=0,
+                                   split={"test_fraction": 0.2}))["val_fraction"] == 0

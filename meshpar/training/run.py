@@ -229,10 +229,41 @@ def load_run_info(model_dir: str) -> dict:
     batch = info.get("batch", 1)  # predict's default batch: was int()'d, null a TypeError
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise ValueError(f"{path}: malformed batch={batch!r} (a whole number >= 1)")
+    wrong = _malformed_settings(info)  # "5" was refused as another seed than --seed 5
+    if wrong:
+        raise ValueError(f"{path}: malformed {wrong} (as meshpar train writes it: seed and "
+                         "the split's counts whole numbers, val_fraction and test_fraction "
+                         "numbers, optimizer a name)")
     if "stream" in info and not _is_stream(info["stream"]):
         raise ValueError(f"{path}: malformed stream={info['stream']!r} (a list of [first step, "
                          "first example, batch], first steps rising, the batch >= 1)")
     return info
+
+
+def _malformed_settings(info: dict) -> str:
+    """``key=value`` of the first recorded setting a resume compares (seed, val_fraction,
+    optimizer, split) that is not of the type ``meshpar train`` writes, or ''."""
+    def whole(x):
+        return isinstance(x, int) and not isinstance(x, bool) and x >= 0
+
+    def fraction(x):
+        return isinstance(x, (int, float)) and not isinstance(x, bool) and 0 <= x < 1
+
+    split = info.get("split", {})
+    checks = [("seed", whole), ("val_fraction", fraction),
+              ("optimizer", lambda x: isinstance(x, str) and x),
+              ("split", lambda x: isinstance(x, dict))]
+    if isinstance(split, dict):
+        checks += [(f"split.{k}", lambda x: x is None or whole(x))
+                   for k in ("folds", "fold", "fold_seed")]
+        checks.append(("split.test_fraction", lambda x: x is None or fraction(x)))
+    for key, ok in checks:
+        where, _, field = key.partition(".")
+        holder = split if field else info
+        name = field or key
+        if name in holder and not ok(holder[name]):
+            return f"{key}={holder[name]!r}"
+    return ""
 
 
 def _is_spacing(spacing) -> bool:
