@@ -258,7 +258,7 @@ def _malformed_settings(info: dict) -> str:
                    for k in ("folds", "fold", "fold_seed")]
         checks.append(("split.test_fraction", lambda x: x is None or fraction(x)))
     for key, ok in checks:
-        where, _, field = key.partition(".")
+        _, _, field = key.partition(".")
         holder = split if field else info
         name = field or key
         if name in holder and not ok(holder[name]):
