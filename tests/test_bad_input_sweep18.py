@@ -626,3 +626,16 @@ def test_a_run_file_as_train_writes_it_is_still_read(tmp_path):
     assert load_run_info(model_dir)["seed"] == 5
     assert load_run_info(_run_file(tmp_path / "n", val_fraction=0,
                                    split={"test_fraction": 0.2}))["val_fraction"] == 0
+
+
+def test_nifti_dataset_names_a_transform_that_is_not_callable(tmp_path):
+    """NiftiDataset(transform='default') was taken and failed at the first example with
+    "'str' object is not callable"."""
+    from meshpar.data import NiftiDataset, write_dataset
+
+    write_dataset(tmp_path / "ds", n=2, shape=(8, 8, 8), seed=0)
+    with pytest.raises(TypeError, match="transform must be callable .* got 'default'"):
+        NiftiDataset(tmp_path / "ds", shape=(8, 8, 8), transform="default")
+    data = NiftiDataset(tmp_path / "ds", shape=(8, 8, 8),
+                        transform=_transforms().default_transform((8, 8, 8), augment=False))
+    assert data[0][0].shape == (8, 8, 8, 1)

@@ -145,6 +145,10 @@ class NiftiDataset:
                 for v in np.ravel(np.asarray(spacing, dtype=object))):
             raise ValueError(f"spacing must be finite voxel sizes > 0 (mm), got {spacing!r}")
         self.skip_bad = skip_bad
+        # was "'str' object is not callable" at the first load, naming nothing
+        if transform is not None and not callable(transform):
+            raise TypeError(f"transform must be callable (a Transform or Compose of "
+                            f"meshpar.data.transforms) or None, got {transform!r}")
         self.transform = transform if transform is not None else default_transform(self.shape, spacing)
         self._skipped: dict = {}
         self._lock = threading.Lock()
