@@ -639,3 +639,19 @@ def test_nifti_dataset_names_a_transform_that_is_not_callable(tmp_path):
     data = NiftiDataset(tmp_path / "ds", shape=(8, 8, 8),
                         transform=_transforms().default_transform((8, 8, 8), augment=False))
     assert data[0][0].shape == (8, 8, 8, 1)
+
+
+def test_a_pass_shorter_than_one_whole_batch_is_refused(tmp_path):
+    """make_tf_dataset(batch_size=8, drop_remainder=True) of 4 subjects (one pass) was an
+    empty dataset: an estimator trained or evaluated on nothing, in silence."""
+    from meshpar.data import NiftiDataset, make_tf_dataset, write_dataset
+
+    write_dataset(tmp_path / "ds", n=4, shape=(8, 8, 8), seed=0)
+    data = NiftiDataset(tmp_path / "ds", shape=(8, 8, 8))
+    with pytest.raises(ValueError, match="batch_size 8 is more than the 4 examples of 1 "
+                                         "pass\\(es\\) from element 0: with drop_remainder"):
+        make_tf_dataset(data, batch_size=8, drop_remainder=True)
+    with pytest.raises(ValueError, match="more than the 1 examples of 2 pass"):
+        data.to_tf(2, repeat=2, drop_remainder=True, start=7)
+    assert len(list(data.to_tf(4, repeat=2, drop_remainder=True, start=4))) == 1
+    assert len(list(data.to_tf(8, drop_remainder=False))) == 1  # a short batch is kept

@@ -441,6 +441,12 @@ class NiftiDataset:
             if not _is_whole(epochs) or epochs < 1:  # 2.5 was cut to 2 passes
                 raise ValueError(f"repeat must be True, False or a positive int, got {repeat!r}")
             epochs = int(epochs)
+            left = n * epochs - min(start, n * epochs)
+            if drop_remainder and left < batch_size:  # was an empty dataset, in silence
+                raise ValueError(f"batch_size {batch_size} is more than the {left} examples "
+                                 f"of {epochs} pass(es) from element {start}: with "
+                                 "drop_remainder no whole batch is made (repeat, or give a "
+                                 "smaller batch)")
             steps = tf.data.Dataset.range(min(start, n * epochs), n * epochs)
         shape = self.shape
         example_shape = shape + (self.channels,)
