@@ -454,3 +454,15 @@ def test_a_run_file_as_train_writes_it_is_still_read(tmp_path):
     assert load_run_info(model_dir)["seed"] == 5
     assert load_run_info(_run_file(tmp_path / "n", val_fraction=0,
                                    split={"test_fraction": 0.2}))["val_fraction"] == 0
+
+
+def test_with_memory_refuses_a_dict():
+    """ClusterSpec.with_memory({1: 8e9, 2: 4e9}) read the dict's keys as the values: devices
+    of 1 and 2 bytes, every plan infeasible (or a device per key left out of memory)."""
+    from meshpar.planning.cluster import ClusterSpec
+
+    cluster = ClusterSpec.from_speeds([1.0, 0.5])
+    with pytest.raises(ValueError, match="memory: expected a number or a list of numbers"):
+        cluster.with_memory({1: 8e9, 2: 4e9})
+    assert [d.memory_bytes for d in cluster.with_memory(np.array([8e9, 4e9])).devices] == [
+        8_000_000_000, 4_000_000_000]

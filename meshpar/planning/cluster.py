@@ -238,7 +238,8 @@ def per_device(values: Sequence[float], n: int, what: str = "memory",
     are not values: with_memory("12") was 1 and 2 bytes; a plain number was a TypeError)."""
     if isinstance(values, numbers.Real) and not isinstance(values, bool):
         values = [values]
-    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+    # a dict's keys were read as the values ({1: 8e9, 2: 4e9} was 1 and 2 bytes)
+    if isinstance(values, (str, bytes, dict)) or not hasattr(values, "__iter__"):
         raise ValueError(f"{what}: expected a number or a list of numbers, got {values!r}")
     values = [_number(v, f"{what}: value {i}") for i, v in enumerate(values)]
     if len(values) == 1:
