@@ -466,3 +466,13 @@ def test_with_memory_refuses_a_dict():
         cluster.with_memory({1: 8e9, 2: 4e9})
     assert [d.memory_bytes for d in cluster.with_memory(np.array([8e9, 4e9])).devices] == [
         8_000_000_000, 4_000_000_000]
+
+
+@pytest.mark.parametrize("speeds", [{0.9: "a", 0.3: "b"}, {0.9, 0.3}])
+def test_from_speeds_refuses_a_dict_or_a_set(speeds):
+    """ClusterSpec.from_speeds of a dict took its keys and of a set its hash order as the
+    devices' listing (task 0, 1, ...), in silence."""
+    from meshpar.planning.cluster import ClusterSpec
+
+    with pytest.raises(ValueError, match="speeds must be a list of numbers"):
+        ClusterSpec.from_speeds(speeds)

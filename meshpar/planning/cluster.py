@@ -433,7 +433,8 @@ class ClusterSpec:
         ``/job:worker/task:i/device:CPU:0``.
         """
         try:
-            if isinstance(speeds, (str, bytes)):  # "12" is not the speeds 1 and 2
+            # "12" is not the speeds 1 and 2; a dict's keys or a set's order are no listing
+            if isinstance(speeds, (str, bytes, dict, set, frozenset)):
                 raise TypeError(speeds)
             values = list(speeds)
         except TypeError as err:
