@@ -476,3 +476,15 @@ def test_from_speeds_refuses_a_dict_or_a_set(speeds):
 
     with pytest.raises(ValueError, match="speeds must be a list of numbers"):
         ClusterSpec.from_speeds(speeds)
+
+
+def test_a_plan_of_numpy_numbers_is_json():
+    """Plan(batch=np.int64(4)) kept the numpy integer, and json.dumps(plan.to_dict())
+    failed with 'Object of type int64 is not JSON serializable'."""
+    import json
+
+    from meshpar.planning.plan import Plan
+
+    plan = Plan("even", "resattnet3d-tiny", np.int64(4), (("batch", np.int64(2)),),
+                (("batch", "batch"),), ("", ""))
+    assert json.loads(json.dumps(plan.to_dict()))["batch"] == 4 and type(plan.batch) is int

@@ -143,6 +143,7 @@ class Plan:
         object.__setattr__(self, "history", tuple(float(h) for h in self.history))
         if not _whole(self.batch) or self.batch < 1:
             raise ValueError(f"plan: batch must be an integer >= 1, got {self.batch!r}")
+        object.__setattr__(self, "batch", int(self.batch))  # np.int64: to_dict not JSON
         n = math.prod(s for _, s in shape)
         if len(self.devices) != n:
             raise ValueError(f"plan: mesh {self.mesh_shape_string()} has {n} processors "
