@@ -349,6 +349,14 @@ def run(args) -> int:
     arguments say; print a summary of losses, timing and metrics. Returns the exit code.
     """
     _check_args(args)
+    from meshpar.training.model_dir_lock import hold_model_dir
+
+    with hold_model_dir(args.model_dir):  # a second train in it at once is refused
+        return _run_checked(args)
+
+
+def _run_checked(args) -> int:
+    """:func:`run` once the arguments are checked and the model directory held."""
     os.environ.setdefault("TF_DETERMINISTIC_OPS", "1")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     spec = _model_spec(args)
