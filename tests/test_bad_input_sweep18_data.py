@@ -212,3 +212,12 @@ def test_a_pass_shorter_than_one_whole_batch_is_refused(tmp_path):
         data.to_tf(2, repeat=2, drop_remainder=True, start=7)
     assert len(list(data.to_tf(4, repeat=2, drop_remainder=True, start=4))) == 1
     assert len(list(data.to_tf(8, drop_remainder=False))) == 1  # a short batch is kept
+
+
+@pytest.mark.parametrize("make", [lambda t: t.Resample(shape=(8, 8)),
+                                  lambda t: t.CropOrPad((8, 8, 8, 1))])
+def test_a_transform_shape_is_three_sizes(make):
+    """Resample(shape=(8, 8)) and CropOrPad((8, 8, 8, 1)) were taken and failed at the
+    first volume with numpy's 'operands could not be broadcast together'."""
+    with pytest.raises(ValueError, match="shape must be three sizes \\(X, Y, Z\\)"):
+        make(_transforms())

@@ -129,7 +129,7 @@ class Resample(Transform):
         if (shape is None) == (spacing is None):
             raise ValueError("Resample needs exactly one of shape or spacing")
         # sizes as given (16.5 was cut to 16), a switch a switch (antialias="no" was on)
-        self.shape = None if shape is None else integers_at_least(shape, "Resample shape")
+        self.shape = None if shape is None else _three_sizes(shape, "Resample shape")
         self.spacing = None if spacing is None else _spacing(spacing, "Resample spacing")
         self.order = _spline_order(order, "Resample order")
         self.antialias = true_or_false(antialias, "Resample antialias")
@@ -175,7 +175,7 @@ class CropOrPad(Transform):
     """Centre crop or pad to ``shape``; padding uses ``value`` (default: the image minimum)."""
 
     def __init__(self, shape: Sequence[int], value: Optional[float] = None):
-        self.shape = integers_at_least(shape, "CropOrPad shape")
+        self.shape = _three_sizes(shape, "CropOrPad shape")
         # NaN padded every volume with NaN, refused later subject by subject
         self.value = None if value is None else number_above(value, "CropOrPad value", -math.inf)
 
@@ -417,6 +417,15 @@ def default_transform(
     steps.append(ZScore(mask))
     steps += [AUGMENTATIONS[n]() for n in AUGMENTATIONS if n in names]
     return Compose(steps)
+
+
+def _three_sizes(shape, what: str) -> tuple:
+    """``shape`` as three whole sizes >= 1 (a volume's axes): two were numpy's broadcast
+    error at the first volume."""
+    sizes = integers_at_least(shape, what)
+    if len(sizes) != 3:
+        raise ValueError(f"{what} must be three sizes (X, Y, Z), got {tuple(shape)!r}")
+    return sizes
 
 
 def _at_least_zero(value, what: str) -> float:
