@@ -62,3 +62,35 @@ def test_a_record_the_disk_refused_part_way_is_not_left_half_written(tmp_path):
     assert not (out / "phantoms.json").exists() and not (out / "labels.csv").exists()
     write_dataset(out, 30, shape=(8, 8, 8), seed=0, force=True)
     assert len(NiftiDataset(out)) == 30
+
+
+def test_a_second_synth_into_a_directory_being_written_is_refused(tmp_path, capsys):
+    """`data synth --force` into a directory another synth was still writing went
+    ahead: the two wrote their subjects in turn and one labels.csv described them
+    (seen: seed 0's labels over seed 1's first subject). It is now refused in one line
+    while the first runs, and free again once that one is killed."""
+    import os
+    import signal
+    import time
+
+    from meshpar.cli import main
+
+    out = tmp_path / "phantoms"
+    first = subprocess.Popen([sys.executable, "-m", "meshpar", "data", "synth", "--out",
+                              str(out), "--n", "100000", "--shape", "8,8,8"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not (out / "subjects").is_dir() or not os.listdir(out / "subjects"):
+            assert first.poll() is None and time.monotonic() < deadline, "synth ended early"
+            time.sleep(0.05)
+        argv = ["data", "synth", "--out", str(out), "--n", "4", "--shape", "8,8,8",
+                "--seed", "1", "--force"]
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "in use by another meshpar data synth" in err[0], err
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+    assert main(argv) == 0  # the kernel dropped the killed one's hold
+    assert len(NiftiDataset(out)) == 4

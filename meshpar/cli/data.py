@@ -103,10 +103,15 @@ def run(args) -> int:
 def _synth(args) -> int:
     from meshpar.data.phantoms import write_dataset
 
+    from meshpar.dir_lock import hold_directory
+
     refuse_file_as_directory(args.out)
     start = time.perf_counter()
-    labels_csv = write_dataset(args.out, args.n, shape=args.shape, seed=args.seed, label_set=args.labels,
-                               ad_fraction=args.ad_fraction, voxel_mm=args.voxel_mm, force=args.force)
+    # a second synth into it at once is refused: the two mixed their subjects
+    with hold_directory(args.out, "--out", "meshpar data synth"):
+        labels_csv = write_dataset(args.out, args.n, shape=args.shape, seed=args.seed,
+                                   label_set=args.labels, ad_fraction=args.ad_fraction,
+                                   voxel_mm=args.voxel_mm, force=args.force)
     print(f"wrote {args.n} subjects {'x'.join(map(str, args.shape))} to {labels_csv.parent} "
           f"({labels_csv.name}) in {time.perf_counter() - start:.1f} s")
     return 0

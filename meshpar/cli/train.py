@@ -349,9 +349,10 @@ def run(args) -> int:
     arguments say; print a summary of losses, timing and metrics. Returns the exit code.
     """
     _check_args(args)
-    from meshpar.training.model_dir_lock import hold_model_dir
+    from meshpar.dir_lock import hold_directory
 
-    with hold_model_dir(args.model_dir):  # a second train in it at once is refused
+    # a second train in it at once is refused
+    with hold_directory(args.model_dir, "--model-dir", "meshpar train"):
         return _run_checked(args)
 
 
