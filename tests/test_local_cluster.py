@@ -290,7 +290,8 @@ def test_a_processes_mapped_files_are_read_into_the_page_cache_once(tmp_path):
 def test_workers_go_when_the_process_holding_the_cluster_is_killed(tmp_path):
     """SIGTERM or SIGKILL run no cleanup code in the process that started a LocalCluster
     (`timeout 15 meshpar bench hetero ...`): its workers used to serve on forever,
-    orphaned. Each now watches for its parent's end."""
+    orphaned. Each now watches for its parent's end, and removes the cluster's scratch
+    directory, left in the temporary directory by each killed holder before."""
     import signal
     import textwrap
 
@@ -299,7 +300,9 @@ def test_workers_go_when_the_process_holding_the_cluster_is_killed(tmp_path):
         import time
         from meshpar.runtime.local_cluster import LocalCluster
         cluster = LocalCluster(speeds=[1.0, 1.0], throttle="none").start()
-        open({str(pids)!r}, "w").write(" ".join(str(p.pid) for p in cluster.processes))
+        open({str(pids)!r} + ".tmp", "w").write(" ".join(
+            [cluster._tmp.name] + [str(p.pid) for p in cluster.processes]))
+        import os; os.replace({str(pids)!r} + ".tmp", {str(pids)!r})
         time.sleep(600)
     """)
     holder = subprocess.Popen([sys.executable, "-c", script])
@@ -307,14 +310,18 @@ def test_workers_go_when_the_process_holding_the_cluster_is_killed(tmp_path):
         deadline = time.monotonic() + 120
         while not (pids.exists() and pids.read_text()) and time.monotonic() < deadline:
             time.sleep(0.2)
-        workers = [int(p) for p in pids.read_text().split()]
-        assert all(_alive(p) for p in workers)
+        scratch, *workers = pids.read_text().split()
+        workers = [int(p) for p in workers]
+        assert all(_alive(p) for p in workers) and os.path.isdir(scratch)
         holder.send_signal(signal.SIGKILL)
         holder.wait()
         deadline = time.monotonic() + 20
-        while any(_alive(p) for p in workers) and time.monotonic() < deadline:
+        while (any(_alive(p) for p in workers) or os.path.exists(scratch)) \
+                and time.monotonic() < deadline:
             time.sleep(0.2)
         assert not any(_alive(p) for p in workers), "orphaned workers still serve"
+        # its scratch directory (cluster file, worker logs) goes too: one was left per kill
+        assert not os.path.exists(scratch)
     finally:
         holder.kill()
 

@@ -45,7 +45,7 @@ from meshpar.runtime.cgroups import remove_group, writable
 from meshpar.runtime.client import ClusterFailure, unreachable_reason
 from meshpar.runtime.memory_limit import (MemoryLimit, detect_memory_cgroup, mapped_files,
                                           warm_page_cache)
-from meshpar.runtime.worker import PARENT_ENV, SERVING
+from meshpar.runtime.worker import PARENT_ENV, SCRATCH_ENV, SCRATCH_PREFIX, SERVING
 from meshpar.core.splits import number_above, true_or_false, validate_weights
 
 CGROUP_V1_CPU = "/sys/fs/cgroup/cpu"
@@ -322,7 +322,7 @@ class LocalCluster:
 
     def _start_workers(self):
         self.addresses = [f"{self.host}:{p}" for p in free_ports(len(self.speeds), self.host)]
-        self._tmp = tempfile.TemporaryDirectory(prefix="meshpar-cluster-")
+        self._tmp = tempfile.TemporaryDirectory(prefix=SCRATCH_PREFIX)
         spec_path = os.path.join(self._tmp.name, "cluster.json")
         with open(spec_path, "w", encoding="utf-8") as f:
             json.dump({"cluster": self.cluster_def}, f)
@@ -335,9 +335,10 @@ class LocalCluster:
 
     def _spawn(self, i: int):
         """Start worker process ``i`` (pinned when the cluster pins)."""
-        # PARENT_ENV: the worker exits when this process is gone, however it ended
+        # PARENT_ENV: the worker exits when this process is gone, however it ended (and
+        # removes SCRATCH_ENV, this cluster's scratch directory, that it left)
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="",
-                   **{PARENT_ENV: str(os.getpid())})
+                   **{PARENT_ENV: str(os.getpid()), SCRATCH_ENV: self._tmp.name})
         log = open(os.path.join(self._tmp.name, f"worker{i}.log"), "a+b")
         log.seek(0, os.SEEK_END)
         log_start = log.tell()  # a respawned worker appends to its predecessor's log

@@ -10,6 +10,11 @@ from typing import Optional
 SERVING = "serving at"
 #: set by LocalCluster to its own pid: the worker exits when that process is gone
 PARENT_ENV = "MESHPAR_WORKER_PARENT"
+#: set by LocalCluster to its scratch directory (cluster file, worker logs): removed
+#: by the workers when that process is gone without removing it
+SCRATCH_ENV = "MESHPAR_WORKER_SCRATCH"
+#: the prefix of that directory's name: nothing else is ever removed for it
+SCRATCH_PREFIX = "meshpar-cluster-"
 
 
 def serve(cluster: dict, job: str, index: int, threads: int = 0,
@@ -97,7 +102,8 @@ def exit_with_parent(parent, interval: float = 0.5) -> None:
     ends this process once its parent is no longer that process. A LocalCluster sets it
     so that its workers go with it when it is killed (SIGTERM or SIGKILL run no cleanup
     code), instead of serving forever as orphans, and takes its CPU-quota and memory
-    cgroups with it; a worker started by hand is left be."""
+    cgroups and the cluster's scratch directory with it; a worker started by hand is
+    left be."""
     if not parent or not str(parent).isdigit() or int(parent) != os.getppid():
         return  # unset, or inherited from further up: not this worker's parent
     import threading
@@ -111,6 +117,7 @@ def exit_with_parent(parent, interval: float = 0.5) -> None:
         from meshpar.runtime.cgroups import leave_own_groups
 
         leave_own_groups()  # the parent that would have removed them is gone
+        _remove_cluster_scratch(os.environ.get(SCRATCH_ENV))
         os._exit(0)
 
     threading.Thread(target=watch, name="meshpar-exit-with-parent", daemon=True).start()
@@ -131,3 +138,13 @@ def _continue_when_parent_dies() -> None:
         libc.prctl(1, int(signal.SIGCONT), 0, 0, 0)  # 1: PR_SET_PDEATHSIG
     except (OSError, AttributeError):  # not Linux: no parent-death signal to ask for
         pass
+
+
+def _remove_cluster_scratch(scratch) -> None:
+    """Remove a LocalCluster's scratch directory ``scratch`` (named ``meshpar-cluster-*``;
+    anything else, or None, is left): its killed holder left one in the temporary
+    directory per run. Each worker tries; the others' open logs do not stop it."""
+    import shutil
+
+    if scratch and os.path.basename(os.path.normpath(scratch)).startswith(SCRATCH_PREFIX):
+        shutil.rmtree(scratch, ignore_errors=True)
