@@ -322,10 +322,20 @@ def _check_phantom_batches(args, tasks, fold_ids, parsed) -> None:
 
 def run(args) -> int:
     """Run (or resume) the protocol, print the table, write JSON and PNG; exit code."""
+    from meshpar.dir_lock import hold_directory
+
+    _check(args)
+    # a second evaluate into it at once is refused: it took the first one's runs in
+    # progress for interrupted ones and removed them, and its phantoms being written
+    with hold_directory(args.out, "--out", "meshpar evaluate"):
+        return _run_checked(args)
+
+
+def _run_checked(args) -> int:
+    """:func:`run` once the arguments are checked and ``--out`` is held."""
     from meshpar import models
     from meshpar.evaluation import protocol, report
 
-    _check(args)
     tasks = _tasks(args)
     fold_ids = _test_folds(args.test_folds, args.folds)
     configs = protocol.default_configs(args.speeds, args.mesh)
