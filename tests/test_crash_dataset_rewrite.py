@@ -94,3 +94,25 @@ def test_a_second_synth_into_a_directory_being_written_is_refused(tmp_path, caps
         first.wait()
     assert main(argv) == 0  # the kernel dropped the killed one's hold
     assert len(NiftiDataset(out)) == 4
+
+
+def test_a_subject_the_disk_refused_leaves_no_half_file(tmp_path):
+    """save_nifti wrote each subject to a hidden .partial file and renamed it; a write
+    that failed part-way (a full disk; here a file-size limit below a subject's size)
+    left that truncated file in subjects/. It is removed, and the error raised."""
+    out = tmp_path / "phantoms"
+    script = textwrap.dedent(f"""
+        import resource, signal
+        from meshpar.data.phantoms import write_dataset
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a refused write, not a kill
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1024, 1024))
+        try:
+            write_dataset({str(out)!r}, 2, shape=(16, 16, 16), seed=0)
+        except OSError as err:
+            print("refused", err.errno)
+    """)
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=120)
+    assert "refused" in run.stdout, run.stdout + run.stderr
+    left = sorted(p.name for p in out.rglob("*") if p.is_file())
+    assert left == [], left

@@ -458,7 +458,8 @@ def save_nifti(image: np.ndarray, affine: np.ndarray, path: Union[str, Path]) ->
     """Write ``image`` as NIfTI-1 with qform and sform set to scanner space, in mm.
 
     The file is written under a temporary name and renamed, so an interrupted
-    run never leaves a truncated file under the final name.
+    run never leaves a truncated file under the final name (nor, when the write
+    fails, the truncated temporary one).
     """
     import nibabel as nib
 
@@ -469,8 +470,12 @@ def save_nifti(image: np.ndarray, affine: np.ndarray, path: Union[str, Path]) ->
     img.set_sform(affine, code=1)
     suffix = ".nii.gz" if path.name.endswith(".nii.gz") else path.suffix
     tmp = path.with_name(f".{path.name}.partial{suffix}")
-    nib.save(img, str(tmp))
-    os.replace(tmp, path)
+    try:
+        nib.save(img, str(tmp))
+        os.replace(tmp, path)
+    except BaseException:  # a full disk or Ctrl-C part-way: no half file left beside it
+        tmp.unlink(missing_ok=True)
+        raise
     return path
 
 
