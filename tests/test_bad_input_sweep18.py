@@ -8,6 +8,7 @@ import re
 
 import numpy as np
 import pytest
+from test_bad_input_sweep17 import _run_file  # a run file with some fields edited
 
 
 def _match(words: str) -> str:
@@ -407,16 +408,6 @@ def test_a_subset_of_devices_the_cluster_lacks_is_refused(other):
 
 
 # ------------------------------------------------------------------ hand-edited run files
-def _run_file(model_dir, **fields):
-    import json
-
-    model_dir.mkdir()
-    info = {"format": 1, "model": "resattnet3d-tiny", "model_overrides": {}, "seed": 0,
-            "labels": ["NC", "AD"], "input_shape": [16, 16, 16, 1], "channels": 1,
-            "val_fraction": 0.25, "optimizer": "adam",
-            "split": {"folds": None, "fold": None, "fold_seed": 0, "test_fraction": None}}
-    (model_dir / "meshpar_run.json").write_text(json.dumps({**info, **fields}))
-    return str(model_dir)
 
 
 @pytest.mark.parametrize("fields, shown", [

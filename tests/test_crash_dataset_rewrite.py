@@ -45,19 +45,7 @@ def test_a_record_the_disk_refused_part_way_is_not_left_half_written(tmp_path):
     record, and --force then refused the directory as 'not the record data synth
     writes'. The record is now written aside and renamed, so --force redoes it."""
     out = tmp_path / "phantoms"
-    script = textwrap.dedent(f"""
-        import resource, signal
-        from meshpar.data.phantoms import write_dataset
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a refused write, not a kill
-        resource.setrlimit(resource.RLIMIT_FSIZE, (8192, 8192))
-        try:
-            write_dataset({str(out)!r}, 30, shape=(8, 8, 8), seed=0)
-        except OSError as err:
-            print("refused", err.errno)
-    """)
-    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                         timeout=120)
-    assert "refused" in run.stdout, run.stdout + run.stderr
+    _write_refused_part_way(out, file_limit=8192, subjects=30, shape=(8, 8, 8))
     assert (out / "subjects" / "sub-0030.nii.gz").is_file()  # the subjects fitted
     assert not (out / "phantoms.json").exists() and not (out / "labels.csv").exists()
     write_dataset(out, 30, shape=(8, 8, 8), seed=0, force=True)
@@ -101,18 +89,24 @@ def test_a_subject_the_disk_refused_leaves_no_half_file(tmp_path):
     that failed part-way (a full disk; here a file-size limit below a subject's size)
     left that truncated file in subjects/. It is removed, and the error raised."""
     out = tmp_path / "phantoms"
+    _write_refused_part_way(out, file_limit=1024, subjects=2, shape=(16, 16, 16))
+    left = sorted(p.name for p in out.rglob("*") if p.is_file())
+    assert left == [], left
+
+
+def _write_refused_part_way(out, file_limit: int, subjects: int, shape) -> None:
+    """``write_dataset`` in a process whose files may not grow past ``file_limit``
+    bytes (a full disk, in effect); asserts that it was refused with an OSError."""
     script = textwrap.dedent(f"""
         import resource, signal
         from meshpar.data.phantoms import write_dataset
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a refused write, not a kill
-        resource.setrlimit(resource.RLIMIT_FSIZE, (1024, 1024))
+        resource.setrlimit(resource.RLIMIT_FSIZE, ({file_limit}, {file_limit}))
         try:
-            write_dataset({str(out)!r}, 2, shape=(16, 16, 16), seed=0)
+            write_dataset({str(out)!r}, {subjects}, shape={tuple(shape)!r}, seed=0)
         except OSError as err:
             print("refused", err.errno)
     """)
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          timeout=120)
     assert "refused" in run.stdout, run.stdout + run.stderr
-    left = sorted(p.name for p in out.rglob("*") if p.is_file())
-    assert left == [], left
