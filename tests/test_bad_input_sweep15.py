@@ -223,7 +223,7 @@ def test_predictions_do_not_go_through_a_users_tmp_file(tmp_path):
                       [[0.25, 0.75]], ["NC", "AD"])
     assert kept.read_text() == "mine\n"
     assert out.read_text().splitlines() == ["path,subject_id,label,group,p_NC,p_AD,predicted",
-                                            "s1.nii.gz,s1,AD,,0.250000,0.750000,AD"]
+                                            "s1.nii.gz,s1,AD,,0.25,0.75,AD"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pred.csv", "pred.csv.tmp"]
 
 

@@ -512,7 +512,11 @@ def train_keeping_best(estimator, train_fn, eval_fn, max_steps: int, every: int,
 
 def write_predictions(path: str, subjects: Sequence, probabilities, label_set: Sequence[str]):
     """CSV of one row per subject: ``path, subject_id, label, group, p_<class>...,
-    predicted`` (class names; probabilities to 6 decimals)."""
+    predicted`` (class names; each probability as the shortest decimal that reads back
+    as the same number of its dtype: rounded to 6 decimals, 0.5000004 read as 0.5 and
+    scored as the other class than ``predicted``, and 0.9999996 tied 0.9999999 in an AUC)."""
+    import numpy as np
+
     label_set = list(label_set)
     if len(probabilities) != len(subjects):
         raise ValueError(f"{len(probabilities)} predictions for {len(subjects)} subjects")
@@ -525,9 +529,11 @@ def write_predictions(path: str, subjects: Sequence, probabilities, label_set: S
             out.writerow(["path", "subject_id", "label", "group"]
                          + [f"p_{name}" for name in label_set] + ["predicted"])
             for s, p in zip(subjects, probabilities):
+                p = np.asarray(p)  # a numpy scalar's str is its shortest round-trip form
+                p = p if p.dtype in (np.float32, np.float64) else p.astype(np.float64)
                 best = max(range(len(label_set)), key=lambda c: p[c])
                 out.writerow([str(s.path), s.subject_id, s.label, s.group or ""]
-                             + [f"{float(v):.6f}" for v in p] + [label_set[best]])
+                             + [str(v) for v in p] + [label_set[best]])
 
     # renamed over the old file (a hard link to it is not written through), from a
     # temporary name of its own: 'PATH.tmp' was written over, a file the user kept there
