@@ -48,5 +48,6 @@ def test_nan_pairs_are_left_out_and_counted():
 def test_every_pair_undefined():
     c = metrics.paired_comparison([float("nan")] * 2, [0.5, float("nan")])
     assert (c["n"], c["undefined"]) == (0, 2)
-    assert math.isnan(c["mean_difference"]) and c["ci95"] is None
+    assert math.isnan(c["mean_difference"]) and math.isnan(c["std_difference"])
+    assert c["ci95"] is None and (c["wins"], c["ties"], c["losses"]) == (0, 0, 0)
     assert math.isnan(c["p_value"])

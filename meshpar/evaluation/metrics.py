@@ -114,7 +114,7 @@ def paired_comparison(a: Sequence[float], b: Sequence[float]) -> Dict[str, float
     d = y - x
     out = {"n": int(d.size), "undefined": int((~defined).sum()),
            "mean_difference": float(d.mean()) if d.size else float("nan"),
-           "std_difference": float(d.std(ddof=1)) if d.size > 1 else 0.0,
+           "std_difference": float(d.std(ddof=1)) if d.size > 1 else 0.0 if d.size else math.nan,
            "wins": int((d > 0).sum()), "ties": int((d == 0).sum()), "losses": int((d < 0).sum())}
     if d.size > 1 and not _all_equal(d, x, y):
         half = stats.t.ppf(0.975, d.size - 1) * out["std_difference"] / math.sqrt(d.size)
