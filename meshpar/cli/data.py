@@ -61,7 +61,9 @@ def register(subparsers) -> None:
     synth.add_argument("--shape", type=_ints, default=(32, 32, 32), help="voxel grid, e.g. 32,32,32 (default)")
     synth.add_argument("--seed", type=non_negative_int, default=0, help="random seed (default 0)")
     synth.add_argument("--labels", type=label_names, default=("NC", "AD"),
-                       help="label set, e.g. NC,AD (default) or sMCI,pMCI")
+                       help="label set, e.g. NC,AD (default) or sMCI,pMCI; names other "
+                            "than NC/CN, sMCI, MCI, pMCI, AD get atrophy by position "
+                            "(first none, last as AD)")
     synth.add_argument("--ad-fraction", type=_fraction, default=None,
                        help="share of the second label (patients) for two labels (default: equal shares)")
     synth.add_argument("--voxel-mm", type=positive_float, default=None,

@@ -52,7 +52,7 @@ from typing import Callable, Mapping, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from meshpar.data.synth_checks import (check_dataset_arguments, check_phantom_arguments,
-                                       check_room, check_voxel_mm,
+                                       check_distinct_severities, check_room, check_voxel_mm,
                                        refuse_targets, subject_file)
 from meshpar.planning.jsonio import write_text_atomic
 
@@ -550,6 +550,7 @@ def write_dataset(
         if isinstance(ad_fraction, (str, bool)) or not 0.0 <= ad_fraction <= 1.0:
             raise ValueError(f"ad_fraction must be in [0, 1], got {ad_fraction!r}")
         fractions = (1.0 - ad_fraction, ad_fraction)
+    check_distinct_severities(label_set, fractions, severity_of)
     if fractions is None and n < len(label_set):  # equal shares: a label left empty
         raise ValueError(f"n={n} subjects cannot share {len(label_set)} labels equally: "
                          f"{', '.join(label_set[n:])} would have none; give n >= "

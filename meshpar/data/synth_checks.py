@@ -64,6 +64,24 @@ def check_dataset_arguments(n, shape, label_set, seed, fractions, noise,
     return int(n), shape, names
 
 
+def check_distinct_severities(label_set: Sequence[str], fractions, severity) -> None:
+    """ValueError when two labels that get subjects get one atrophy severity
+    (``severity(label, label_set)``): a known name and a name placed by its position
+    (``AD,control``: both 1.0) were written as classes that differ in nothing."""
+    shares = [True] * len(label_set) if fractions is None else [f > 0 for f in fractions]
+    seen = {}
+    for name, share in zip(label_set, shares):
+        if not share:
+            continue
+        level = severity(name, label_set)
+        if level in seen:
+            raise ValueError(f"labels {seen[level]!r} and {name!r} would get the same atrophy "
+                             f"severity {level:g}: their subjects would differ in nothing; "
+                             "name the healthy group first and the patients last, or use "
+                             "known names (NC, sMCI, MCI, pMCI, AD)")
+        seen[level] = name
+
+
 def check_phantom_arguments(shape, seed, noise, max_rotation_deg,
                             orientations: Sequence[str] = ("RAS",)) -> tuple:
     """``shape`` as a tuple of ints; ValueError naming the argument of one phantom
