@@ -600,6 +600,11 @@ class CostModel:
             perm = [index[plan.devices[p]] for p in order]
         except KeyError as err:
             raise ValueError(f"plan device {err} is not in the cluster") from err
+        if len(perm) != self.n:  # the planners leave slow devices idle: such a plan is common
+            raise ValueError(
+                f"the plan runs on {len(perm)} of this cluster's {self.n} devices: price it "
+                "with the cost model of those devices, "
+                "meshpar.planning.planners.common.subset_cost(cost, devices)")
         batch_sizes = plan.split_sizes.get(self.model.batch_dim, [self.batch])
         evaluation = self.evaluate_sizes(rows, cols, perm, batch_sizes, plan.split_sizes,
                                          self.plan_layout(plan))
