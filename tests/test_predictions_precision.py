@@ -2,8 +2,6 @@
 scores from it is what the model predicted (written to 6 decimals, a subject the
 model put at 0.5000004 was scored as the other class than its ``predicted`` column,
 and confident predictions on both sides of an AUC tied)."""
-from pathlib import Path
-
 import numpy as np
 import pytest
 
