@@ -539,7 +539,7 @@ def write_dataset(
     """
     out_dir = Path(out_dir)
     n, shape, label_set = check_dataset_arguments(n, shape, label_set, seed, fractions, noise,
-                                                  max_rotation_deg)
+                                                  max_rotation_deg, orientations)
     if phantom_fn is not None and not callable(phantom_fn):  # failed once the files began
         raise TypeError(f"phantom_fn must be callable, as make_phantom is, got {phantom_fn!r}")
     if ad_fraction is not None:
@@ -555,7 +555,6 @@ def write_dataset(
         raise ValueError(f"n={n} subjects cannot share {len(label_set)} labels equally: "
                          f"{', '.join(label_set[n:])} would have none; give n >= "
                          f"{len(label_set)} (or fractions that leave it out)")
-    check_phantom_arguments(shape, seed, noise, max_rotation_deg, orientations)
     for codes in orientations:
         orientation_affine(shape, 1.0, codes)  # fail on bad codes before writing anything
     if voxel_mm is None:

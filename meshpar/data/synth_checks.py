@@ -27,12 +27,13 @@ def _whole(x) -> bool:
 
 
 def check_dataset_arguments(n, shape, label_set, seed, fractions, noise,
-                            max_rotation_deg) -> tuple:
+                            max_rotation_deg, orientations: Sequence[str] = ("RAS",)) -> tuple:
     """``(n, shape, label_set)`` of a dataset to write, as int, tuple of ints and tuple of
     str; ValueError for a count or size that is not a whole number in range (2.5 is not
     cut to 2), a label set that is a string, names fewer than two classes (a classifier
     learns nothing from one) or an empty or repeated name, a negative seed, and
-    fractions, noise or a rotation that are not finite numbers >= 0."""
+    fractions, noise or a rotation that are not finite numbers >= 0, and ``orientations``
+    that are not a non-empty list (:func:`check_phantom_arguments`, each subject's)."""
     if not _whole(n) or n < 1:
         raise ValueError(f"n must be a whole number >= 1, got {n!r}")
     if n > np.iinfo(np.int64).max:  # numpy counts the labels in int64
@@ -56,7 +57,7 @@ def check_dataset_arguments(n, shape, label_set, seed, fractions, noise,
                          "give the other no share: fractions, or ad_fraction 0 or 1)")
     if not _whole(seed) or seed < 0:  # a dataset's seed makes it again: not None
         raise ValueError(f"seed must be a whole number >= 0, got {seed!r}")
-    shape = check_phantom_arguments(shape, seed, noise, max_rotation_deg)
+    shape = check_phantom_arguments(shape, seed, noise, max_rotation_deg, orientations)
     if isinstance(fractions, (str, bytes)):  # was listed letter by letter
         raise ValueError(f"fractions must be numbers, one per label, got {fractions!r}")
     if fractions is not None and not all(_at_least_zero(v) for v in fractions):
