@@ -298,7 +298,7 @@ class ClusterSpec:
         object.__setattr__(self, "latency", latency)
         for device in self._alone_table():
             self.alone_points(device)  # a hand-edited table is refused here, not when planned
-        _check_calibration(self.extra or {})
+        _check_calibration(self.extra)
         _check_addresses(self.extra.get("addresses"), len(devices))
 
     def __len__(self) -> int:
@@ -384,9 +384,10 @@ class ClusterSpec:
     def addresses_of(self, devices: Sequence["DeviceSpec"]) -> Optional[list]:
         """The profile's worker addresses of ``devices`` (devices of this cluster, by
         their ``device`` names), in their order; None where the profile records no
-        address per device or one of ``devices`` is not among them."""
-        addresses = (self.extra or {}).get("addresses")
-        if not (isinstance(addresses, list) and len(addresses) == len(self.devices)):
+        address per device or one of ``devices`` is not among them (construction
+        refused any other list, :func:`_check_addresses`)."""
+        addresses = self.extra.get("addresses")
+        if addresses is None:
             return None
         at = {d.device: a for d, a in zip(self.devices, addresses)}
         if not all(d.device in at for d in devices):
