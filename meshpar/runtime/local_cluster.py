@@ -41,7 +41,7 @@ import time
 import uuid
 from typing import Optional, Sequence
 
-from meshpar.runtime.cgroups import remove_group, writable
+from meshpar.runtime.cgroups import CGROUP_ROOT, GROUP_PREFIX, remove_group, writable
 from meshpar.runtime.client import ClusterFailure, unreachable_reason
 from meshpar.runtime.memory_limit import (MemoryLimit, detect_memory_cgroup, mapped_files,
                                           warm_page_cache)
@@ -49,7 +49,7 @@ from meshpar.runtime.worker import PARENT_ENV, SCRATCH_ENV, SCRATCH_PREFIX, SERV
 from meshpar.core.splits import number_above, true_or_false, validate_weights
 
 CGROUP_V1_CPU = "/sys/fs/cgroup/cpu"
-CGROUP_V2 = "/sys/fs/cgroup"
+CGROUP_V2 = CGROUP_ROOT  # the unified hierarchy
 DEFAULT_PERIOD_US = 10_000
 DEFAULT_SIGNAL_PERIOD_US = 20_000
 MIN_QUOTA_US = 1_000  # the kernel refuses smaller quotas
@@ -394,7 +394,7 @@ class LocalCluster:
             return
         group = self._memory_limits.get(i)
         if group is None:
-            group = MemoryLimit(f"meshpar-{self._tag}-mem{i}-{self._renewals}",
+            group = MemoryLimit(f"{GROUP_PREFIX}{self._tag}-mem{i}-{self._renewals}",
                                 self.memory_bytes[i])
             self._memory_limits[i] = group
         pid = self.processes[i].pid
@@ -428,7 +428,7 @@ class LocalCluster:
         """Start limiting worker ``i`` to ``speed`` (cgroup or duty cycle)."""
         pid = self.processes[i].pid
         if self.throttle == "cgroup":
-            group = _CgroupQuota(detect_cgroup(), f"meshpar-{self._tag}-w{i}", speed,
+            group = _CgroupQuota(detect_cgroup(), f"{GROUP_PREFIX}{self._tag}-w{i}", speed,
                                  self.period_us)
             self._cgroups.append(group)
             group.add(pid)

@@ -14,10 +14,10 @@ from __future__ import annotations
 import os
 from typing import Optional
 
-from meshpar.runtime.cgroups import remove_group, writable
+from meshpar.runtime.cgroups import CGROUP_ROOT, remove_group, writable
 
 CGROUP_V1_MEMORY = "/sys/fs/cgroup/memory"
-CGROUP_V2 = "/sys/fs/cgroup"
+CGROUP_V2 = CGROUP_ROOT  # the unified hierarchy
 
 
 def detect_memory_cgroup() -> Optional[str]:
