@@ -39,6 +39,19 @@ def determinism_requested() -> bool:
     return bool(config.is_op_determinism_enabled())
 
 
+def training_determinism() -> bool:
+    """Whether ``meshpar train`` runs its steps with op determinism, and so without
+    Grappler's arithmetic optimizer (:meth:`ClusterClient.session_config`): on,
+    unless ``TF_DETERMINISTIC_OPS`` is set in the environment (train sets it to 1
+    where it is unset). A profile times its steps the same way, so that the
+    planner's speeds are those of the steps it plans."""
+    import os
+
+    if "TF_DETERMINISTIC_OPS" not in os.environ:
+        return True
+    return determinism_requested()
+
+
 class ClusterFailure(RuntimeError):
     """A worker of the cluster is unreachable or died during a run."""
 

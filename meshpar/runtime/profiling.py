@@ -12,7 +12,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from meshpar.core.splits import integer_at_least, integers_at_least
+from meshpar.core.splits import integer_at_least, integers_at_least, true_or_false
 from meshpar.planning.cluster import (DEFAULT_BANDWIDTH, DEFAULT_LATENCY, DEFAULT_MEMORY_BYTES,
                                       ClusterSpec, DeviceSpec)
 
@@ -188,7 +188,8 @@ def profile_cluster_workers(addresses: Sequence[str], device_type: str = "CPU",
                             transfer_bytes: int = 4 * 2**20,
                             memory_bytes: float = DEFAULT_MEMORY_BYTES,
                             model=None, batch: int = 8,
-                            log=None, batch_flag: str = "batch") -> ClusterSpec:
+                            log=None, batch_flag: str = "batch",
+                            deterministic: Optional[bool] = None) -> ClusterSpec:
     """Profile every worker of a TF gRPC cluster (``meshpar worker`` tasks) from here.
 
     The same conv3d training kernel as :func:`profile_local_devices` runs on
@@ -223,13 +224,22 @@ def profile_cluster_workers(addresses: Sequence[str], device_type: str = "CPU",
     convolutions and per-slice op costs make a small filter share slower per
     FLOP than the whole layer. A ``batch`` this host's workers cannot hold is
     refused first (:func:`check_profile_fits`), naming it as ``batch_flag``.
+
+    ``deterministic`` (default: as ``meshpar train`` will run,
+    :func:`meshpar.runtime.client.training_determinism`) sets the session's graph
+    rewrites as a training session's: with op determinism, Grappler's arithmetic
+    optimizer is off, and a profile timed with it on measured resattnet3d-small's
+    batch-8 step 4-7% faster than training runs it (docs/measuring.md).
+    Recorded as ``extra["deterministic"]``.
     """
     import tensorflow.compat.v1 as tf
 
-    from meshpar.runtime.client import ClusterClient
+    from meshpar.runtime.client import ClusterClient, training_determinism
     from meshpar.training.recipe import DEFAULT_WEIGHT_DECAY
 
     sizes, repeats = _checked_sizes(sizes), integer_at_least(repeats, "repeats")
+    deterministic = (training_determinism() if deterministic is None
+                     else true_or_false(deterministic, "deterministic"))
     log = log or (lambda *a: None)
     if model is not None:  # before any worker is asked (or sent a graph it cannot hold)
         check_profile_fits(model, batch, addresses, what=batch_flag)
@@ -248,7 +258,8 @@ def profile_cluster_workers(addresses: Sequence[str], device_type: str = "CPU",
         flops_of = {tuple(s): conv3d_step_flops(*(int(v) for v in s)) for s in sizes}
     graph, steps, splits, slices, sends, init, copies = _profile_graph(
         tf, client, spec, sizes, batch, transfer_bytes)
-    config = client.session_config(tf.ConfigProto(allow_soft_placement=False))
+    config = client.session_config(tf.ConfigProto(allow_soft_placement=False),
+                                   deterministic=deterministic)
     with tf.Session(client.target, graph=graph, config=config) as session:
         session.run(init)
         session.run(copies)
@@ -301,7 +312,8 @@ def profile_cluster_workers(addresses: Sequence[str], device_type: str = "CPU",
            else {}),
         "profile": "measured on all workers at once (contention included)",
         "alone_profile": {client.devices[t]: sorted(alone[t].items()) for t in range(n)},
-        "addresses": list(addresses), "memory": "not measured (default)"})
+        "addresses": list(addresses), "memory": "not measured (default)",
+        "deterministic": deterministic})
 
 
 def _profile_graph(tf, client, spec, sizes, batch: int, transfer_bytes: int):
