@@ -226,12 +226,34 @@ def check_header(path: PathLike, channels: int = 1):
     affine = img.affine
     if affine is None or not np.all(np.isfinite(affine)) or abs(np.linalg.det(affine[:3, :3])) < 1e-12:
         raise BadSubjectError(path, "has a singular or non-finite affine (bad voxel sizes or orientation)")
-    if not str(path).endswith(".gz") and hasattr(img, "dataobj") and hasattr(img.dataobj, "offset"):
+    data_file = _uncompressed_data_file(img)
+    if data_file is not None and hasattr(img.dataobj, "offset"):
         expected = int(img.dataobj.offset) + int(np.prod(shape)) * dtype.itemsize
-        actual = path.stat().st_size
+        actual = data_file.stat().st_size
         if actual < expected:
-            raise BadSubjectError(path, f"is truncated: {actual} bytes, header promises {expected}")
+            where = "" if data_file == path else f" (its voxels, in {data_file.name})"
+            raise BadSubjectError(path, f"is truncated{where}: {actual} bytes, header "
+                                        f"promises {expected}")
     return img
+
+
+def _uncompressed_data_file(img) -> Optional[Path]:
+    """The file holding ``img``'s voxels when it is stored uncompressed, else None.
+
+    The voxels of a ``.hdr``/``.img`` pair are in the ``.img`` (the ``.hdr`` was
+    measured: every pair was 'truncated: 348 bytes'), and ``.nii.bz2``, ``.mgz`` or
+    ``.NII.GZ`` are compressed as nibabel reads them (their size says nothing of the
+    voxels; only ``.gz`` was known)."""
+    from nibabel.openers import ImageOpener
+
+    holder = getattr(img, "file_map", {}).get("image")
+    name = getattr(holder, "filename", None)
+    if not name or not hasattr(img, "dataobj"):
+        return None
+    compressed = tuple(ext for ext in ImageOpener.compress_ext_map if ext)
+    if str(name).lower().endswith(compressed):
+        return None
+    return Path(name)
 
 
 def load_volume(path: PathLike, channels: int = 1) -> Volume:
