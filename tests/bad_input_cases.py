@@ -1417,6 +1417,11 @@ CASES = [
          "--memory-mib: '\u0666\u0664' is not a number"),
     Case("plan-mesh-underscore", "cli", ["plan", "--speeds", "1,1", "--mesh", "model:0_2"],
          "--mesh: bad shape 'model:0_2', expected e.g. batch:2;model:2"),
+    # the planner's own words named neither flag: "mesh shape 4x1: 4 batch rows but batch
+    # is only 2"
+    Case("plan-mesh-more-rows-than-batch", "cli",
+         ["plan", "--speeds", "1,1,1,1", "--batch", "2", "--mesh", "batch:4", "--method", "even"],
+         "--mesh batch:4 has 4 batch rows but --batch is 2: each row needs at least one sample"),
     Case("mesh-shape-full-width", "api", lambda d: _parse_mesh_shape("batch:1;model:\uff12"),
          "mesh shape: bad shape 'batch:1;model:\uff12'"),
     Case("synth-shape-underscore", "subprocess",

@@ -187,7 +187,8 @@ def run(args) -> int:
             raise ValueError(f"--time-limit must be > 0 and finite, got {args.time_limit}")
         options["time_limit"] = args.time_limit
     terms = memory_terms(args.memory_headroom)
-    shapes = None if args.mesh is None else [_mesh_rows_cols(args.mesh, len(cluster))]
+    shapes = None if args.mesh is None else [_mesh_rows_cols(args.mesh, len(cluster),
+                                                             args.batch)]
     result = plan(model, cluster, args.batch, method=args.method,
                   seed=0 if args.seed is None else args.seed, shapes=shapes,
                   subsets=not (args.all_devices or shapes), memory_terms=terms, **options)
@@ -220,10 +221,11 @@ def run(args) -> int:
     return 0
 
 
-def _mesh_rows_cols(text: str, devices: int) -> tuple:
+def _mesh_rows_cols(text: str, devices: int, batch: int) -> tuple:
     """``--mesh`` as the planner's ``(rows, cols)``: ``batch:R;model:M`` in either order,
-    one axis alone, or ``all:N`` (``model:N``; ValueError for other axes or another
-    device count)."""
+    one axis alone, or ``all:N`` (``model:N``; ValueError for other axes, another
+    device count, or more batch rows than ``batch`` has samples, naming --mesh and
+    --batch: the planner's own refusal named neither)."""
     from meshpar.cli.parsing import cli_mesh_axes
 
     axes = cli_mesh_axes(text)
@@ -232,6 +234,9 @@ def _mesh_rows_cols(text: str, devices: int) -> tuple:
     if rows * cols != devices:
         raise ValueError(f"--mesh {text} has {rows * cols} processors but the cluster has "
                          f"{devices} devices: a plan for a mesh uses every device")
+    if rows > batch:
+        raise ValueError(f"--mesh {text} has {rows} batch rows but --batch is {batch}: each "
+                         "row needs at least one sample (a larger --batch, or fewer rows)")
     return rows, cols
 
 
