@@ -94,15 +94,10 @@ def read_labels(
         raise BadLabelsError(csv_path, "is a directory, not the labels CSV file")
     if not csv_path.is_file():
         raise BadLabelsError(csv_path, f"no {labels_file} in the dataset directory")
-    try:
-        with open(csv_path, newline="", encoding="utf-8-sig") as fh:
-            rows = list(csv.reader(fh))
-    except (OSError, UnicodeDecodeError, csv.Error) as err:
-        raise BadLabelsError(csv_path, f"cannot be read as CSV: {err}") from err
-    rows = [r for r in rows if any(cell.strip() for cell in r)]
+    rows = _csv_rows(csv_path)
     if not rows:
         raise BadLabelsError(csv_path, "is empty (expected a header with 'subject' and 'label')")
-    header = rows[0]
+    header = rows[0][2]
     lowered = [h.strip().lower() for h in header]
     for name in (subject_column, label_column, group_column, id_column):
         times = lowered.count(name.lower())
@@ -125,8 +120,11 @@ def read_labels(
 
     subjects: List[Subject] = []
     seen = {}
-    for line, row in enumerate(rows[1:], start=2):
+    for line, last, row in rows[1:]:
         cells = [c.strip() for c in row] + [""] * (len(header) - len(row))
+        _check_cells(csv_path, line, last, cells, [
+            ("subject", columns["subject"]), ("label", columns["label"]),
+            ("group", group_idx), ("subject_id", id_idx)])
         name = cells[columns["subject"]]
         label = cells[columns["label"]]
         if not name:
@@ -156,6 +154,41 @@ def read_labels(
             continue
         subjects.append(Subject(path, label, group, subject_id, line))
     return subjects
+
+
+def _csv_rows(csv_path: Path) -> List[Tuple[int, int, List[str]]]:
+    """The rows of ``csv_path`` that hold anything, each with the lines of the file it
+    starts and ends on (a row's place was counted among the rows left once blank lines
+    were dropped: a row after a blank line was named by the line above it). A quoted
+    cell may follow its comma's space."""
+    rows = []
+    try:
+        with open(csv_path, newline="", encoding="utf-8-sig") as fh:
+            # 'a, "b c"': the quotes after the space are quotes (they stayed in the name)
+            reader = csv.reader(fh, skipinitialspace=True)
+            end = 0
+            for row in reader:
+                start, end = end + 1, reader.line_num
+                if any(cell.strip() for cell in row):
+                    rows.append((start, end, row))
+    except (OSError, UnicodeDecodeError, csv.Error) as err:
+        raise BadLabelsError(csv_path, f"cannot be read as CSV: {err}") from err
+    return rows
+
+
+def _check_cells(csv_path: Path, line: int, last: int, cells: Sequence[str], columns) -> None:
+    """BadLabelsError for a cell of a row (lines ``line``-``last``) that no file name or
+    label holds: a line break (a quote left open swallowed the rows after it into one
+    cell: with skip_bad they were one 'bad subject', the others gone unnamed) or a NUL
+    byte (Python's 'embedded null byte', naming no file or line)."""
+    for what, index in columns:
+        cell = cells[index] if index is not None else ""
+        if "\n" in cell or "\r" in cell:
+            raise BadLabelsError(csv_path, f"line {line}: the {what} cell runs on to line "
+                                           f"{last} ({cell[:60]!r}...): is a quote left open?")
+        if "\x00" in cell:
+            raise BadLabelsError(csv_path, f"line {line}: the {what} cell holds a NUL byte "
+                                           f"({cell!r}); is labels.csv a text file?")
 
 
 def note_skip(skipped: Optional[list], err: BadDataError) -> None:
