@@ -61,3 +61,43 @@ def test_bom_crlf_quotes_spaces_and_extra_columns_read_alike(folder):
     dressed = b'\xef\xbb\xbf "Subject" ,LABEL,age,notes\r\n"s0.nii.gz", NC ,71,"a, b"\r\ns1 ,AD\r\n'
     got = [(s.path, s.label, s.line) for s in read_labels(_labels(folder, dressed), ("NC", "AD"))]
     assert got == plain
+
+
+def _tree(root, files):
+    """``files``: relative path -> label; each a small volume, labels.csv without ids."""
+    for i, name in enumerate(files):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        save_nifti(root / name, blob(seed=i))
+    (root / "labels.csv").write_text(
+        "subject,label\n" + "".join(f"{n},{lab}\n" for n, lab in files.items()))
+    return root
+
+
+def test_one_file_name_in_two_label_folders_is_refused_not_one_person(tmp_path):
+    """AD/000 and NC/000 got the one default person id '000': two people of two
+    diagnoses were one person's scans in every split, in silence."""
+    root = _tree(tmp_path, {f"{g}/{i:03d}.nii.gz": g for i in range(3) for g in ("AD", "NC")})
+    with pytest.raises(BadLabelsError, match=r"line 3: NC/000.nii.gz \(NC\) and line 2: "
+                                             r"AD/000.nii.gz \(AD\) have one file name.*"
+                                             r"give labels.csv a subject_id column"):
+        read_labels(root, ("NC", "AD"))
+    with pytest.raises(BadLabelsError):  # a labels.csv problem: not one subject to skip
+        read_labels(root, ("NC", "AD"), skip_bad=True)
+
+
+def test_every_subject_named_t1_is_refused(tmp_path):
+    """A FreeSurfer-like layout, sub-XX/T1.nii.gz: the whole dataset was one person."""
+    root = _tree(tmp_path, {f"sub-{i:02d}/T1.nii.gz": ("NC", "AD")[i % 2] for i in range(6)})
+    with pytest.raises(BadLabelsError, match=r"sub-01/T1.nii.gz \(AD\) and line 2: "
+                                             r"sub-00/T1.nii.gz \(NC\) have one file name"):
+        read_labels(root, ("NC", "AD"))
+
+
+def test_subject_ids_or_one_label_keep_their_people(tmp_path):
+    """With a subject_id column the folders read as given; a file name shared by scans of
+    one label (sessions in folders) stays one person, as documented."""
+    root = _tree(tmp_path, {"bl/s1.nii.gz": "AD", "m12/s1.nii.gz": "AD", "bl/s2.nii.gz": "NC"})
+    assert [s.subject_id for s in read_labels(root, ("NC", "AD"))] == ["s1", "s1", "s2"]
+    (root / "labels.csv").write_text("subject,label,subject_id\nbl/s1.nii.gz,AD,p1\n"
+                                     "m12/s1.nii.gz,NC,p2\nbl/s2.nii.gz,NC,p3\n")
+    assert [s.subject_id for s in read_labels(root, ("NC", "AD"))] == ["p1", "p2", "p3"]

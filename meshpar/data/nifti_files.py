@@ -120,6 +120,7 @@ def read_labels(
 
     subjects: List[Subject] = []
     seen = {}
+    named_by_file = set()  # lines whose person is their file name (no subject_id given)
     for line, last, row in rows[1:]:
         cells = [c.strip() for c in row] + [""] * (len(header) - len(row))
         _check_cells(csv_path, line, last, cells, [
@@ -153,7 +154,29 @@ def read_labels(
             note_skip(skipped, err)
             continue
         subjects.append(Subject(path, label, group, subject_id, line))
+        if id_idx is None or not cells[id_idx]:
+            named_by_file.add(line)
+    _refuse_one_file_name_two_labels(csv_path, directory, subjects, named_by_file)
     return subjects
+
+
+def _refuse_one_file_name_two_labels(csv_path: Path, directory: Path, subjects, named_by_file):
+    """BadLabelsError when scans without a ``subject_id`` share a file name (the default
+    person id) but not a label: ``AD/001.nii.gz`` and ``NC/001.nii.gz``, or every
+    ``sub-XX/T1.nii.gz`` of a dataset, were taken as one person's scans in silence (one
+    person of every subject: no validation split, 'k=5 folds need at least 5 people')."""
+    first = {}
+    for s in subjects:
+        if s.line not in named_by_file:
+            continue
+        other = first.setdefault(s.subject_id, s)
+        if other.label != s.label:
+            def where(x):
+                return f"line {x.line}: {os.path.relpath(x.path, directory)} ({x.label})"
+            raise BadLabelsError(csv_path, f"{where(s)} and {where(other)} have one file name, "
+                                           "so without a subject_id they are one person's "
+                                           "scans, with two labels; give labels.csv a "
+                                           "subject_id column (one id per person)")
 
 
 def _csv_rows(csv_path: Path) -> List[Tuple[int, int, List[str]]]:
