@@ -25,3 +25,35 @@ def test_measuring_md_says_the_profile_runs_as_training_does(monkeypatch):
     bullet = _bullet("docs/measuring.md", "**Op determinism and Grappler's arithmetic")
     assert "the profile runs without" not in bullet, bullet[:300]
     assert "Since stop 56 the profile runs as training does" in bullet
+
+
+def _readme_paragraph(start: str) -> str:
+    """The README.rst paragraph that begins with ``start``, its lines joined."""
+    text = (ROOT / "README.rst").read_text(encoding="utf-8")
+    begin = text.index(start)
+    return " ".join(text[begin:text.index("\n\n", begin)].split())
+
+
+def test_readme_says_which_commands_refuse_a_file_with_a_chief(tmp_path):
+    """README ("Running on a real multi-host cluster") said, right after
+    ``meshpar worker --cluster cluster.json --task i``, that a cluster file listing a
+    ``chief`` "is refused": ``meshpar worker`` serves its task from such a file (it
+    reads the file with ``load_cluster``), only the commands that use the workers
+    (``worker_addresses``) refuse it."""
+    import json
+
+    import pytest
+
+    from meshpar.runtime.cluster_files import load_cluster, worker_addresses
+
+    path = tmp_path / "cluster.json"
+    path.write_text(json.dumps({"worker": ["localhost:2222"], "chief": ["localhost:2223"]}))
+    jobs, _ = load_cluster(str(path))  # what `meshpar worker` reads: taken
+    assert jobs["chief"] == ["localhost:2223"]
+    with pytest.raises(ValueError, match="chief"):  # profile, train, predict, bench
+        worker_addresses(str(path))
+    said = _readme_paragraph("Every device is a task of the ``worker`` job")
+    assert "``meshpar worker``" in said, said
+    for command in ("``profile``", "``train``", "``predict``", "``bench``"):
+        assert said.count(command) >= 1, (command, said)
+    assert "refuse a file that lists a ``chief``" in said, said
