@@ -212,7 +212,10 @@ class ZScore(Transform):
     ``mask``: ``"otsu"`` (head vs background, default), ``"nonzero"``, a number
     (voxels above it) or a callable ``data -> bool array``. With
     ``zero_outside`` voxels outside the mask are set to 0 (the mask's mean).
-    A constant image or an empty mask raises :class:`BadSubjectError`.
+    A constant image or an empty mask raises :class:`BadSubjectError`; ``eps`` is the
+    spread (range, and standard deviation in the mask) at or below which an image is
+    constant, relative to its largest magnitude (absolute, a map in SI units, a
+    diffusivity of ~1e-9 m^2/s, was 'constant').
     """
 
     def __init__(self, mask: Union[str, float, Callable] = "otsu", zero_outside: bool = False, eps: float = 1e-8):
@@ -245,14 +248,16 @@ class ZScore(Transform):
 
     def __call__(self, vol: Volume) -> Volume:
         data = vol.data
-        if float(data.max()) - float(data.min()) <= self.eps:
-            raise vol.error(f"is constant ({float(data.min()):g}); nothing to normalise")
+        low, high = float(data.min()), float(data.max())
+        tolerance = self.eps * max(abs(low), abs(high))  # 0 for an image of zeros
+        if high - low <= tolerance:
+            raise vol.error(f"is constant ({low:g}); nothing to normalise")
         mask = self.mask_of(data)
         if mask.sum() < 2:
             raise vol.error("intensity mask is empty; cannot normalise")
         inside = data[mask].astype(np.float64)
         mean, std = inside.mean(), inside.std()
-        if std <= self.eps:
+        if std <= self.eps * float(np.abs(inside).max()):  # relative to the mask's values
             raise vol.error("is constant inside its mask; nothing to normalise")
         out = ((data - mean) / std).astype(np.float32)
         if self.zero_outside:
