@@ -164,11 +164,15 @@ def _paired(base: Sequence[dict], other: Sequence[dict]) -> dict:
     return result
 
 
-def _pm(s: dict) -> str:
-    """``mean +/- std`` over the runs; one run has no spread to show (its std is 0)."""
+def _pm(s: dict, runs: int) -> str:
+    """``mean +/- std`` over the runs; one run has no spread to show (its std is 0). A
+    metric undefined in some of the ``runs`` (the AUC, sensitivity or specificity of a
+    test fold holding one class) says over how many it is taken: the table's 'runs'
+    column stood for all of them."""
     if s["n"] == 0:
         return "-"
-    return f"{s['mean']:.3f}" if s["n"] == 1 else f"{s['mean']:.3f} +/- {s['std']:.3f}"
+    text = f"{s['mean']:.3f}" if s["n"] == 1 else f"{s['mean']:.3f} +/- {s['std']:.3f}"
+    return text if s["n"] == runs else f"{text} ({s['n']} of {runs} runs)"
 
 
 def format_table(summary: dict) -> str:
@@ -179,10 +183,12 @@ def format_table(summary: dict) -> str:
     for task, entry in summary.items():
         for c, data in entry["configs"].items():
             s = data["summary"]
-            lines.append([task, c, str(s["accuracy"]["n"])] + [_pm(s[m]) for m in METRICS])
+            runs = s["accuracy"]["n"]  # defined in every run
+            lines.append([task, c, str(runs)] + [_pm(s[m], runs) for m in METRICS])
         for name, s in entry.get("ceilings", {}).items():
-            lines.append([task, f"ceiling: {name}", str(s["accuracy"]["n"])]
-                         + [_pm(s[m]) for m in METRICS])
+            runs = s["accuracy"]["n"]
+            lines.append([task, f"ceiling: {name}", str(runs)]
+                         + [_pm(s[m], runs) for m in METRICS])
     widths = [max(len(r[i]) for r in lines + [head]) for i in range(len(head))]
     fmt = "  ".join(f"{{:{w}s}}" for w in widths)
     out = [fmt.format(*head), fmt.format(*("-" * w for w in widths))]

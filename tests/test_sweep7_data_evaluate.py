@@ -1,0 +1,27 @@
+"""Sweep 7 of the evaluation path: the table of a protocol whose test folds do not all
+hold both classes, checked against counts by hand."""
+from meshpar.evaluation import metrics, report
+
+
+def _row(key, y, p):
+    return {"key": key, "seed": 0, "fold": int(key[-1]), "config": "one-device",
+            "metrics": metrics.binary_metrics(y, p), "train": {}, "p": {}}
+
+
+def test_a_metric_undefined_in_some_runs_says_over_how_many_runs_it_is_taken():
+    """A fold of one class has no AUC or sensitivity; the mean over the other runs was
+    shown under 'runs 3' as if taken over three."""
+    scored = [_row("ad-nc-seed0-fold0", [1, 0, 1, 0], [0.9, 0.1, 0.8, 0.3]),  # acc 1, AUC 1
+              _row("ad-nc-seed0-fold1", [0, 0, 0, 0], [0.1, 0.2, 0.7, 0.3]),  # acc 3/4, no AUC
+              _row("ad-nc-seed0-fold2", [1, 0, 1, 0], [0.9, 0.6, 0.4, 0.3])]  # acc 1/2, AUC 3/4
+    summary = report.summarize(scored, {"ad-nc": ("NC", "AD")}, ["one-device"])
+    auc = summary["ad-nc"]["configs"]["one-device"]["summary"]["auc"]
+    assert auc["n"] == 2 and auc["mean"] == 0.875  # (1 + 3/4) / 2
+    table = report.format_table(summary)
+    row = next(line for line in table.splitlines() if "one-device" in line)
+    # accuracy (1, 3/4, 1/2): mean 0.75, sample std 0.25, over every run: no count
+    assert "0.750 +/- 0.250 " in row and "0.750 +/- 0.250 (" not in row
+    # AUC (1, 3/4): sample std sqrt(2 * 0.125^2) = 0.177; sensitivity (1, 1/2): 0.354
+    assert "0.875 +/- 0.177 (2 of 3 runs)" in row
+    assert "0.750 +/- 0.354 (2 of 3 runs)" in row
+    assert row.split()[2] == "3"  # the runs column
