@@ -57,3 +57,20 @@ def test_readme_says_which_commands_refuse_a_file_with_a_chief(tmp_path):
     for command in ("``profile``", "``train``", "``predict``", "``bench``"):
         assert said.count(command) >= 1, (command, said)
     assert "refuse a file that lists a ``chief``" in said, said
+
+
+def test_profile_help_says_it_times_model_steps_too():
+    """``meshpar profile --help`` opened with "measure device speeds with conv3d kernels"
+    (the module docstring, its description), though ``--cluster --model`` times the
+    model's whole training steps instead; be002fb said so in ``meshpar --help``'s line
+    for profile only."""
+    import argparse
+
+    from meshpar.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions  # pylint: disable=protected-access
+               if isinstance(a, argparse._SubParsersAction))  # pylint: disable=protected-access
+    description = " ".join(sub.choices["profile"].description.split())
+    first = description.split(". ")[0]
+    assert "--model" in first and "training steps" in first, first
+    assert "conv3d" in first, first  # the kernels remain what it times without --model

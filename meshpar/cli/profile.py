@@ -1,12 +1,14 @@
-"""``meshpar profile``: measure device speeds with conv3d kernels into a device profile.
+"""``meshpar profile``: measure device speeds into a device profile, with conv3d
+kernels or (``--cluster --model``) the model's whole training steps.
 
-Without ``--cluster`` it times this machine's devices (CPU, GPUs). With
-``--cluster`` (a TF cluster file or ``TF_CONFIG``, the file ``meshpar worker``
-and ``meshpar train --cluster`` read) it times each worker on its own device,
-alone and while the others run, and measures the links between them. The
-output, the planner's device profile, is what ``meshpar plan --profile`` reads;
-its devices are named after the worker tasks, so ``meshpar train --cluster``
-places each slice where the plan says.
+Without ``--cluster`` it times conv3d kernels on this machine's devices (CPU,
+GPUs). With ``--cluster`` (a TF cluster file or ``TF_CONFIG``, the file
+``meshpar worker`` and ``meshpar train --cluster`` read) it times each worker on
+its own device (the kernels, or with ``--model`` the model's training steps at
+batch 1, 2, 4, ... ``--batch``), alone and while the others run, and measures the
+links between them. The output, the planner's device profile, is what
+``meshpar plan --profile`` reads; its devices are named after the worker tasks,
+so ``meshpar train --cluster`` places each slice where the plan says.
 """
 from __future__ import annotations
 
