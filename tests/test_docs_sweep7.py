@@ -74,3 +74,29 @@ def test_profile_help_says_it_times_model_steps_too():
     first = description.split(". ")[0]
     assert "--model" in first and "training steps" in first, first
     assert "conv3d" in first, first  # the kernels remain what it times without --model
+
+
+def test_readme_says_bench_train_runs_each_worker_alone_without_the_budget():
+    """README: with ``--enforce`` "the budget becomes each worker's emulated memory
+    (... on fresh workers for every run) ...; ``bench train`` times the others under
+    it", yet ``bench train``'s rows of a worker alone, the ideal's reference, run on
+    fresh workers without the budget (``EnforcedMemory.before``; its --help and
+    docs/cost_model.md say so)."""
+    from meshpar.bench.train import EnforcedMemory
+
+    class Cluster:  # what EnforcedMemory asks of the local workers
+        def __init__(self):
+            self.renewed = []
+
+        def renew_workers(self, budget):
+            self.renewed.append(budget)
+
+    cluster = Cluster()
+    enforced = EnforcedMemory(cluster, [150 * 2**20, 150 * 2**20])
+    for name in ("alone-0", "alone-1", "planner", "mtf-even-batch"):
+        enforced.before(name)
+    assert cluster.renewed == [None, None, [150.0 * 2**20] * 2, [150.0 * 2**20] * 2]
+    text = (ROOT / "README.rst").read_text(encoding="utf-8")
+    begin = text.index("With ``--enforce`` (``bench memory`` and ``bench train``)")
+    said = " ".join(text[begin:text.index("``meshpar --help`` lists", begin)].split())
+    assert "alone" in said and "without it" in said, said
