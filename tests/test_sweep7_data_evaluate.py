@@ -25,3 +25,22 @@ def test_a_metric_undefined_in_some_runs_says_over_how_many_runs_it_is_taken():
     assert "0.875 +/- 0.177 (2 of 3 runs)" in row
     assert "0.750 +/- 0.354 (2 of 3 runs)" in row
     assert row.split()[2] == "3"  # the runs column
+
+
+def test_balanced_accuracies_equal_but_for_rounding_are_a_tie():
+    """A test fold of 2 AD and 6 NC: one configuration finds 1 of 2 AD and 2 of 6 NC, the
+    other 0 of 2 AD and 5 of 6 NC; both balanced accuracies are 5/12, but 0.5 * (1/2 +
+    2/6) and 0.5 * (0/2 + 5/6) differ in the last bit, and the pair was a win or a loss."""
+    y = [1, 1, 0, 0, 0, 0, 0, 0]
+    first = metrics.binary_metrics(y, [0.9, 0.1, 0.9, 0.9, 0.9, 0.9, 0.1, 0.1])
+    other = metrics.binary_metrics(y, [0.1, 0.1, 0.9, 0.1, 0.1, 0.1, 0.1, 0.1])
+    assert (first["sensitivity"], first["specificity"]) == (0.5, 2 / 6)
+    assert (other["sensitivity"], other["specificity"]) == (0.0, 5 / 6)
+    assert first["balanced_accuracy"] != other["balanced_accuracy"]  # the last bit
+    # a second run where the other configuration is better by one AD (1/2 * 1/2 = 1/4)
+    a = [first["balanced_accuracy"], 0.5]
+    b = [other["balanced_accuracy"], 0.75]
+    got = metrics.paired_comparison(a, b)
+    assert (got["wins"], got["ties"], got["losses"]) == (1, 1, 0)
+    # the mean difference stays the arithmetic one: (~0 + 1/4) / 2
+    assert abs(got["mean_difference"] - 0.125) < 1e-15

@@ -112,10 +112,14 @@ def paired_comparison(a: Sequence[float], b: Sequence[float]) -> Dict[str, float
     defined = ~(np.isnan(x) | np.isnan(y))
     x, y = x[defined], y[defined]
     d = y - x
+    # equal but for rounding is a tie: balanced accuracies 0.5 * (1/2 + 2/6) and
+    # 0.5 * (0/2 + 5/6), both 5/12, differ in the last bit and were a win or a loss
+    tie = np.abs(d) <= _rounding(x, y) if d.size else np.zeros(0, bool)
     out = {"n": int(d.size), "undefined": int((~defined).sum()),
            "mean_difference": float(d.mean()) if d.size else float("nan"),
            "std_difference": float(d.std(ddof=1)) if d.size > 1 else 0.0 if d.size else math.nan,
-           "wins": int((d > 0).sum()), "ties": int((d == 0).sum()), "losses": int((d < 0).sum())}
+           "wins": int((~tie & (d > 0)).sum()), "ties": int(tie.sum()),
+           "losses": int((~tie & (d < 0)).sum())}
     if d.size > 1 and not _all_equal(d, x, y):
         half = stats.t.ppf(0.975, d.size - 1) * out["std_difference"] / math.sqrt(d.size)
         out["ci95"] = [out["mean_difference"] - half, out["mean_difference"] + half]
@@ -134,8 +138,14 @@ def _all_equal(d: np.ndarray, x: np.ndarray, y: np.ndarray) -> bool:
     """Whether the differences ``d = y - x`` differ only by the rounding of ``x`` and
     ``y`` (a few ulps of the largest value): 61/80 - 60/80 and 71/80 - 70/80 differ in
     the last bit, and a t-test on that spread gave p ~ 1e-59."""
+    return float(np.ptp(d)) <= _rounding(x, y)
+
+
+def _rounding(x: np.ndarray, y: np.ndarray) -> float:
+    """How far apart two of these metrics may be by float rounding alone: a few ulps of
+    the largest value (at least of 1)."""
     scale = max(1.0, float(np.abs(x).max()), float(np.abs(y).max()))
-    return float(np.ptp(d)) <= 16 * np.finfo(float).eps * scale
+    return 16 * np.finfo(float).eps * scale
 
 
 def prediction_agreement(a: Mapping[str, float], b: Mapping[str, float],
