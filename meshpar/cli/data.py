@@ -139,8 +139,12 @@ def _check(args) -> int:
             ds.check_content()
     finally:
         quiet.setLevel(level)
-    counts = ", ".join(f"{k} {v}" for k, v in ds.class_counts().items())
-    print(f"{args.directory}: {len(ds)} subjects ({counts}); {ds.n_skipped} bad")
+    # the usable subjects: one whose voxels --content found bad was counted too (a file
+    # missing was not), so '7 subjects (NC 3, AD 4); 2 bad' had 6 usable of 8 rows
+    bad = {item.path for item in ds.skipped}
+    good = [s for s in ds.subjects if s.path not in bad]
+    counts = ", ".join(f"{k} {sum(s.label == k for s in good)}" for k in ds.label_set)
+    print(f"{args.directory}: {len(good)} subjects ({counts}); {ds.n_skipped} bad")
     for item in ds.skipped:
         print(f"  bad: {item.path}: {item.reason}")
     return 1 if ds.n_skipped else 0
