@@ -100,3 +100,32 @@ def test_readme_says_bench_train_runs_each_worker_alone_without_the_budget():
     begin = text.index("With ``--enforce`` (``bench memory`` and ``bench train``)")
     said = " ".join(text[begin:text.index("``meshpar --help`` lists", begin)].split())
     assert "alone" in said and "without it" in said, said
+
+
+def test_training_md_says_what_a_dataset_of_ones_own_holds(tmp_path):
+    """``meshpar train --data DIR`` (README: ``--data ADNI/``) reads ``DIR/labels.csv``,
+    whose columns no doc named: only ``read_labels``'s docstring and code said which
+    (``subject``, ``label``; ``subject_id``, the person, defaulting to the file's name;
+    ``group``). docs/training.md's data section now says so; this checks it against
+    what ``read_labels`` and the person folds do with such a file."""
+    from meshpar.data import person_folds, read_labels
+
+    (tmp_path / "scans").mkdir()
+    for name in ("a1.nii.gz", "a2.nii.gz", "b.nii", "c.nii.gz"):
+        (tmp_path / "scans" / name).write_bytes(b"")
+    (tmp_path / "labels.csv").write_text(
+        "Subject,Label,Subject_ID,Group\n"
+        "scans/a1.nii.gz,AD,p1,AD\nscans/a2.nii.gz,AD,p1,AD\n"
+        f"{tmp_path / 'scans' / 'b.nii'},NC,,NC\nscans/c.nii.gz,NC,,\n")
+    subjects = read_labels(tmp_path, ("NC", "AD"))
+    assert [(s.label, s.subject_id, s.group) for s in subjects] == [
+        ("AD", "p1", "AD"), ("AD", "p1", "AD"), ("NC", "b", "NC"), ("NC", "c", None)]
+    for fold in person_folds(subjects, 2, seed=0):  # one person's scans stay together
+        ids = [s.subject_id for s in fold]
+        assert ids.count("p1") in (0, 2), ids
+    text = (ROOT / "docs" / "training.md").read_text(encoding="utf-8")
+    section = " ".join(text[text.index("\n## Data:"):text.index("\n## Best checkpoint")].split())
+    for column in ("`subject`", "`label`", "`subject_id`", "`group`"):
+        assert column in section, column
+    assert "the file's name without its suffix" in section
+    assert "`meshpar data check DIR`" in section
