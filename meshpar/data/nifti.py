@@ -10,7 +10,8 @@ Layout::
 is the class); ``group`` (e.g. sMCI/pMCI) is optional and used for stratified
 splits (:mod:`meshpar.data.cohorts`); ``subject_id`` is optional and keeps all
 scans of one person on the same side of a train/validation split (default:
-the file name).
+the file name; scans of one file name and two labels, ``AD/001.nii.gz`` and
+``NC/001.nii.gz``, are refused: give them ids).
 
 Each loaded :class:`Volume` (array + affine + file name) goes through a
 pre-processing chain from :mod:`meshpar.data.transforms` (by default

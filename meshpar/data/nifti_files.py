@@ -71,7 +71,9 @@ def read_labels(
 
     Column names are matched case-insensitively. Raises
     :class:`BadLabelsError` if the file is missing, has no ``subject`` or
-    ``label`` column, is empty, or names a file twice. A row whose label is not
+    ``label`` column, is empty, names a file twice, holds a cell that runs over
+    lines (a quote left open) or a NUL byte, or gives scans without a ``subject_id``
+    one file name (their default person) but two labels. A row whose label is not
     in ``label_set`` or (with ``check_files``) whose file does not exist raises
     :class:`BadSubjectError`; with ``skip_bad`` the row is left out, logged and
     appended to ``skipped``. ValueError / TypeError for a ``label_set`` that is a
