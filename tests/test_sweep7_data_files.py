@@ -62,3 +62,18 @@ def test_a_dataset_of_pairs_trains_its_examples(tmp_path):
     ds = NiftiDataset(tmp_path, (8, 8, 8), skip_bad=True)
     assert len(ds) == 4 and ds.n_skipped == 0
     assert ds[0][0].shape == (8, 8, 8, 1)
+
+
+def test_a_link_whose_target_is_gone_says_so(tmp_path):
+    """A dangling link is listed by ls; 'does not exist' alone did not say why."""
+    from meshpar.data.nifti_files import read_labels
+
+    save_nifti(tmp_path / "s0.nii.gz", blob())
+    (tmp_path / "s1.nii.gz").symlink_to(tmp_path / "store" / "s1.nii.gz")
+    (tmp_path / "labels.csv").write_text("subject,label\ns0.nii.gz,NC\ns1.nii.gz,AD\n")
+    with pytest.raises(BadSubjectError, match=r"s1.nii.gz: file named in labels.csv line 3 "
+                                              r"does not exist \(a link to .*store/s1.nii.gz, "
+                                              r"which is not there\)"):
+        read_labels(tmp_path, ("NC", "AD"))
+    with pytest.raises(BadSubjectError, match=r"does not exist \(a link to"):
+        check_header(tmp_path / "s1.nii.gz")

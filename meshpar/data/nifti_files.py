@@ -149,7 +149,8 @@ def read_labels(
                 raise BadSubjectError(path, f"named in {labels_file} line {line} is a directory, "
                                             "not a file")
             if check_files and not path.is_file():
-                raise BadSubjectError(path, f"file named in {labels_file} line {line} does not exist")
+                raise BadSubjectError(path, f"file named in {labels_file} line {line} does not "
+                                            f"exist{_dangling(path)}")
         except BadSubjectError as err:
             if not skip_bad:
                 raise
@@ -216,6 +217,14 @@ def _check_cells(csv_path: Path, line: int, last: int, cells: Sequence[str], col
                                            f"({cell!r}); is labels.csv a text file?")
 
 
+def _dangling(path: Path) -> str:
+    """', a link to TARGET, which is not there' for a link whose target is gone (the
+    name is in the directory listing, so 'does not exist' alone read as wrong)."""
+    if not path.is_symlink():
+        return ""
+    return f" (a link to {os.readlink(path)}, which is not there)"
+
+
 def note_skip(skipped: Optional[list], err: BadDataError) -> None:
     """Log a bad subject left out (``skip_bad``) and list it in ``skipped`` if given."""
     log.warning("skipping bad subject %s", err)
@@ -260,7 +269,7 @@ def check_header(path: PathLike, channels: int = 1):
     channels = integer_at_least(channels, "channels")  # 2.0 was range()'s TypeError, True 1
     path = Path(path)
     if not path.is_file():
-        raise BadSubjectError(path, "file does not exist")
+        raise BadSubjectError(path, f"file does not exist{_dangling(path)}")
     try:
         img = nib.load(str(path))
     except MemoryError:
