@@ -101,3 +101,15 @@ def test_subject_ids_or_one_label_keep_their_people(tmp_path):
     (root / "labels.csv").write_text("subject,label,subject_id\nbl/s1.nii.gz,AD,p1\n"
                                      "m12/s1.nii.gz,NC,p2\nbl/s2.nii.gz,NC,p3\n")
     assert [s.subject_id for s in read_labels(root, ("NC", "AD"))] == ["p1", "p2", "p3"]
+
+
+def test_a_name_without_suffix_finds_its_file_beside_a_folder_of_that_name(folder):
+    """sub-01/ (a subject's folder) beside sub-01.nii.gz: the name 'sub-01' took the
+    folder and was 'named in labels.csv line 2 is a directory, not a file'."""
+    (folder / "s0").mkdir()
+    _labels(folder, "subject,label\ns0,NC\ns1,AD\n")
+    assert [s.path.name for s in read_labels(folder, ("NC", "AD"))] == ["s0.nii.gz",
+                                                                         "s1.nii.gz"]
+    (folder / "s0.nii.gz").unlink()
+    with pytest.raises(BadSubjectError, match="s0: named in labels.csv line 2 is a directory"):
+        read_labels(folder, ("NC", "AD"))

@@ -38,7 +38,8 @@ def _find_column(header: Sequence[str], name: str) -> Optional[int]:
 
 def _resolve(directory: Path, name: str) -> Path:
     path = Path(name) if Path(name).is_absolute() else directory / name
-    if path.exists() or name.endswith(NIFTI_SUFFIXES):
+    # a folder of that name (sub-01/ beside sub-01.nii.gz) is not the subject's file
+    if path.is_file() or name.endswith(NIFTI_SUFFIXES):
         return path
     for suffix in NIFTI_SUFFIXES:
         candidate = path.with_name(path.name + suffix)
