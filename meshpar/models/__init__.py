@@ -3,19 +3,21 @@
 One network per file (:mod:`~meshpar.models.resattnet3d`,
 :mod:`~meshpar.models.vgg_cifar`), each with the same four entry points:
 
-=====================  ===============================================  ==========
-name                   what                                             TensorFlow
-=====================  ===============================================  ==========
-``<Net>Config``        frozen dataclass of hyper-parameters             no
-``describe(config)``   layer table (:class:`~meshpar.ModelDescription`)  no
-``layout_rules(...)``  layout string: filters -> model, batch -> batch   no
-``build(x, config)``   the mtf graph: ``(logits, update_ops)``          yes (lazy)
-=====================  ===============================================  ==========
+=====================  =====================================================================  ==========
+name                   what                                                                   TensorFlow
+=====================  =====================================================================  ==========
+``<Net>Config``        frozen dataclass of hyper-parameters                                   no
+``describe(config)``   layer table (:class:`~meshpar.planning.description.ModelDescription`)  no
+``layout_rules(...)``  layout string: filters -> model, batch -> batch                        no
+``build(x, config)``   the mtf graph: ``(logits, update_ops)``                                yes (lazy)
+=====================  =====================================================================  ==========
 
 :func:`get` maps the model names used on the command line and in plans
 (``resattnet3d-small``, ``resattnet3d-full`` alias ``resattnet3d``,
 ``resattnet3d-tiny``, ``resattnet3d-small-local-bn`` (batch norm over each
-device's share of the batch), ``vgg-cifar``, ``vgg-cifar-small``, and the split-pair
+device's share of the batch), ``resattnet3d-small-48`` and
+``resattnet3d-wide-48`` (on a 48^3 grid; the latter 1.5x as wide, ``meshpar
+evaluate``'s default), ``vgg-cifar``, ``vgg-cifar-small``, and the split-pair
 variants ``vgg-cifar-pairs``, ``vgg-cifar-small-pairs``) to a module and a
 configuration; it is the one registry the planner, the trainer and the
 benchmarks share. :func:`from_module` makes the :class:`ModelSpec` of a
