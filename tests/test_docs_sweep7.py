@@ -181,3 +181,19 @@ def test_the_models_docstring_lists_every_registered_name():
     doc = " ".join(models.__doc__.split())
     missing = [name for name in models.names() if f"``{name}``" not in doc]
     assert missing == []
+
+
+def test_accuracy_md_says_evaluate_runs_at_most_a_job_per_core(tmp_path, capsys):
+    """docs/accuracy.md: "``--jobs N`` runs N at a time"; since 4270682 evaluate runs at
+    most as many as the cores this process may use, with a note (its --help says so)."""
+    from meshpar.cli import build_parser
+    from meshpar.cli.evaluate import _check, usable_cores
+
+    args = build_parser().parse_args(["evaluate", "--out", str(tmp_path / "acc"),
+                                      "--jobs", str(usable_cores() + 3)])
+    _check(args)
+    assert args.jobs == usable_cores()
+    assert "cores this process may use" in capsys.readouterr().err
+    text = " ".join((ROOT / "docs" / "accuracy.md").read_text(encoding="utf-8").split())
+    said = text[text.index("Each run is a separate process"):][:400]
+    assert "`--jobs N` runs N at a time, at most one per core" in said, said
