@@ -1,5 +1,7 @@
 """Sweep 7 of the data path: labels.csv as people write it (blank lines, a quote left
 open, stray bytes, BOM and CRLF, subjects in subfolders), read by read_labels."""
+import re
+
 from nifti_helpers import blob, save_nifti
 import pytest
 
@@ -112,4 +114,19 @@ def test_a_name_without_suffix_finds_its_file_beside_a_folder_of_that_name(folde
                                                                          "s1.nii.gz"]
     (folder / "s0.nii.gz").unlink()
     with pytest.raises(BadSubjectError, match="s0: named in labels.csv line 2 is a directory"):
+        read_labels(folder, ("NC", "AD"))
+
+
+@pytest.mark.parametrize("sep", [";", "\t"])
+def test_a_labels_csv_of_another_separator_says_so(folder, sep):
+    """A spreadsheet saved with ';' (or tabs) read as one column; the error listed it,
+    'has ['subject;label']', without saying why."""
+    _labels(folder, f"subject{sep}label\ns0.nii.gz{sep}NC\n")
+    with pytest.raises(BadLabelsError, match=rf"missing column\(s\) 'subject', 'label'; has "
+                                             rf".* \(columns separated by {re.escape(repr(sep))}\? "
+                                             r"labels.csv takes commas\)"):
+        read_labels(folder, ("NC", "AD"))
+    _labels(folder, "subj,label\ns0.nii.gz,NC\n")  # one wrong name: no separator hint
+    with pytest.raises(BadLabelsError, match=r"missing column\(s\) 'subject'; has \['subj', "
+                                             r"'label'\]$"):
         read_labels(folder, ("NC", "AD"))

@@ -112,9 +112,12 @@ def read_labels(
         columns[key] = _find_column(header, name)
     missing = [name for key, name in (("subject", subject_column), ("label", label_column)) if columns[key] is None]
     if missing:
+        other = next((sep for sep in (";", "\t", "|") if len(header) == 1 and sep in header[0]),
+                     None)  # a spreadsheet's export in another locale: one column
+        hint = f" (columns separated by {other!r}? labels.csv takes commas)" if other else ""
         raise BadLabelsError(
-            csv_path, f"missing column(s) {', '.join(repr(m) for m in missing)}; has {[h.strip() for h in header]}"
-        )
+            csv_path, f"missing column(s) {', '.join(repr(m) for m in missing)}; has "
+                      f"{[h.strip() for h in header]}{hint}")
     group_idx = _find_column(header, group_column)
     id_idx = _find_column(header, id_column)
     if len(rows) == 1:
