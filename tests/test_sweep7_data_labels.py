@@ -130,3 +130,15 @@ def test_a_labels_csv_of_another_separator_says_so(folder, sep):
     with pytest.raises(BadLabelsError, match=r"missing column\(s\) 'subject'; has \['subj', "
                                              r"'label'\]$"):
         read_labels(folder, ("NC", "AD"))
+
+
+def test_a_label_of_other_case_says_which_name_it_may_mean(folder):
+    """'ad' for AD was 'not in the label set ('NC', 'AD')' alone."""
+    _labels(folder, "subject,label\ns0.nii.gz,NC\ns1.nii.gz,ad\n")
+    with pytest.raises(BadSubjectError, match=r"label 'ad' \(labels.csv line 3\) is not in the "
+                                              r"label set \('NC', 'AD'\); 'AD' differs only in "
+                                              r"case \(labels match exactly\)$"):
+        read_labels(folder, ("NC", "AD"))
+    _labels(folder, "subject,label\ns0.nii.gz,NC\ns1.nii.gz,MCI\n")  # no such name: no hint
+    with pytest.raises(BadSubjectError, match=r"label set \('NC', 'AD'\)$"):
+        read_labels(folder, ("NC", "AD"))

@@ -147,8 +147,8 @@ def read_labels(
         try:
             if label_set is not None and label not in label_set:
                 raise BadSubjectError(
-                    path, f"label {label!r} ({labels_file} line {line}) is not in the label set {label_set}"
-                )
+                    path, f"label {label!r} ({labels_file} line {line}) is not in the label set "
+                          f"{label_set}{_case_hint(label, label_set)}")
             if check_files and path.is_dir():
                 raise BadSubjectError(path, f"named in {labels_file} line {line} is a directory, "
                                             "not a file")
@@ -219,6 +219,13 @@ def _check_cells(csv_path: Path, line: int, last: int, cells: Sequence[str], col
         if "\x00" in cell:
             raise BadLabelsError(csv_path, f"line {line}: the {what} cell holds a NUL byte "
                                            f"({cell!r}); is labels.csv a text file?")
+
+
+def _case_hint(label: str, label_set: Sequence[str]) -> str:
+    """'; 'AD' differs only in case' when ``label`` is a name of the set in other letters
+    ('ad', 'Ad': labels are matched exactly, so every such row was 'not in the set')."""
+    same = [name for name in label_set if name.casefold() == label.casefold()]
+    return f"; {same[0]!r} differs only in case (labels match exactly)" if same else ""
 
 
 def _dangling(path: Path) -> str:
