@@ -80,6 +80,7 @@ def plan(model: Union[ModelDescription, object], cluster: Union[ClusterSpec, Seq
     before it left unused).
     """
     model, cluster = _as_model(model), _as_cluster(cluster)
+    _refuse_unlike_devices_sharing_a_string(cluster)
     batch, seed = integer_at_least(batch, "batch"), integer_at_least(seed, "seed", 0)
     cluster = canonical_order(cluster, model, batch)
     if not isinstance(method, str) or method not in PLANNERS:
@@ -171,6 +172,25 @@ def _as_model(model) -> ModelDescription:
     hint = f"; for a model name, pass meshpar.models.describe_model({model!r})" \
         if isinstance(model, str) else ""
     raise TypeError(f"model must be a ModelDescription or a ModelSpec, got {model!r}{hint}")
+
+
+def _refuse_unlike_devices_sharing_a_string(cluster: ClusterSpec) -> None:
+    """ValueError for two devices of ``cluster`` that share a device string (local
+    emulated ones may) but differ in profile, memory or slice efficiencies: a plan
+    names each device by its string, so it could not say which of them takes which
+    share. Listed 1.0 and 0.3 on one ``/device:CPU:0``, the 6/2 batch split was
+    reported at 37 us a step, and the plan re-priced at 89 us (the cost model, the
+    memory table and ``train --plan`` find a device by its string)."""
+    seen = {}
+    for d in cluster.devices:
+        other = seen.setdefault(d.device, d)
+        if (other.profile, other.memory_bytes, other.slice_efficiency) != (
+                d.profile, d.memory_bytes, d.slice_efficiency):
+            raise ValueError(
+                f"devices {other.name!r} and {d.name!r} share the device string "
+                f"{d.device!r} but differ in speed profile, memory or slice efficiency: a "
+                "plan names each device by its string, so it could not say which of them "
+                "takes which share; give each device its own device string")
 
 
 def _as_cluster(cluster) -> ClusterSpec:
