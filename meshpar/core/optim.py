@@ -49,7 +49,7 @@ Example
 -------
 >>> update_ops = race_free_update_ops(graph, loss, Adam(1e-3))   # doctest: +SKIP
 >>> lowering = mtf.Lowering(graph, {mesh: mesh_impl})            # doctest: +SKIP
->>> train_op = tf.group([lowering.lowered_operation(op) for op in update_ops])
+>>> train_op = tf.group([lowering.lowered_operation(op) for op in update_ops])  # doctest: +SKIP
 """
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ pipeline, Python functions included (the NIfTI reader runs in
 process, while every slice computes on its worker.
 
 >>> client = ClusterClient(["10.0.0.1:2222", "10.0.0.2:2222"])    # doctest: +SKIP
->>> client.devices
+>>> client.devices                                                 # doctest: +SKIP
 ['/job:worker/task:0/device:CPU:0', '/job:worker/task:1/device:CPU:0']
 """
 from __future__ import annotations

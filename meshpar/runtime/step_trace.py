@@ -14,7 +14,7 @@ The client process's own ops (job ``client``: the input pipeline, master
 variables, the loss fetch) are reported the same way under ``client``.
 
 >>> merged_length([(0, 4), (2, 6), (8, 9)])
-7
+7.0
 """
 from __future__ import annotations
 
