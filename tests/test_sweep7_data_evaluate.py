@@ -44,3 +44,17 @@ def test_balanced_accuracies_equal_but_for_rounding_are_a_tie():
     assert (got["wins"], got["ties"], got["losses"]) == (1, 1, 0)
     # the mean difference stays the arithmetic one: (~0 + 1/4) / 2
     assert abs(got["mean_difference"] - 0.125) < 1e-15
+
+
+def test_logits_are_not_scored_as_probabilities():
+    """Logits [2.3, -1.2, 0.4, -0.1] for y [1, 0, 0, 1] were thresholded at 0.5 as if
+    probabilities (accuracy 1/2, in silence); probabilities of the same ranking score."""
+    import pytest
+
+    with pytest.raises(ValueError, match=r"p_positive must be probabilities in \[0, 1\], got "
+                                         r"2.3 \(logits or scores\?"):
+        metrics.binary_metrics([1, 0, 0, 1], [2.3, -1.2, 0.4, -0.1])
+    # the same scores through a sigmoid: 0.909, 0.231, 0.599, 0.475 -> predicted 1, 0, 1, 0
+    got = metrics.binary_metrics([1, 0, 0, 1], [0.909, 0.231, 0.599, 0.475])
+    assert got["accuracy"] == 0.5 and got["auc"] == 0.75  # pairs: 0.909 > both, 0.475 > 0.231
+    assert metrics.auc([1, 0, 0, 1], [2.3, -1.2, 0.4, -0.1]) == 0.75  # any scores

@@ -69,6 +69,12 @@ def binary_metrics(y_true: Sequence[int], p_positive: Sequence[float],
     positive (or negative) class is absent; balanced accuracy is their mean.
     """
     y, p = _labels_and_scores(y_true, p_positive)
+    # logits or scores scored as if probabilities: each above 0.5 was 'class 1', in silence
+    outside = p[(p < -1e-6) | (p > 1 + 1e-6)]
+    if outside.size:
+        raise ValueError(f"p_positive must be probabilities in [0, 1], got {float(outside[0])!r} "
+                         "(logits or scores? apply a softmax or sigmoid first; auc() takes "
+                         "any scores)")
     predicted = (p > _threshold(threshold)).astype(int)
     pos, neg = y == 1, y == 0
     sensitivity = float((predicted[pos] == 1).mean()) if pos.any() else float("nan")
