@@ -3,7 +3,8 @@
 Imports no TensorFlow: the devices come from ``--speeds`` (synthetic, relative:
 1.0 = 1e11 FLOP/s, so predicted times are relative, not seconds) or from a
 ``--profile`` JSON file written by ``meshpar profile`` (measured: predicted
-times are seconds on those devices).
+times are seconds on those devices). Only ``--verify``, which runs the
+candidates' steps on the profiled workers (meshpar.runtime.plan_trials), does.
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from meshpar.cli.parsing import (MEMORY_HEADROOM_HELP, memory_terms, non_negativ
                                  replaced_note)
 from meshpar.models import names_for_help
 from meshpar.models.reference import REFERENCE_SYNTAX
+from meshpar.runtime.plan_trials import VERIFY_REPEATS, VERIFY_ROUNDS
 
 METHODS = ("ga", "exact", "proportional", "even")
 
@@ -87,6 +89,15 @@ def register(subparsers) -> None:
     parser.add_argument("--all-devices", action="store_true",
                         help="use every device even where leaving the slowest ones idle is "
                              "predicted faster (default: the best of all and of the fastest k)")
+    parser.add_argument("--verify", type=non_negative_int, default=None, metavar="K",
+                        help="time the planner's K best candidates (its pick, each mesh "
+                             "shape's best, their neighbouring batch splits) on the workers "
+                             "the --profile was measured on, whole training steps in turns, "
+                             "and keep the fastest measured (needs a profile from `meshpar "
+                             "profile --cluster`; recorded as the plan's extra.verified)")
+    parser.add_argument("--verify-rounds", type=non_negative_int, default=None, metavar="R",
+                        help="--verify: rounds in which every candidate runs "
+                             f"{VERIFY_REPEATS} steps (default: {VERIFY_ROUNDS})")
     parser.add_argument("--json", action="store_true", help="print the plan as one JSON object")
     parser.add_argument("--out", type=path_text, help="also write the plan to this JSON file")
     parser.add_argument("--plot", type=path_text,
@@ -106,6 +117,20 @@ def _refuse_ignored_options(args) -> None:
         if present and args.method not in methods.split(" or "):
             raise ValueError(f"{flag} goes with --method {methods}; --method {args.method} "
                              "would ignore it")
+    if args.verify_rounds is not None and args.verify is None:
+        raise ValueError("--verify-rounds goes with --verify K; without it nothing is timed")
+    if args.verify is None:
+        return
+    if args.verify < 1 or (args.verify_rounds is not None and args.verify_rounds < 1):
+        raise ValueError(f"--verify and --verify-rounds must be >= 1, got --verify {args.verify}"
+                         + ("" if args.verify_rounds is None
+                            else f" --verify-rounds {args.verify_rounds}"))
+    for flag, present in (("--speeds", args.speeds is not None), ("--mesh", args.mesh),
+                          ("--all-devices", args.all_devices)):
+        if present:
+            raise ValueError(f"--verify times candidates of every mesh shape and device subset "
+                             f"on the workers a --profile was measured on; {flag} does not go "
+                             "with it")
 
 
 def _refuse_unknown_image_format(path) -> None:
@@ -189,9 +214,12 @@ def run(args) -> int:
     terms = memory_terms(args.memory_headroom)
     shapes = None if args.mesh is None else [_mesh_rows_cols(args.mesh, len(cluster),
                                                              args.batch)]
-    result = plan(model, cluster, args.batch, method=args.method,
-                  seed=0 if args.seed is None else args.seed, shapes=shapes,
-                  subsets=not (args.all_devices or shapes), memory_terms=terms, **options)
+    if args.verify:
+        result = _verified(args, spec, cluster, terms, options)
+    else:
+        result = plan(model, cluster, args.batch, method=args.method,
+                      seed=0 if args.seed is None else args.seed, shapes=shapes,
+                      subsets=not (args.all_devices or shapes), memory_terms=terms, **options)
     if spec.reference:  # the next command (train --plan) finds the network by it
         result = dataclasses.replace(result, extra={**result.extra,
                                                     "model_ref": spec.reference})
@@ -219,6 +247,37 @@ def run(args) -> int:
     else:
         print(format_plan(result, cluster))
     return 0
+
+
+def _verified(args, spec, cluster, terms, options):
+    """The planner's ``--verify`` best candidates, timed on the profile's workers: the
+    fastest measured (its ``extra["verified"]`` says what each took); the first
+    candidate, untimed, when none fits in memory (refused next)."""
+    from meshpar.planning.planners import with_worker_addresses
+    from meshpar.planning.planners.candidates import candidate_plans
+    from meshpar.runtime.plan_trials import pick_measured, time_plans
+
+    addresses = (cluster.extra or {}).get("addresses")
+    if not addresses:
+        raise ValueError(f"--verify times the candidates on the workers the profile was "
+                         f"measured on, and --profile {args.profile} records none (a profile "
+                         f"of `meshpar profile --cluster` does)")
+    options = {k: v for k, v in options.items() if k != "progress"}
+    candidates = [with_worker_addresses(p, cluster) for p in candidate_plans(
+        spec.describe(), cluster, args.batch, args.verify, method=args.method,
+        seed=0 if args.seed is None else args.seed, memory_terms=terms, **options)]
+    fitting = [p for p in candidates if p.feasible]
+    if not fitting:
+        return candidates[0]
+    rounds = VERIFY_ROUNDS if args.verify_rounds is None else args.verify_rounds
+    seconds = time_plans(addresses, spec, args.batch, fitting, rounds=rounds,
+                         log=lambda *a: print(*a, file=sys.stderr))
+    chosen, record = pick_measured(fitting, seconds, rounds)
+    for i, row in enumerate(record["candidates"]):
+        print(f"{'picked' if i == record['picked'] else '':>6} candidate {i}: {row['mesh']} "
+              f"{row['split_sizes']} predicted {row['predicted_step_seconds']:.4g} s, "
+              f"measured {row['measured_step_seconds']:.4g} s", file=sys.stderr)
+    return chosen
 
 
 def _mesh_rows_cols(text: str, devices: int, batch: int) -> tuple:
