@@ -223,3 +223,14 @@ def test_docstring_examples_run_as_written():
         if result.failed:
             failed[name] = result.failed
     assert failed == {}
+
+
+def test_train_docstring_names_the_workers_of_cluster():
+    """meshpar.cli.train's docstring: "Devices are emulated on this machine ... unless
+    ``--devices`` lists real ones"; ``--cluster`` puts every slice on a worker
+    (mesh_arguments takes the client's devices), which it left out."""
+    import meshpar.cli.train as train
+
+    doc = " ".join(train.__doc__.split())
+    said = doc[doc.index("Devices are emulated"):].split(". ")[0]
+    assert "``--cluster``" in said, said

@@ -6,7 +6,8 @@ two-class images for the 2-D VGG net). Mesh: ``--plan plan.json`` (from
 ``meshpar plan``), or ``--speeds`` (split weights in proportion to the speeds,
 mesh ``model:N`` unless ``--mesh`` says otherwise), or neither (one device).
 Devices are emulated on this machine (``""`` device strings) unless
-``--devices`` lists real ones.
+``--devices`` lists real ones or ``--cluster`` names the workers (``meshpar
+worker``) that hold the slices.
 
 Subjects: ``--folds K --fold I`` (or ``--test-fraction F``) holds out a test
 set by person that is never trained on; ``--val-fraction`` of the rest
