@@ -234,3 +234,27 @@ def test_train_docstring_names_the_workers_of_cluster():
     doc = " ".join(train.__doc__.split())
     said = doc[doc.index("Devices are emulated"):].split(". ")[0]
     assert "``--cluster``" in said, said
+
+
+def test_plan_docstring_says_when_it_imports_tensorflow(tmp_path):
+    """meshpar.cli.plan's docstring said "Imports no TensorFlow", but a network of one's
+    own (``--model mynet.py``) is imported, and one without ``describe`` is built to
+    read its layer table: docs/training.md's mynet.py plans with TensorFlow loaded."""
+    import subprocess
+    import sys
+
+    import meshpar.cli.plan as plan
+
+    text = (ROOT / "docs" / "training.md").read_text(encoding="utf-8")
+    section = text[text.index("\n## Your own network\n"):]
+    (tmp_path / "mynet.py").write_text(re.findall(r"```python\n(.*?)```", section, re.S)[0],
+                                       encoding="utf-8")
+    code = ("import sys; from meshpar.cli import main; "
+            "main(['plan', '--speeds', '1,0.5', '--model', 'mynet.py', '--batch', '4', "
+            "'--method', 'even']); print('tensorflow' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                         text=True, check=True, timeout=300)
+    assert out.stdout.strip().splitlines()[-1] == "True"
+    doc = " ".join(plan.__doc__.split())
+    said = doc[doc.index("Imports no TensorFlow"):].split(". ")[0]
+    assert "of one's own" in said, said

@@ -1,7 +1,9 @@
 """``meshpar plan``: choose mesh shape, device order and split weights for a model.
 
-Imports no TensorFlow: the devices come from ``--speeds`` (synthetic, relative:
-1.0 = 1e11 FLOP/s, so predicted times are relative, not seconds) or from a
+Imports no TensorFlow for a registered model (a network of one's own is
+imported, and built once to read its layer table where its module has no
+``describe``): the devices come from ``--speeds`` (synthetic, relative: 1.0 =
+1e11 FLOP/s, so predicted times are relative, not seconds) or from a
 ``--profile`` JSON file written by ``meshpar profile`` (measured: predicted
 times are seconds on those devices). Only ``--verify``, which runs the
 candidates' steps on the profiled workers (meshpar.runtime.plan_trials), does.
