@@ -2,6 +2,7 @@
 workers (whole training steps, in turns), the fastest measured kept and recorded."""
 import json
 import socket
+from pathlib import Path
 
 import pytest
 import tensorflow.compat.v1 as tf
@@ -12,6 +13,7 @@ from meshpar.planning.plan import Plan
 from meshpar.runtime import plan_trials
 
 MODEL, BATCH = "vgg-cifar-small", 4
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _free_address() -> str:
@@ -137,3 +139,20 @@ def test_verify_needs_a_profile_of_workers(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert "records none (a profile of `meshpar profile --cluster` does)" in err
     assert len(err.splitlines()) == 1
+
+
+def test_candidates_hold_the_fastest_device_alone_where_a_split_is_the_pick():
+    """Stop 56's batch-8 profile of resattnet3d-small: the planner's pick is a 7/1
+    split predicted 2.5% faster than the fast worker alone (which ran 1.28x as fast
+    as it); the fast worker alone is among the candidates to time, next after it."""
+    from meshpar.models import describe_model
+    from meshpar.planning.planners.candidates import candidate_plans
+
+    stored = json.loads((ROOT / "benchmarks/results/train-0.9-0.3-batch8-amd-stop56/train.json")
+                        .read_text(encoding="utf-8"))
+    profile = ClusterSpec.from_dict(stored["profiles"]["resattnet3d-small"])
+    first, second = candidate_plans(describe_model("resattnet3d-small"), profile, 8, 2)
+    assert first.split_sizes["batch"] == [7, 1] and len(first.devices) == 2
+    assert second.devices == (profile.devices[0].device,)
+    assert second.split_sizes["batch"] == [8]
+    assert first.predicted_step_seconds < second.predicted_step_seconds
