@@ -142,3 +142,16 @@ def test_a_label_of_other_case_says_which_name_it_may_mean(folder):
     _labels(folder, "subject,label\ns0.nii.gz,NC\ns1.nii.gz,MCI\n")  # no such name: no hint
     with pytest.raises(BadSubjectError, match=r"label set \('NC', 'AD'\)$"):
         read_labels(folder, ("NC", "AD"))
+
+
+def test_subjects_given_twice_are_refused_like_a_labels_csv_row_twice(folder):
+    """NiftiDataset(subjects=train + test) of two overlapping splits read s1 twice an
+    epoch, in silence (its predictions were two rows)."""
+    from meshpar.data.nifti import NiftiDataset
+
+    _labels(folder, "subject,label\ns0.nii.gz,NC\ns1.nii.gz,AD\n")
+    subjects = read_labels(folder, ("NC", "AD"))
+    with pytest.raises(ValueError, match=r"subjects lists .*s1.nii.gz twice \(as "
+                                         r".*s1.nii.gz before\): give each file once"):
+        NiftiDataset(folder, (8, 8, 8), subjects=subjects + subjects[1:], skip_bad=True)
+    assert len(NiftiDataset(folder, (8, 8, 8), subjects=subjects)) == 2

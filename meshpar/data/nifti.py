@@ -87,7 +87,8 @@ class NiftiDataset:
     skip_bad : bool
         Leave bad subjects out (logged, listed in :attr:`skipped`) instead of raising.
     subjects : list of Subject, optional
-        Use these (e.g. one side of :func:`split_subjects`) instead of reading labels.csv.
+        Use these (e.g. one side of :func:`split_subjects`) instead of reading labels.csv;
+        each file once (ValueError otherwise).
     check_headers : bool
         Open every file's header now, so bad files fail before training starts.
     cache_bytes : int
@@ -179,8 +180,15 @@ class NiftiDataset:
                 hasattr(s, "label") and hasattr(s, "path") for s in subjects):
             raise TypeError(f"subjects must be Subjects (of read_labels or split_subjects), "
                             f"got {subjects!r}")
-        kept = []
+        kept, seen = [], {}
         for s in subjects:
+            # one file twice (two splits joined that overlap) was two examples an epoch,
+            # in silence; read_labels refuses it in labels.csv
+            key = os.path.realpath(s.path)
+            if key in seen:
+                raise ValueError(f"subjects lists {s.path} twice (as {seen[key]} before): "
+                                 "give each file once")
+            seen[key] = s.path
             try:
                 if s.label not in self.label_set:
                     raise BadSubjectError(s.path, f"label {s.label!r} is not in the label set {self.label_set}")
