@@ -58,3 +58,21 @@ def test_logits_are_not_scored_as_probabilities():
     got = metrics.binary_metrics([1, 0, 0, 1], [0.909, 0.231, 0.599, 0.475])
     assert got["accuracy"] == 0.5 and got["auc"] == 0.75  # pairs: 0.909 > both, 0.475 > 0.231
     assert metrics.auc([1, 0, 0, 1], [2.3, -1.2, 0.4, -0.1]) == 0.75  # any scores
+
+
+def test_evaluate_notes_labels_that_make_the_controls_positive(tmp_path, capsys):
+    """--labels AD,NC made NC class 1: the report's 'sensitivity' was NC's recall, without
+    a word. The note comes before anything runs (here a refused --train-args stops it)."""
+    from meshpar.cli import main
+
+    (tmp_path / "data").mkdir()
+    argv = ["evaluate", "--out", str(tmp_path / "out"), "--data", str(tmp_path / "data"),
+            "--train-args", "--seed 3"]
+    assert main(argv + ["--labels", "AD,NC"]) == 2
+    err = capsys.readouterr().err
+    assert ("meshpar evaluate: note: --labels AD,NC makes NC class 1, the positive class: "
+            "sensitivity is the recall of NC and specificity of AD") in err
+    assert "--train-args may not set --seed" in err.splitlines()[-1]
+    for labels in ("NC,AD", "sMCI,pMCI", "x,y"):  # the patients second, or unknown names
+        assert main(argv + ["--labels", labels]) == 2
+        assert "note" not in capsys.readouterr().err

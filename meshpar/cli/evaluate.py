@@ -131,6 +131,7 @@ def _tasks(args) -> dict:
         labels = tuple(args.labels or ())
         if len(labels) != 2:
             raise ValueError("--data needs --labels with two classes, e.g. --labels sMCI,pMCI")
+        _note_patients_first(labels)
         return {"data": labels}
     if args.labels:
         raise ValueError("--labels goes with --data (phantom tasks have their own labels)")
@@ -142,6 +143,20 @@ def _tasks(args) -> dict:
     if len(set(names)) != len(names):  # was run once in silence, as --seeds and
         raise ValueError(f"--tasks repeats a task: {args.tasks!r}")  # --test-folds refuse
     return {t: TASKS[t] for t in names}
+
+
+def _note_patients_first(labels) -> None:
+    """A note on stderr when ``labels`` name the patient group first (AD,NC; pMCI,sMCI):
+    class 1 is the positive class, so the report's sensitivity was the controls' recall
+    and its specificity the patients', under those names, without a word."""
+    from meshpar.data.phantoms import GROUP_SEVERITY
+
+    first, second = (GROUP_SEVERITY.get(name) for name in labels)
+    if first is not None and second is not None and first > second:
+        print(f"meshpar evaluate: note: --labels {','.join(labels)} makes {labels[1]} class 1, "
+              f"the positive class: sensitivity is the recall of {labels[1]} and specificity "
+              f"of {labels[0]} (--labels {labels[1]},{labels[0]} for the patients' "
+              "sensitivity)", file=sys.stderr)
 
 
 def _test_folds(text: str, folds: int) -> list:
