@@ -32,7 +32,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import re
 import sys
+import tempfile
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
@@ -45,13 +47,20 @@ from scipy.sparse.csgraph import connected_components
 from meshpar.planning.cost_model import LOSS_ELEMS, CostModel, ring_allreduce_seconds
 
 
+#: HiGHS's debugging traces, printed with C's printf whatever ``disp`` says: they tell
+#: a user nothing, and made meshpar plan's one-line refusal two lines
+_SOLVER_TRACE = re.compile(rb"HighsMipSolverData::")
+
+
 @contextlib.contextmanager
 def _solver_output_to_stderr():
     """Send what the solver prints on the process's standard output to its standard
-    error while the block runs. HiGHS (scipy 1.17) prints debugging lines such as
-    ``HighsMipSolverData::transformNewIntegerFeasibleSolution tmpSolver.run();`` with
-    C's ``printf`` whatever ``disp`` says, which put them in front of ``meshpar plan
-    --json``'s one JSON object (vgg-cifar, speeds 1,0.5,0.3,0.2,0.1, batch 7)."""
+    error once the block ends, less HiGHS's debugging traces. HiGHS (scipy 1.17)
+    prints lines such as ``HighsMipSolverData::transformNewIntegerFeasibleSolution
+    tmpSolver.run();`` with C's ``printf`` whatever ``disp`` says, which put them in
+    front of ``meshpar plan --json``'s one JSON object (vgg-cifar, speeds
+    1,0.5,0.3,0.2,0.1, batch 7), and on standard error in front of a refusal's one
+    line (vgg-cifar-small, speeds 1,0.5,0.3,0.2, batch 10**6, --method exact)."""
     try:
         sys.stdout.flush()
         saved = os.dup(1)
@@ -60,13 +69,18 @@ def _solver_output_to_stderr():
     if saved is None:
         yield
         return
-    try:
-        os.dup2(2, 1)
-        yield
-    finally:
-        _flush_c_stdout()  # C's buffered lines go where they were written, not to stdout later
-        os.dup2(saved, 1)
-        os.close(saved)
+    with tempfile.TemporaryFile() as caught:
+        try:
+            os.dup2(caught.fileno(), 1)
+            yield
+        finally:
+            _flush_c_stdout()  # C's buffered lines into the file, not to stdout later
+            os.dup2(saved, 1)
+            os.close(saved)
+            caught.seek(0)
+            kept = b"".join(line for line in caught if not _SOLVER_TRACE.match(line))
+            while kept:
+                kept = kept[os.write(2, kept):]
 
 
 def _flush_c_stdout() -> None:
