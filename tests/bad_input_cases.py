@@ -359,7 +359,7 @@ CASES = [
          "has 6 processors but 5 devices were given"),
     Case("train-plan-vs-devices", "cli", SYNTH + ["--model", "vgg-cifar-small", "--plan", "{d}/plan.json",
                                                   "--devices", "/cpu:0,/cpu:0,/cpu:0"],
-         "has 2 processors but 3 devices were given"),
+         "--devices names 3 devices but --plan"),  # was the mesh's words, naming no flag
     Case("make-estimator-plan-of-workers-here", "api",
          lambda d: _estimator_of_plan(d),
          "plan= places the mesh on worker tasks (/job:worker/task:0/device:CPU:0, ...), which "
@@ -383,6 +383,14 @@ CASES = [
          SYNTH + ["--model", "resattnet3d-tiny", "--speeds", "1,1", "--mesh", "batch:2;model:1",
                   "--mesh-impl", "mtf", "--batch", "3", "--n-synthetic", "12"],
          "cannot cut dimension batch of size 3 into 2 equal parts on mesh axis batch"),
+    # --mesh-impl mtf with an uneven split: was 'drop the uneven split weights', given by no flag
+    Case("train-mtf-uneven-speeds", "cli",
+         SYNTH + ["--model", "vgg-cifar-small", "--speeds", "0.9,0.3", "--mesh-impl", "mtf",
+                  "--batch", "2", "--n-synthetic", "8"],
+         "--mesh-impl mtf splits evenly only, but --speeds 0.9,0.3 splits model unevenly"),
+    Case("train-mtf-uneven-plan", "cli",
+         SYNTH + ["--plan", "{d}/plan.json", "--mesh-impl", "mtf", "--n-synthetic", "8"],
+         "--mesh-impl mtf splits evenly only, but --plan"),
     # --- plans for another model or device count
     Case("train-plan-other-model", "cli", SYNTH + ["--plan", "{d}/plan.json", "--model", "resattnet3d-tiny"],
          "plan was made for model 'vgg-cifar-small', not 'resattnet3d-tiny'"),

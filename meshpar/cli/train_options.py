@@ -315,6 +315,13 @@ def mesh_arguments(args, spec, client=None) -> dict:
             client.check_devices(devices)
         elif devices is None:
             devices = [""] * len(plan.devices)  # emulated: the plan may name other machines
+        if len(devices) != len(plan.devices):  # was the mesh's 'N processors but M devices'
+            raise ValueError(f"--devices names {len(devices)} devices but --plan {args.plan} "
+                             f"places its mesh {plan.mesh_shape_string()} on "
+                             f"{len(plan.devices)}: one device per processor of the plan")
+        if upstream:
+            _refuse_uneven_for_upstream(f"--plan {args.plan}", {
+                **plan.split_weights, **plan.dim_split_weights})
         return dict(plan=plan, devices=devices, upstream=upstream)
     speeds = None if args.speeds is None else parse_speeds(args.speeds)  # empty: an error
     if speeds is not None and devices is not None and len(devices) != len(speeds):
@@ -336,9 +343,23 @@ def mesh_arguments(args, spec, client=None) -> dict:
         client.check_devices(client.devices)
     if speeds is not None:
         mesh_shape, weights = mesh_from_speeds(speeds, args.mesh)
+        if upstream:
+            _refuse_uneven_for_upstream(f"--speeds {args.speeds}", weights)
         return dict(mesh_shape=mesh_shape, split_weights=weights, devices=devices,
                     upstream=upstream)
     return dict(mesh_shape="all:1", devices=devices, upstream=upstream)
+
+
+def _refuse_uneven_for_upstream(given: str, weights: dict) -> None:
+    """ValueError when ``--mesh-impl mtf`` (Mesh-TF's even splits only) meets the uneven
+    split ``weights`` of ``given`` (the flag and its value): the mesh's own refusal said
+    'drop the uneven split weights', which no flag had given."""
+    uneven = {axis: w for axis, w in weights.items() if len(set(w)) > 1}
+    if uneven:
+        axis, w = next(iter(uneven.items()))
+        raise ValueError(f"--mesh-impl mtf splits evenly only, but {given} splits {axis} "
+                         f"unevenly (weights {', '.join(f'{x:.4g}' for x in w)}): give equal "
+                         "speeds (or a plan of even splits), or leave --mesh-impl at meshpar")
 
 
 def _use_only_the_mesh_workers(args, client, devices) -> None:
