@@ -3,12 +3,13 @@
 The cost model is fitted to a few timed splits of the profile (the even and the
 speed-proportional one of each mesh axis) and extrapolates to the others. Where
 its margin between two plans is within its error, the way to know which runs
-faster is to run both: each candidate's whole training step (the step ``meshpar
-train`` runs: race-free Adam, the default recipe, the graph rewrites of
-training's op determinism, the input sent from this client) is timed on the
+faster is to run both: each candidate's whole training step, as a profile
+times one (race-free Adam with train's default weight decay, the graph rewrites
+of training's op determinism, the input sent from this client; a constant
+learning rate where train's default schedule computes one a step) is timed on the
 workers, the candidates taking turns round after round so that a slow spell of
-a shared host hits them alike (:func:`meshpar.runtime.profiling.
-_interleaved_seconds`). Seen on resattnet3d-small at batch 8 (docs/benchmarks.rst,
+a shared host hits them alike (as the profile times its splits,
+``profiling._interleaved_seconds``). Seen on resattnet3d-small at batch 8 (docs/benchmarks.rst,
 stop 56): a 7/1 batch split predicted 2.5% faster than the fast worker alone ran
 at 0.78x it.
 """
