@@ -93,7 +93,8 @@ def register(subparsers) -> None:
                              "predicted faster (default: the best of all and of the fastest k)")
     parser.add_argument("--verify", type=non_negative_int, default=None, metavar="K",
                         help="time the planner's K best candidates (its pick, each mesh "
-                             "shape's best, their neighbouring batch splits) on the workers "
+                             "shape's and device subset's best, their neighbouring batch "
+                             "splits) on the workers "
                              "the --profile was measured on, whole training steps in turns, "
                              "and keep the fastest measured (needs a profile from `meshpar "
                              "profile --cluster`; recorded as the plan's extra.verified)")
