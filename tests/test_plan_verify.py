@@ -156,3 +156,19 @@ def test_candidates_hold_the_fastest_device_alone_where_a_split_is_the_pick():
     assert second.devices == (profile.devices[0].device,)
     assert second.split_sizes["batch"] == [8]
     assert first.predicted_step_seconds < second.predicted_step_seconds
+
+
+def test_every_candidate_records_its_workers_addresses():
+    """The batch neighbours too (they were built without them): each candidate is
+    placed on the workers its devices were profiled at."""
+    from meshpar.models import describe_model
+    from meshpar.planning.planners.candidates import candidate_plans
+
+    data = ClusterSpec.from_speeds([1.0, 0.5]).to_dict()
+    data.setdefault("extra", {})["addresses"] = ["h0:1", "h1:1"]
+    profile = ClusterSpec.from_dict(data)
+    where = {d.device: a for d, a in zip(profile.devices, ["h0:1", "h1:1"])}
+    plans = candidate_plans(describe_model(MODEL), profile, 8, 6)
+    assert any(p.method.endswith("-neighbour") for p in plans)
+    for p in plans:
+        assert p.extra["worker_addresses"] == [where[d] for d in p.devices]

@@ -262,7 +262,6 @@ def _verified(args, spec, cluster, terms, options):
     """The planner's ``--verify`` best candidates, timed on the profile's workers: the
     fastest measured (its ``extra["verified"]`` says what each took); the first
     candidate, untimed, when none fits in memory (refused next)."""
-    from meshpar.planning.planners import with_worker_addresses
     from meshpar.planning.planners.candidates import candidate_plans
     from meshpar.runtime.plan_trials import pick_measured, time_plans
 
@@ -272,9 +271,9 @@ def _verified(args, spec, cluster, terms, options):
                          f"measured on, and --profile {args.profile} records none (a profile "
                          f"of `meshpar profile --cluster` does)")
     options = {k: v for k, v in options.items() if k != "progress"}
-    candidates = [with_worker_addresses(p, cluster) for p in candidate_plans(
-        spec.describe(), cluster, args.batch, args.verify, method=args.method,
-        seed=0 if args.seed is None else args.seed, memory_terms=terms, **options)]
+    candidates = candidate_plans(spec.describe(), cluster, args.batch, args.verify,
+                                 method=args.method, seed=0 if args.seed is None else args.seed,
+                                 memory_terms=terms, **options)
     fitting = [p for p in candidates if p.feasible]
     if not fitting:
         return candidates[0]

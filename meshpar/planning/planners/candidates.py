@@ -21,6 +21,7 @@ from meshpar.planning.memory import MEASURED, MemoryTerms
 from meshpar.planning.plan import Plan
 from meshpar.planning.planners import _fastest_subsets  # the subsets plan() weighs
 from meshpar.planning.planners import plan as make_plan
+from meshpar.planning.planners import with_worker_addresses
 from meshpar.planning.planners.common import (BATCH_AXIS, MODEL_AXIS, allowed_shapes, build_plan,
                                               subset_cost)
 
@@ -49,8 +50,10 @@ def candidate_plans(model: ModelDescription, cluster: ClusterSpec, batch: int, c
     found = _distinct(found)  # the pick is often one shape's best: its neighbours once
     for p in list(found):
         found.extend(batch_neighbours(p, model, cluster, memory_terms))
-    return _distinct(sorted(found, key=lambda p: (not p.feasible,
-                                                  p.predicted_step_seconds)))[:int(count)]
+    # every candidate records its workers' addresses, the batch neighbours too, so that
+    # each is placed on the workers its devices were profiled at (ClusterClient.place)
+    return [with_worker_addresses(p, cluster) for p in _distinct(sorted(
+        found, key=lambda p: (not p.feasible, p.predicted_step_seconds)))[:int(count)]]
 
 
 def _distinct(plans: list) -> list:
