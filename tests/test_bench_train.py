@@ -120,9 +120,10 @@ def _check_model_step_profile(profile, model, batch):
     # speeds at the batch, both axes timed; the cost model fits its jitter to them
     split = profile.extra["split_seconds"]
     assert split["batch"] > 0 and split["model"] > 0 and split["batch_size"] == batch
-    assert 0.1 < split["host_drift"] < 10  # the host's speed against the size scan's
+    # timed in turns with the size scan (whose speeds are those rounds'): no drift factor
+    assert "host_drift" not in split
     balanced = split["balanced"]
-    assert balanced["weights"] == pytest.approx([d.profile[-1][1] for d in profile.devices])
+    assert len(balanced["weights"]) == len(profile.devices) and min(balanced["weights"]) > 0
     assert balanced["batch"] > 0 and balanced["model"] > 0
     jitter = CostModel(describe_model(model), profile, 2).sync_jitter
     assert all(0.0 <= jitter[axis] <= 2.0 for axis in ("batch", "model"))
@@ -401,7 +402,7 @@ def test_split_timings_take_turns_so_a_slow_spell_hits_both(monkeypatch):
     """The even and the balanced splits are timed round after round: a slow spell
     of the host (here the 4th to 9th timed runs, 10x slower) lands on both, and
     each median stays the op's own time."""
-    from meshpar.runtime import profiling
+    from meshpar.runtime import timed_rounds
 
     clock = {"t": 0.0, "timed": 0}
     seconds = {"even": 0.4, "balanced": 0.2}
@@ -414,9 +415,9 @@ def test_split_timings_take_turns_so_a_slow_spell_hits_both(monkeypatch):
             clock["timed"] += len(order) > 2
             clock["t"] += seconds[op] * (10 if slow else 1)
 
-    monkeypatch.setattr(profiling.time, "perf_counter", lambda: clock["t"])
-    got = profiling._interleaved_seconds(Session(), {"e": "even", "b": "balanced"}, repeats=3,
-                                         rounds=3)
+    monkeypatch.setattr(timed_rounds.time, "perf_counter", lambda: clock["t"])
+    got = timed_rounds.interleaved_seconds(Session(), {"e": "even", "b": "balanced"}, repeats=3,
+                                           rounds=3)
     assert order[:2] == ["even", "balanced"]  # one warm-up each
     assert order[2:] == (["even"] * 3 + ["balanced"] * 3) * 3
     assert got == {"e": pytest.approx(0.4), "b": pytest.approx(0.2)}
@@ -429,7 +430,7 @@ def test_slice_speeds_are_read_against_whole_steps_timed_in_the_same_rounds(monk
     Read against a whole step timed minutes earlier, it would be 3x off."""
     import threading
 
-    from meshpar.runtime import profiling
+    from meshpar.runtime import timed_rounds
 
     seconds = {"whole0": 0.3, "whole1": 0.9, ("s2", 0): 0.5, ("s2", 1): 1.5,
                ("s4", 0): 0.75, ("s4", 1): 2.25}
@@ -443,29 +444,58 @@ def test_slice_speeds_are_read_against_whole_steps_timed_in_the_same_rounds(monk
             me = threading.get_ident()
             clocks[me] = clocks.get(me, 0.0) + seconds[op] * (3 if slow else 1)
 
-    monkeypatch.setattr(profiling.time, "perf_counter",
+    monkeypatch.setattr(timed_rounds.time, "perf_counter",
                         lambda: clocks.get(threading.get_ident(), 0.0))
     slices = {(task, k): (f"s{k}", task) for task in range(2) for k in (2, 4)}
-    got = profiling._time_slices(Session(), slices, ["whole0", "whole1"], 2, repeats=3,
-                                 log=lambda *a: None, rounds=3)
+    got = timed_rounds.time_slices(Session(), slices, ["whole0", "whole1"], 2, repeats=3,
+                                   log=lambda *a: None, rounds=3)
     assert got == {0: {0.5: pytest.approx(0.6), 0.25: pytest.approx(0.4)},
                    1: {0.5: pytest.approx(0.6), 0.25: pytest.approx(0.4)}}
     # one warm-up of each op, then each round: the whole steps, the 1/2 and 1/4 slices
     groups = [{"whole0", "whole1"}, {("s2", 0), ("s2", 1)}, {("s4", 0), ("s4", 1)}]
     assert [set(runs[i:i + 2]) for i in range(0, len(runs), 2)] == groups * 4
-    assert profiling._time_slices(Session(), {}, [], 2, 3, None) == {0: {}, 1: {}}
+    assert timed_rounds.time_slices(Session(), {}, [], 2, 3, None) == {0: {}, 1: {}}
 
 
-def test_split_timings_are_read_as_the_host_ran_during_the_size_scan():
-    """The workers' whole-batch steps took 0.30 s in the scan and 0.45 s when timed
-    with the splits: the host was 1.5x slower then, and every split time is
-    divided by 1.5 (the reference itself comes out at the scan's time)."""
-    from meshpar.runtime.profiling import drift_corrected
+def test_the_size_scan_is_timed_again_in_the_splits_rounds(monkeypatch):
+    """The scan's steps (each task alone, then both at once) take turns with the
+    splits, round after round: a host slowed 2x from the second round on slows
+    them all, and the speeds and split times come from the same rounds (the
+    median run of each is a slow one), where splits divided by a drift read off
+    a few runs of the workers' whole steps moved with those runs' noise."""
+    import threading
 
-    times, drift = drift_corrected({("even", "batch"): 0.6, ("balanced", "batch"): 0.3,
-                                    "reference": 0.45}, 0.30)
-    assert drift == pytest.approx(1.5)
-    assert times == {("even", "batch"): pytest.approx(0.4),
-                     ("balanced", "batch"): pytest.approx(0.2), "reference": pytest.approx(0.3)}
-    with pytest.raises(ValueError, match="positive"):
-        drift_corrected({"reference": 0.0}, 0.3)
+    from meshpar.runtime import timed_rounds
+
+    seconds = {("s", 0, 1): 0.1, ("s", 1, 1): 0.3, ("s", 0, 2): 0.15, ("s", 1, 2): 0.5,
+               "even": 0.4, "balanced": 0.25}
+    clocks, runs, lock = {}, [], threading.Lock()
+
+    class Session:
+        def run(self, op):
+            with lock:
+                runs.append(op)
+                slow = len(runs) > 10 + 10  # 10 warm-up runs, then the first round's 10
+            me = threading.get_ident()
+            clocks[me] = clocks.get(me, 0.0) + seconds[op] * (2 if slow else 1)
+
+    monkeypatch.setattr(timed_rounds.time, "perf_counter",
+                        lambda: clocks.get(threading.get_ident(), 0.0))
+    steps = {(task, (b,)): ("s", task, b) for task in range(2) for b in (1, 2)}
+    alone, together, timed = timed_rounds.rescan_with(
+        Session(), steps, [(1,), (2,)], {(1,): 1.0, (2,): 2.0}, 2,
+        {"e": "even", "b": "balanced"}, repeats=1, rounds=3)
+    assert timed == {"e": pytest.approx(0.8), "b": pytest.approx(0.5)}
+    speeds = {0: {1.0: pytest.approx(5.0), 2.0: pytest.approx(2 / 0.3)},
+              1: {1.0: pytest.approx(1 / 0.6), 2.0: pytest.approx(2.0)}}
+    assert alone == speeds and together == speeds
+    # after one warm-up of each op, every round: size 1 alone (task 0, task 1) and
+    # together, size 2 likewise, then the splits
+    groups = [[("s", 0, 1)], [("s", 1, 1)], [("s", 0, 1), ("s", 1, 1)], [("s", 0, 2)],
+              [("s", 1, 2)], [("s", 0, 2), ("s", 1, 2)], ["even"], ["balanced"]]
+    timed_runs, got = runs[10:], []
+    for _ in range(3):
+        for group in groups:
+            got.append(sorted(map(str, timed_runs[:len(group)])))
+            timed_runs = timed_runs[len(group):]
+    assert got == [sorted(map(str, g)) for g in groups] * 3 and not timed_runs

@@ -101,7 +101,7 @@ def test_profile_timings_warm_each_op_up_as_it_is_timed():
     0.03 of the whole step's speed for 0.6)."""
     import threading
 
-    from meshpar.runtime.profiling import _median_seconds
+    from meshpar.runtime.timed_rounds import median_seconds
 
     class Recording:
         def __init__(self):
@@ -113,7 +113,7 @@ def test_profile_timings_warm_each_op_up_as_it_is_timed():
 
     session = Recording()
     ops = ["a", "b", "c"]
-    assert len(_median_seconds(session, ops, repeats=2)) == 3
+    assert len(median_seconds(session, ops, repeats=2)) == 3
     assert session.calls[:3] == ops  # each alone, before any timed run
     assert sorted(session.calls[3:]) == sorted(ops * 2)  # timed: each alone, twice
 

@@ -2,7 +2,7 @@
 steps are named by their batch (``batch 8``); the conv3d kernel's sizes by their
 shape. A model-step profile printed ``size (1,)``, ``size (2,)``: the kernel's
 tuple, which reads as a shape of one element."""
-from meshpar.runtime.profiling import _time_sizes
+from meshpar.runtime.timed_rounds import time_sizes
 
 
 class _Session:
@@ -15,8 +15,8 @@ class _Session:
 def _logged(sizes, what):
     logs = []
     steps = {(0, size): f"step{size}" for size in sizes}
-    _time_sizes(_Session(), steps, sizes, {size: 1e9 for size in sizes}, 1, 1, logs.append,
-                what)
+    time_sizes(_Session(), steps, sizes, {size: 1e9 for size in sizes}, 1, 1, logs.append,
+               what)
     return [line.split(":")[0] for line in logs]
 
 

@@ -9,7 +9,7 @@ of training's op determinism, the input sent from this client; a constant
 learning rate where train's default schedule computes one a step) is timed on the
 workers, the candidates taking turns round after round so that a slow spell of
 a shared host hits them alike (as the profile times its splits,
-``profiling._interleaved_seconds``). Seen on resattnet3d-small at batch 8 (docs/benchmarks.rst,
+``timed_rounds.interleaved_seconds``). Seen on resattnet3d-small at batch 8 (docs/benchmarks.rst,
 stop 56): a 7/1 batch split predicted 2.5% faster than the fast worker alone ran
 at 0.78x it.
 """
@@ -43,6 +43,7 @@ def time_plans(addresses: Sequence[str], model, batch: int, plans: Sequence,
     from meshpar.models import ModelSpec, resolve
     from meshpar.runtime import profiling
     from meshpar.runtime.client import ClusterClient, training_determinism
+    from meshpar.runtime.timed_rounds import interleaved_seconds
     from meshpar.training.mesh_spec import MeshSpec
 
     rounds = integer_at_least(rounds, "rounds")
@@ -76,8 +77,7 @@ def time_plans(addresses: Sequence[str], model, batch: int, plans: Sequence,
     with tf.Session(client.target, graph=graph, config=config) as session:
         session.run(init)
         session.run(copies)
-        timed = profiling._interleaved_seconds(  # pylint: disable=protected-access
-            session, ops, repeats, rounds)
+        timed = interleaved_seconds(session, ops, repeats, rounds)
     return [float(timed[i]) for i in range(len(plans))]
 
 

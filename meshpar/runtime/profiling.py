@@ -15,6 +15,7 @@ import numpy as np
 from meshpar.core.splits import integer_at_least, integers_at_least, true_or_false
 from meshpar.planning.cluster import (DEFAULT_BANDWIDTH, DEFAULT_LATENCY, DEFAULT_MEMORY_BYTES,
                                       ClusterSpec, DeviceSpec)
+from meshpar.runtime.timed_rounds import median_seconds, rescan_with, time_sizes, time_slices
 
 
 def _checked_sizes(sizes) -> list:
@@ -263,30 +264,24 @@ def profile_cluster_workers(addresses: Sequence[str], device_type: str = "CPU",
     with tf.Session(client.target, graph=graph, config=config) as session:
         session.run(init)
         session.run(copies)
-        alone, together = _time_sizes(session, steps, sizes, flops_of, n, repeats, log,
-                                      "batch" if model is not None else "size")
-        efficiency = _time_slices(session, slices, [steps[task, (batch,)] for task in range(n)]
-                                  if slices else [], n, repeats, log)
+        alone, together = time_sizes(session, steps, sizes, flops_of, n, repeats, log,
+                                     "batch" if model is not None else "size")
+        efficiency = time_slices(session, slices, [steps[task, (batch,)] for task in range(n)]
+                                 if slices else [], n, repeats, log)
         split_seconds = {}
         if splits:
             weights = [together[t][flops_of[(batch,)]] for t in range(n)]
             balanced = _balanced_splits(tf, session, graph, client, spec, batch,
                                         list(splits), weights)
-            # the workers' whole-batch steps, all at once, timed in the same rounds:
-            # how much slower (or faster) the host is now than during the scan
-            reference = [steps[task, (batch,)] for task in range(n)]
-            timed = _interleaved_seconds(session, {**{("even", a): op for a, op in
-                                                       splits.items()},
-                                                    **{("balanced", a): op for a, op in
-                                                       balanced.items()},
-                                                    "reference": reference}, repeats)
-            timed, drift = drift_corrected(timed, max(
-                flops_of[(batch,)] / together[t][flops_of[(batch,)]] for t in range(n)))
+            # the scan timed again in the splits' rounds: speeds and splits of one host
+            alone, together, timed = rescan_with(
+                session, steps, sizes, flops_of, n,
+                {**{("even", a): op for a, op in splits.items()},
+                 **{("balanced", a): op for a, op in balanced.items()}}, repeats)
             split_seconds = {axis: timed["even", axis] for axis in splits}
-            split_seconds["host_drift"] = float(drift)
             log("even split over all workers: " + ", ".join(
                 f"{axis}:{n} {split_seconds[axis] * 1e3:.1f} ms" for axis in splits)
-                + f" (host {drift:.2f}x the scan's time, divided out)")
+                + " (timed in turns with the size scan, whose speeds are these rounds')")
             if balanced:
                 split_seconds["balanced"] = {"weights": [float(w) for w in weights], **{
                     axis: timed["balanced", axis] for axis in balanced}}
@@ -362,46 +357,6 @@ def _profile_graph(tf, client, spec, sizes, batch: int, transfer_bytes: int):
 BALANCED_MIN_RATIO = 1.1
 
 
-#: Rounds in which the even and the balanced splits are timed in turn
-#: (:func:`_interleaved_seconds`), with the workers' whole-batch steps as a
-#: reference: one measurement per split would let a slow spell of a shared host
-#: land on one of them only, and the splits are read against the speeds of the
-#: size scan, minutes earlier. Seen: a balanced batch split of resattnet3d-small
-#: at batch 32 timed at 560 ms against 412 ms for the even one (training
-#: measured it at 230 ms), from which the cost model learned a wait for the
-#: slowest device so large that the planner left the slow worker idle. The
-#: split times are divided by the reference's drift (``host_drift``), so that
-#: they and the scan's speeds describe one host.
-SPLIT_ROUNDS = 3
-
-
-def drift_corrected(timed: dict, scan_seconds: float) -> tuple:
-    """``(times, drift)``: ``timed``'s seconds divided by ``drift``, the ratio of its
-    ``"reference"`` (the workers' whole-batch steps, timed with the splits) to
-    ``scan_seconds`` (the same steps' time in the size scan): the splits' times
-    as the host ran during the scan."""
-    if not scan_seconds > 0 or not timed.get("reference", 0) > 0:
-        raise ValueError("the reference step must have taken a positive time")
-    drift = float(timed["reference"]) / float(scan_seconds)
-    return {key: value / drift for key, value in timed.items()}, drift
-
-
-def _interleaved_seconds(session, ops: dict, repeats: int, rounds: int = SPLIT_ROUNDS) -> dict:
-    """``{key: seconds}``: each op's median over ``rounds`` rounds of ``repeats``
-    timed runs, the ops taking turns round after round (each warmed up first;
-    an op may be a list, run as one step)."""
-    for op in ops.values():
-        session.run(op)  # warm up: a new graph's first run builds its kernels
-    times = {key: [] for key in ops}
-    for _ in range(rounds):
-        for key, op in ops.items():
-            for _ in range(repeats):
-                t0 = time.perf_counter()
-                session.run(op)
-                times[key].append(time.perf_counter() - t0)
-    return {key: max(float(np.median(t)), 1e-9) for key, t in times.items()}
-
-
 def _balanced_splits(tf, session, graph, client, spec, batch: int, axes, weights) -> dict:
     """``{axis: step op}``: the model split over ``axes`` of all the workers in
     proportion to their measured speeds ``weights``, to be timed with the even
@@ -431,69 +386,11 @@ def _balanced_splits(tf, session, graph, client, spec, batch: int, axes, weights
     return ops
 
 
-def _time_sizes(session, steps, sizes, flops_of, n: int, repeats: int, log,
-                what: str = "size") -> tuple:
-    """FLOP/s of every (task, size) step, one task at a time and all at once:
-    ``(alone, together)``, each ``{task: {flops: flop/s}}``; each size logged as
-    ``what`` (``batch 8`` for a model's whole steps, ``size (8, 16, 16, 16, 8, 8)``
-    for the conv3d kernel's)."""
-    alone = {task: {} for task in range(n)}
-    together = {task: {} for task in range(n)}
-    for size in sizes:
-        flops = flops_of[tuple(size)]
-        for task in range(n):
-            seconds = _median_seconds(session, [steps[task, tuple(size)]], repeats)[0]
-            alone[task][flops] = flops / seconds
-        ops = [steps[task, tuple(size)] for task in range(n)]
-        for task, seconds in enumerate(_median_seconds(session, ops, repeats)):
-            together[task][flops] = flops / seconds
-        shown = size[0] if what == "batch" else tuple(size)
-        log(f"{what} {shown}: " + ", ".join(
-            f"task {t} {alone[t][flops] / 1e9:.2f} alone / {together[t][flops] / 1e9:.2f} "
-            f"together GFLOP/s" for t in range(n)))
-    return alone, together
-
-
 def slice_counts(description) -> list:
     """How many ways a slice profile splits the model: each of :data:`SLICE_COUNTS`
     that every split dim of ``description`` allows (a whole slice per device)."""
     smallest = min(description.split_dims.values(), default=0)
     return [k for k in SLICE_COUNTS if k <= smallest]
-
-
-def _time_slices(session, slices, reference, n: int, repeats: int, log,
-                 rounds: int = SPLIT_ROUNDS) -> dict:
-    """``{task: {1/k: efficiency}}``: each worker's speed on ``1/k`` of every split
-    dim (the model split ``k`` ways, every slice on that worker), relative to its
-    whole-model step at the same batch (``reference``: one op per task); all
-    workers at once, like ``together``. The k slices together do the whole
-    step's work, so efficiency is the whole step's seconds over the split
-    step's. The two are timed in the same rounds, taking turns (``repeats``
-    runs of each shared out over ``rounds``), so a host that runs slower for
-    a while slows both: the whole step's time from the size scan, minutes
-    earlier, had put a 0.3-core worker's half slices at 0.48 of its speed
-    where three other profiles of the same workers measured 0.58-0.60."""
-    if not slices:
-        return {task: {} for task in range(n)}
-    counts = sorted({k for _, k in slices})
-    groups = {"whole": list(reference), **{k: [slices[task, k] for task in range(n)]
-                                           for k in counts}}
-    for ops in groups.values():
-        _together_times(session, ops, 0)  # warm up (see _together_times)
-    times = {key: [[] for _ in range(n)] for key in groups}
-    per_round = max(1, -(-repeats // rounds))
-    for _ in range(rounds):
-        for key, ops in groups.items():
-            for task, runs in enumerate(_together_times(session, ops, per_round, warm=False)):
-                times[key][task].extend(runs)
-    whole = [float(np.median(t)) for t in times["whole"]]
-    out = {task: {} for task in range(n)}
-    for k in counts:
-        for task in range(n):
-            out[task][1.0 / k] = whole[task] / max(float(np.median(times[k][task])), 1e-9)
-        log(f"slices of 1/{k} of every split dim: " + ", ".join(
-            f"task {t} {out[t][1.0 / k]:.2f}" for t in range(n)) + " of the whole step's speed")
-    return out
 
 
 def model_batch_sizes(batch: int) -> list:
@@ -601,39 +498,6 @@ def link_from_chains(seconds: dict, nbytes: int) -> tuple:
     return float(bandwidth), float(latency)
 
 
-def _median_seconds(session, ops, repeats: int) -> list:
-    """Each op's median seconds over ``repeats`` runs, all ops started together."""
-    return [max(float(np.median(t)), 1e-9) for t in _together_times(session, ops, repeats)]
-
-
-def _together_times(session, ops, repeats: int, warm: bool = True) -> list:
-    """Each op's seconds in ``repeats`` runs, all ops started together (a list per op)."""
-    import threading
-
-    # Warm up each op as it is timed, alone: a distributed session registers a graph
-    # with the workers for each new set of fetches (seconds for a model's step), so a
-    # warm-up of all ops in one run left the first timed run of each op paying that
-    if warm:
-        for op in ops:
-            session.run(op)
-    times = [[] for _ in ops]
-    for _ in range(repeats):
-        barrier = threading.Barrier(len(ops))
-
-        def run(i):
-            barrier.wait()
-            t0 = time.perf_counter()
-            session.run(ops[i])
-            times[i].append(time.perf_counter() - t0)
-
-        threads = [threading.Thread(target=run, args=(i,)) for i in range(len(ops))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    return times
-
-
 def _link(session, pairs, nbytes: int, repeats: int) -> tuple:
     """(bandwidth bytes/s, latency s): medians over the worker pairs of
     :func:`link_from_chains`, each chain timed alone."""
@@ -642,7 +506,7 @@ def _link(session, pairs, nbytes: int, repeats: int) -> tuple:
     bandwidths, latencies = [], []
     for chains in pairs:
         keys = sorted(chains)
-        times = [_median_seconds(session, [chains[k]], max(repeats, 5))[0] for k in keys]
+        times = [median_seconds(session, [chains[k]], max(repeats, 5))[0] for k in keys]
         bandwidth, latency = link_from_chains(dict(zip(keys, times)), nbytes)
         bandwidths.append(bandwidth)
         latencies.append(latency)
