@@ -217,6 +217,8 @@ def profile_cluster_workers(addresses: Sequence[str], device_type: str = "CPU",
     workers, and the same splits weighted by the workers' measured speeds
     (``extra["split_seconds"]``, the weighted ones under ``"balanced"``, the
     workers in the order their shares went to under ``"device_names"``),
+    timed in turns with the size scan's steps, whose speeds the profile then
+    keeps (:func:`~meshpar.runtime.timed_rounds.rescan_with`: one host for both),
     from which the cost model learns what synchronising costs per step and
     how long devices wait for each other near balance, and each worker's speed on slices of
     ``1/k`` of every split dim for ``k`` in :func:`slice_counts` (the model
