@@ -122,7 +122,7 @@ def _synth(args) -> int:
 def _check(args) -> int:
     import logging
 
-    from meshpar.data.nifti import NiftiDataset
+    from meshpar.data.nifti import NiftiDataset, unoriented_note
 
     if min(args.shape) < 2:  # a one-voxel grid is constant: each good subject was listed bad
         raise ValueError(f"--shape {','.join(map(str, args.shape))}: each size of the grid "
@@ -147,4 +147,6 @@ def _check(args) -> int:
     print(f"{args.directory}: {len(good)} subjects ({counts}); {ds.n_skipped} bad")
     for item in ds.skipped:
         print(f"  bad: {item.path}: {item.reason}")
+    if ds.unoriented:  # usable, but the side is the file's as stored
+        print(f"  note: {unoriented_note(ds.unoriented, len(ds.subjects))}")
     return 1 if ds.n_skipped else 0

@@ -46,7 +46,8 @@ import numpy as np
 from meshpar.core.splits import true_or_false
 from meshpar.data.transforms import Compose, default_transform
 # load_volume and read_labels stay importable from here (their home before nifti_files)
-from meshpar.data.nifti_files import check_header, load_volume, note_skip, read_labels
+from meshpar.data.nifti_files import (check_header, load_volume, note_skip, orientation_unknown,
+                                      read_labels)
 from meshpar.data.types import BadDataError, BadSubjectError, PathLike, Skipped, Subject, Volume
 
 log = logging.getLogger(__name__)
@@ -163,8 +164,11 @@ class NiftiDataset:
             subjects = self._check_given(subjects, found)
         for item in found:
             self._skipped[item.path] = item.reason
+        #: files whose header gives no orientation (read as stored; see stored_affine)
+        self.unoriented: List[Path] = []
         if check_headers:
             subjects = [s for s in subjects if self._header_ok(s)]
+            self._note_unoriented(len(subjects))
         self.subjects: List[Subject] = list(subjects)
         if not self.subjects:
             # name one reason: with --skip-bad every subject of the part may have
@@ -202,13 +206,20 @@ class NiftiDataset:
 
     def _header_ok(self, subject: Subject) -> bool:
         try:
-            check_header(subject.path, self.channels)
+            img = check_header(subject.path, self.channels)
         except BadSubjectError as err:
             if not self.skip_bad:
                 raise
             self._record_skip(err)
             return False
+        if orientation_unknown(img):
+            self.unoriented.append(Path(subject.path))
         return True
+
+    def _note_unoriented(self, checked: int) -> None:
+        """One warning for the files of :attr:`unoriented` (of ``checked``)."""
+        if self.unoriented:
+            log.warning("%s", unoriented_note(self.unoriented, checked))
 
     def _record_skip(self, err: BadDataError) -> None:
         with self._lock:
@@ -489,6 +500,17 @@ class NiftiDataset:
         ds = ds.map(lambda x, y, ok: (x, y))
         ds = ds.batch(batch_size, drop_remainder=drop_remainder)
         return ds.prefetch(prefetch)
+
+
+def unoriented_note(paths: Sequence[PathLike], checked: int) -> str:
+    """What a dataset's files without an orientation (:attr:`NiftiDataset.unoriented`,
+    of ``checked`` files) are read as, in one line."""
+    mixed = (f"; the other {checked - len(paths)} give one and are re-oriented to RAS, so "
+             "check that the two kinds agree" if checked > len(paths) else "")
+    return (f"{len(paths)} of {checked} files have no orientation in their header "
+            f"(qform_code and sform_code 0; first: {paths[0]}): read as stored, voxel axes "
+            f"as x, y, z (NIfTI method 1), not flipped as nibabel's Analyze default would; "
+            f"their left-right side is unknown{mixed}")
 
 
 def _is_whole(x) -> bool:

@@ -301,7 +301,7 @@ def check_header(path: PathLike, channels: int = 1):
     dtype = img.get_data_dtype()
     if dtype.kind not in "biuf":
         raise BadSubjectError(path, f"has data type {dtype}, expected a numeric scalar type")
-    affine = img.affine
+    affine = stored_affine(img)
     if affine is None or not np.all(np.isfinite(affine)) or abs(np.linalg.det(affine[:3, :3])) < 1e-12:
         raise BadSubjectError(path, "has a singular or non-finite affine (bad voxel sizes or orientation)")
     data_file = _uncompressed_data_file(img)
@@ -337,12 +337,15 @@ def _uncompressed_data_file(img) -> Optional[Path]:
 def load_volume(path: PathLike, channels: int = 1) -> Volume:
     """Load one NIfTI file as a float32 :class:`Volume`, checking its voxels.
 
-    With ``channels`` > 1 the data are ``(X, Y, Z, channels)``. A truncated or
+    With ``channels`` > 1 the data are ``(X, Y, Z, channels)``. The affine is
+    :func:`stored_affine`'s: a NIfTI file whose header gives no orientation is read
+    as stored, not mirrored. A truncated or
     corrupt compressed stream, NaN or infinite voxels raise
     :class:`BadSubjectError` naming ``path``.
     """
     path = Path(path)
     img = check_header(path, channels)
+    affine = stored_affine(img)
     try:
         with np.errstate(over="ignore"):  # values beyond float32: named below, not warned
             data = np.asarray(img.dataobj, dtype=np.float32)
@@ -355,7 +358,35 @@ def load_volume(path: PathLike, channels: int = 1) -> Volume:
     bad = ~np.isfinite(data)
     if bad.any():
         raise BadSubjectError(path, _non_finite_problem(img, int(bad.sum()), data.size))
-    return Volume(data, np.asarray(img.affine, dtype=np.float64), path)
+    return Volume(data, affine, path)
+
+
+def orientation_unknown(img) -> bool:
+    """Whether ``img`` is a NIfTI image whose header gives no orientation: its
+    ``qform_code`` and ``sform_code`` are both 0 (an Analyze ``.hdr``/``.img`` pair,
+    which has no such codes, is not)."""
+    import nibabel as nib
+
+    if not isinstance(img, (nib.Nifti1Pair, nib.Nifti2Pair)):
+        return False
+    header = img.header
+    return int(header["qform_code"]) == 0 and int(header["sform_code"]) == 0
+
+
+def stored_affine(img) -> np.ndarray:
+    """The voxel-to-world affine meshpar reads ``img`` with (float64 4x4).
+
+    ``img.affine`` when the header gives an orientation. A NIfTI file without one
+    (:func:`orientation_unknown`) is read as stored: the voxel axes i, j, k as x, y, z
+    scaled by the voxel sizes (the NIfTI standard's method 1), so re-orienting
+    leaves it as it is. nibabel's own affine for such a file is Analyze's,
+    x flipped, and every such volume was mirrored left to right by the re-orienting
+    step, in silence.
+    """
+    if not orientation_unknown(img):
+        return np.asarray(img.affine, dtype=np.float64)
+    zooms = np.abs(np.asarray(img.header.get_zooms()[:3], dtype=np.float64))
+    return np.diag(np.append(zooms, 1.0))
 
 
 def _non_finite_problem(img, bad: int, size: int) -> str:
