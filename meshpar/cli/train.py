@@ -180,8 +180,21 @@ def check_argv(argv) -> argparse.Namespace:
     Recipe.from_params(recipe_params(args, classes=num_classes(spec))).check_learning_rate(
         _learning_rate(args))
     if not args.cluster:
-        check_batch_fits_mesh(args.batch, mesh_arguments(args, spec))
+        mesh_kwargs = mesh_arguments(args, spec)
+        check_batch_fits_mesh(args.batch, mesh_kwargs)
+        _check_even_splits(args, spec, mesh_kwargs)
     return args
+
+
+def _check_even_splits(args, spec, mesh_kwargs) -> None:
+    """``--mesh-impl mtf``: ValueError before anything is printed or written when a
+    dimension of the model at ``--batch`` does not divide by its mesh axis (Mesh-TF
+    splits evenly only); it was refused at the first step, after train's header."""
+    if args.mesh_impl != "mtf":
+        return
+    from meshpar.training.estimator import check_even_splits
+
+    check_even_splits(spec, args.batch, **mesh_kwargs)
 
 
 def _model_overrides(args) -> dict:
@@ -378,6 +391,7 @@ def _run_checked(args) -> int:
     client = cluster_client(args)
     mesh_kwargs = mesh_arguments(args, spec, client)
     check_batch_fits_mesh(args.batch, mesh_kwargs)
+    _check_even_splits(args, spec, mesh_kwargs)
     options = args.rebalance_options
     if client is not None and options is not None and options.profile is not None:
         # the re-plans price each worker at the speeds profiled on that machine

@@ -53,7 +53,7 @@ from meshpar.training.run import refuse_pattern_path, unfound_checkpoints
 
 tf_estimator = tf.estimator
 
-__all__ = ["MeshSpec", "build_model_fn", "make_estimator", "run_config", "default_layout",
+__all__ = ["MeshSpec", "build_model_fn", "check_even_splits", "make_estimator", "run_config", "default_layout",
            "LossHistoryHook", "LOSS_TENSOR_NAME"]
 
 LOSS_TENSOR_NAME = "meshpar_loss"
@@ -250,6 +250,30 @@ def lower_model(spec: models.ModelSpec, features, labels, mesh: MeshSpec, is_tra
         impl.stage_imports(stage_on_devices)
     lowering = mtf.Lowering(graph, {mtf_mesh: impl})
     return lowering, logits, loss, [lowering.lowered_operation(op) for op in update_ops]
+
+
+def check_even_splits(model, batch: int, **mesh_kwargs) -> None:
+    """ValueError, before any training, when the mesh of ``mesh_kwargs`` (those of
+    :func:`build_model_fn`) is Mesh-TF's own (``upstream=True``) and one of ``model``'s
+    laid-out dimensions at batch ``batch`` (the batch itself, channels, space) does
+    not divide by its mesh axis: that was said only once the estimator had built
+    its first step (``meshpar train`` had printed its header by then). The model's
+    Mesh-TF graph is built in a graph of its own and not lowered; a meshpar mesh
+    (uneven splits) is not checked."""
+    spec = as_spec(model)
+    explicit = {key: mesh_kwargs.get(key) for key in
+                ("mesh_shape", "layout", "devices", "split_weights", "dim_split_weights")}
+    mesh = chosen_mesh(spec, mesh_kwargs.get("plan"), mesh_kwargs.get("mesh"),
+                       bool(mesh_kwargs.get("upstream", False)), explicit)
+    if not mesh.upstream:
+        return
+    batch = integer_at_least(batch, "batch")
+    with tf.Graph().as_default():
+        tf.set_random_seed(0)  # the initializers are built, never run (determinism needs one)
+        features = tf.placeholder(tf.float32, [batch, *spec.input_shape])
+        graph = mtf.Graph()
+        spec.build(features, mesh=mtf.Mesh(graph, "mesh"), is_training=True)
+        _check_even_divisible(graph, mesh.make_impl(spec))
 
 
 def _check_even_divisible(graph, impl) -> None:
