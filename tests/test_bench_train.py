@@ -499,3 +499,35 @@ def test_the_size_scan_is_timed_again_in_the_splits_rounds(monkeypatch):
             got.append(sorted(map(str, timed_runs[:len(group)])))
             timed_runs = timed_runs[len(group):]
     assert got == [sorted(map(str, g)) for g in groups] * 3 and not timed_runs
+
+
+def test_each_row_gives_its_predicted_speed_up_over_the_measured_fastest_worker_alone(
+        monkeypatch):
+    """Beside predicted/measured (which moves with the host's speed between the
+    profile and the runs), every row gives the cost model's speed-up over the worker
+    that ran fastest alone in the runs (here worker 1, measured faster than worker 0
+    though profiled slower), to read against the measured one: its own row 1.00x."""
+    rates = {"alone-1": 12.0}
+
+    def fake_run(model, plan, cluster_file, work, name, steps, batch, upstream=False,
+                 seed=0, log=print, run=0, cluster=None):
+        rate = rates.get(name, 10.0)
+        return {"samples_per_second": rate, "step_seconds_median": batch / rate,
+                "samples_per_second_p25_p75": [rate, rate], "trace_step_seconds": 0.8}
+
+    monkeypatch.setattr(bench_train, "run_strategy", fake_run)
+    result = bench_train.bench_model("vgg-cifar", ClusterSpec.from_speeds([0.9, 0.3]), "f",
+                                     "w", 8, 8, 0, log=lambda *a: None, run_together=False)
+    rows = result["strategies"]
+    alone = rows["alone-1"]["predicted_step_seconds"]
+    assert alone > rows["alone-0"]["predicted_step_seconds"]  # profiled the slower one
+    for name, r in rows.items():
+        assert r["predicted_vs_fastest_alone"] == pytest.approx(
+            alone / r["predicted_step_seconds"]), name
+    assert rows["alone-1"]["predicted_vs_fastest_alone"] == pytest.approx(1.0)
+    table = bench_train.format_table({"models": [result]})
+    header = next(line for line in table.splitlines() if "strategy" in line)
+    assert header.split().index("pred") == header.split().index("1") + 1
+    row = next(line for line in table.splitlines() if line.split()[:1] == ["alone-0"])
+    want = rows["alone-0"]["predicted_vs_fastest_alone"]
+    assert f"{rows['alone-0']['vs_fastest_alone']:4.2f}x {want:4.2f}x" in row

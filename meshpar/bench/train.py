@@ -374,6 +374,10 @@ def bench_model(model: str, profile, cluster_file: str, work: str, steps: int, b
     ideal = sum(standalone)
     busy = together.together_block(runs[together.TOGETHER], ideal) if others else None
     baseline = rows.get("mtf-even-filter", {}).get("samples_per_second")
+    # the measured fastest worker alone, as predicted: every row's predicted speed-up
+    # over it compares with its measured one whatever the host's speed did between
+    # the profile and the runs (both of a ratio's runs are of the same rounds)
+    fastest_alone = plans[f"alone-{int(np.argmax(standalone))}"][0].predicted_step_seconds
     for name, row in rows.items():
         plan = plans[name][0]
         row.update(mesh=plan.mesh_shape_string(), plan_devices=list(plan.devices),
@@ -396,6 +400,7 @@ def bench_model(model: str, profile, cluster_file: str, work: str, steps: int, b
                 row["vs_mtf_even_filter"] = rate / baseline
             row["predicted_over_measured"] = plan.predicted_step_seconds / row[
                 "step_seconds_median"]
+            row["predicted_vs_fastest_alone"] = fastest_alone / plan.predicted_step_seconds
     return {"model": model, "batch": batch, "steps": steps, "rounds": rounds,
             "ideal_samples_per_second": ideal,
             "batch_split_bound": batch_split_bound(profile, model, batch),
@@ -502,7 +507,8 @@ def _check_batch(batch: int, workers: int) -> None:
 
 def format_table(result: dict) -> str:
     """Per model: one row per strategy (samples/s, of ideal, vs Mesh-TF's even filter
-    split, vs the fastest worker alone, predicted/measured, the traced step's split)."""
+    split, vs the fastest worker alone measured and predicted, predicted/measured, the
+    traced step's split)."""
     lines = []
     budget = result.get("memory_budget_bytes")
     if budget:
@@ -524,7 +530,7 @@ def format_table(result: dict) -> str:
                          f"batch size): {'/'.join(map(str, bound['sizes']))}, "
                          f"{bound['of_ideal']:.2f} of the profile's ideal")
         lines.append(f"  {'strategy':<20} {'mesh':<16} {'samples/s':>9} {'p25-p75':>13} "
-                     f"{'ideal':>6} {'vs mtf':>6} {'vs 1':>5} {'pred/meas':>9}  "
+                     f"{'ideal':>6} {'vs mtf':>6} {'vs 1':>5} {'pred':>5} {'pred/meas':>9}  "
                      "traced step: compute/comm/idle per worker; CPU share used")
         for name, r in m["strategies"].items():
             if "samples_per_second" not in r:
@@ -553,9 +559,17 @@ def format_table(result: dict) -> str:
             lines.append(
                 f"  {name:<20} {r['mesh']:<16} {r['samples_per_second']:9.2f} "
                 f"{lo:6.1f}-{hi:<6.1f} {r['of_ideal']:6.2f} {vs_mtf} "
-                f"{r['vs_fastest_alone']:4.2f}x {r['predicted_over_measured']:9.2f}  "
+                f"{r['vs_fastest_alone']:4.2f}x {_predicted_vs_alone(r)} "
+                f"{r['predicted_over_measured']:9.2f}  "
                 f"{trace}{same}")
     return "\n".join(lines)
+
+
+def _predicted_vs_alone(row: dict) -> str:
+    """A row's predicted speed-up over the fastest worker alone, as the table shows
+    it (``-`` in results written before the field)."""
+    value = row.get("predicted_vs_fastest_alone")
+    return f"{value:4.2f}x" if value is not None else f"{'-':>5}"
 
 
 def save(result: dict, out_dir: str, plot: bool = True) -> list:
