@@ -335,6 +335,59 @@ def _check_phantom_batches(args, tasks, fold_ids, parsed) -> None:
                         f"{parsed.batch}: raise --n or give a smaller --batch in --train-args")
 
 
+def _pair_dataset(data, labels, out: Path) -> Path:
+    """The dataset the runs of ``--data`` read: ``data`` itself when every row of its
+    labels.csv is of one of the two ``labels``; else ``OUT/data/labels-A-B/labels.csv``,
+    the rows of the two alone (their files where they are: absolute paths), with a note
+    of how many rows of which other labels are left out. A three-class labels.csv
+    (NC, sMCI, pMCI) was refused by the first run's train ('label NC is not in the label
+    set'), to be filtered by hand. ValueError when a label of ``labels`` has no row, or
+    an other label is one of them in other letters ('ad' for AD)."""
+    import csv
+    import hashlib
+    import io
+    import re
+    from collections import Counter
+
+    from meshpar.data import read_labels
+
+    subjects = read_labels(data, None, check_files=False)
+    others = Counter(s.label for s in subjects if s.label not in labels)
+    held = Counter(s.label for s in subjects if s.label in labels)
+    found = ", ".join(f"{k} {v}" for k, v in sorted((held + others).items()))
+    for other in others:
+        same = [name for name in labels if name.casefold() == other.casefold()]
+        if same:  # a label in other letters is not another class: its rows would be lost
+            raise ValueError(f"--data {data}: labels.csv has label {other!r} ({others[other]} "
+                             f"rows) and --labels {same[0]!r}: labels match exactly; write "
+                             "them alike")
+    missing = [name for name in labels if not held[name]]
+    if missing:
+        raise ValueError(f"--data {data}: labels.csv has no {' or '.join(map(repr, missing))} "
+                         f"row (its labels: {found}); check --labels")
+    if not others:
+        return Path(data)
+    safe = re.sub(r"[^A-Za-z0-9_.+-]", "_", "-".join(labels))
+    tag = hashlib.sha256("\n".join(labels).encode()).hexdigest()[:8]
+    directory = out / "data" / f"labels-{safe}-{tag}"
+    text = io.StringIO()
+    writer = csv.writer(text, lineterminator="\n")
+    writer.writerow(["subject", "label", "group", "subject_id"])
+    kept = [s for s in subjects if s.label in labels]
+    for s in kept:
+        writer.writerow([os.path.abspath(s.path), s.label, s.group or "", s.subject_id])
+    path = directory / "labels.csv"
+    if not path.is_file() or path.read_text(encoding="utf-8") != text.getvalue():
+        directory.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(path, text.getvalue())
+    left = ", ".join(f"{k} {v}" for k, v in sorted(others.items()))
+    print(f"meshpar evaluate: note: --data {data}: {sum(others.values())} of {len(subjects)} "
+          f"labels.csv rows are of other labels than --labels {','.join(labels)} ({left}) "
+          f"and are left out; the runs read the {len(kept)} others, listed in {path}",
+          file=sys.stderr)
+    return directory
+
+
 def run(args) -> int:
     """Run (or resume) the protocol, print the table, write JSON and PNG; exit code."""
     from meshpar.dir_lock import hold_directory
@@ -372,7 +425,8 @@ def _run_checked(args) -> int:
     _check_runs(args, tasks, fold_ids, configs, train_args, out)
     cohorts = [(task, labels, seed) for task, labels in tasks.items() for seed in args.seeds]
     if args.data:
-        data_dirs = {(task, seed): Path(args.data) for task, _, seed in cohorts}
+        pair = _pair_dataset(args.data, tasks["data"], out)
+        data_dirs = {(task, seed): pair for task, _, seed in cohorts}
     else:
         data_dirs = protocol.prepare_all_phantoms(out, cohorts, args.n, shape, args.phantoms,
                                                   jobs=args.jobs)

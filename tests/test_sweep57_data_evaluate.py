@@ -1,0 +1,100 @@
+"""Sweep 57 of the evaluation path: ``meshpar evaluate --data D --labels A,B`` on a
+labels.csv of more classes than the two (NC, sMCI, pMCI: the ADNI layout).
+
+The first run's ``meshpar train`` refused it ('label NC is not in the label set'),
+after evaluate had started, and the rows had to be filtered by hand. evaluate now
+runs on the two labels' rows, listed in a labels.csv of its own under ``--out``, and
+says how many rows of which labels it left out."""
+import csv
+
+import nibabel as nib
+import numpy as np
+from nifti_helpers import blob
+import pytest
+
+from meshpar.cli import main
+from meshpar.evaluation import protocol
+
+LABELS = ("sMCI", "pMCI", "NC")
+
+
+def _three_classes(directory, n=12):
+    rows = ["subject,label,group"]
+    for i in range(n):
+        nib.save(nib.Nifti1Image(blob((8, 8, 8), seed=i), np.eye(4)),
+                 str(directory / f"s{i}.nii.gz"))
+        rows.append(f"s{i}.nii.gz,{LABELS[i % 3]},g{i % 2}")
+    (directory / "labels.csv").write_text("\n".join(rows) + "\n")
+
+
+class _Stop(Exception):
+    pass
+
+
+def _runs_of(monkeypatch, argv):
+    """The runs evaluate would execute (stopped there: no training)."""
+    seen = []
+
+    def execute_all(runs, *args, **kwargs):
+        seen.extend(runs)
+        raise _Stop
+
+    monkeypatch.setattr(protocol, "execute_all", execute_all)
+    with pytest.raises(_Stop):
+        main(argv)
+    return seen
+
+
+def test_evaluate_runs_on_the_rows_of_the_two_labels(tmp_path, monkeypatch, capsys):
+    data = tmp_path / "adni"
+    data.mkdir()
+    _three_classes(data)
+    out = tmp_path / "acc"
+    runs = _runs_of(monkeypatch, ["evaluate", "--out", str(out), "--data", str(data),
+                                  "--labels", "sMCI,pMCI", "--seeds", "0", "--folds", "2",
+                                  "--only", "one-device", "--model", "resattnet3d-tiny"])
+    assert len(runs) == 1
+    with open(runs[0].data_dir / "labels.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [r["label"] for r in rows] == ["sMCI", "pMCI"] * 4  # no NC row
+    assert [r["subject"] for r in rows] == [str(data / f"s{i}.nii.gz")
+                                            for i in range(12) if i % 3 != 2]
+    assert [r["group"] for r in rows] == [f"g{i % 2}" for i in range(12) if i % 3 != 2]
+    assert [r["subject_id"] for r in rows] == [f"s{i}" for i in range(12) if i % 3 != 2]
+    err = capsys.readouterr().err
+    assert (f"note: --data {data}: 4 of 12 labels.csv rows are of other labels than "
+            "--labels sMCI,pMCI (NC 4) and are left out; the runs read the 8 others") in err
+
+
+def test_a_two_class_labels_csv_is_read_where_it_is(tmp_path, monkeypatch, capsys):
+    data = tmp_path / "two"
+    data.mkdir()
+    _three_classes(data, n=12)
+    text = (data / "labels.csv").read_text().replace(",NC,", ",pMCI,")
+    (data / "labels.csv").write_text(text)
+    runs = _runs_of(monkeypatch, ["evaluate", "--out", str(tmp_path / "acc"), "--data",
+                                  str(data), "--labels", "sMCI,pMCI", "--seeds", "0",
+                                  "--folds", "2", "--only", "one-device",
+                                  "--model", "resattnet3d-tiny"])
+    assert runs[0].data_dir == data
+    assert "left out" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("labels, message", [
+    ("sMCI,AD", r"labels.csv has no 'AD' row \(its labels: NC 4, pMCI 4, sMCI 4\); "
+                r"check --labels"),
+    ("smci,pMCI", r"labels.csv has label 'sMCI' \(4 rows\) and --labels 'smci': labels "
+                  r"match exactly"),
+])
+def test_labels_without_rows_are_refused_in_one_line(tmp_path, capsys, labels, message):
+    data = tmp_path / "adni"
+    data.mkdir()
+    _three_classes(data)
+    assert main(["evaluate", "--out", str(tmp_path / "acc"), "--data", str(data),
+                 "--labels", labels, "--seeds", "0", "--folds", "2", "--only",
+                 "one-device", "--model", "resattnet3d-tiny"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and err.startswith("meshpar evaluate: error: ")
+    import re
+
+    assert re.search(message, err), err
