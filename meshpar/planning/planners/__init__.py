@@ -40,7 +40,8 @@ PLANNERS = {
 }
 METHODS = tuple(PLANNERS)
 
-__all__ = ["plan", "memory_ratios", "METHODS", "plan_even", "plan_proportional", "plan_exact",
+__all__ = ["plan", "plan_subsets", "SubsetPlans", "fastest_subsets", "roomiest_subsets",
+           "memory_ratios", "METHODS", "plan_even", "plan_proportional", "plan_exact",
            "plan_ga", "ExactTimeLimit"]
 
 
@@ -79,6 +80,91 @@ def plan(model: Union[ModelDescription, object], cluster: Union[ClusterSpec, Seq
     shares the rest equally among the subsets, each taking what the runs
     before it left unused).
     """
+    if not isinstance(subsets, (bool, np.bool_)) or not subsets:
+        model, cluster, batch, _ = _checked(model, cluster, batch, method, seed,
+                                            memory_terms, options, subsets)
+        cost = CostModel(model, cluster, batch, memory_terms=memory_terms)
+        best = PLANNERS[method](model, cluster, batch, shapes=shapes, cost=cost, **options)
+        return with_worker_addresses(best, cluster)
+    return plan_subsets(model, cluster, batch, method, seed, shapes=shapes,
+                        memory_terms=memory_terms, **options).best
+
+
+@dataclasses.dataclass(frozen=True)
+class SubsetPlans:
+    """What :func:`plan_subsets` planned: ``whole``, the plan of every device (of the
+    ``shapes`` asked for); ``subsets``, the plan of each device subset weighed for
+    speed (the fastest device alone, the fastest ``k``; :func:`fastest_subsets`), in
+    the order planned; ``roomiest``, the plan of each subset of the devices with the
+    most memory, planned only when none of those fits; ``best``, the pick of all of
+    them (what ``plan(..., subsets=True)`` returns). Each plan records its workers'
+    addresses where the cluster is a profile of a TF cluster."""
+    whole: Plan
+    subsets: tuple = ()
+    roomiest: tuple = ()
+    best: Optional[Plan] = None
+
+
+def plan_subsets(model: Union[ModelDescription, object],
+                 cluster: Union[ClusterSpec, Sequence[float]], batch: int, method: str = "ga",
+                 seed: int = 0, shapes: Optional[Sequence[tuple]] = None,
+                 memory_terms: MemoryTerms = MEASURED, **options) -> SubsetPlans:
+    """The plans :func:`plan` weighs with ``subsets=True``, each planned once: the
+    whole cluster's, each device subset's and the pick of them all
+    (:class:`SubsetPlans`). Arguments as for :func:`plan` (``shapes`` applies to the
+    whole cluster only; a ``time_limit`` bounds the whole call, shared as
+    :func:`plan` says)."""
+    model, cluster, batch, _ = _checked(model, cluster, batch, method, seed, memory_terms,
+                                        options)
+    planner = PLANNERS[method]
+    cost = CostModel(model, cluster, batch, memory_terms=memory_terms)
+    t0 = time.perf_counter()
+    budget = options.get("time_limit")
+    groups = fastest_subsets(cost, cluster)
+    if budget is not None and method == "ga" and groups:
+        options["time_limit"] = budget / 2
+    whole = planner(model, cluster, batch, shapes=shapes, cost=cost, **options)
+    found = [whole]
+
+    def each(subsets_: list, best: Plan) -> tuple:
+        planned = []
+        for i, devices in enumerate(subsets_):
+            sub_cost = subset_cost(cost, devices)
+            if budget is not None:  # the limit is for the whole call
+                left = budget - (time.perf_counter() - t0)
+                share = left if method == "exact" else left / (len(subsets_) - i)
+                options["time_limit"] = max(share, 1e-3)
+            candidate = planner(model, sub_cost.cluster, batch, cost=sub_cost, **options)
+            found.append(candidate)
+            planned.append(candidate)
+            if better(candidate, best) if candidate.feasible or best.feasible else \
+                    max(memory_ratios(candidate, cluster)) < max(memory_ratios(best, cluster)):
+                best = candidate  # when nothing fits: the plan that overflows least
+        return best, planned
+
+    best, by_speed = each(groups, whole)
+    by_memory = []
+    if not best.feasible:  # memory, not speed, may be what leaves a device out
+        best, by_memory = each(roomiest_subsets(cost, cluster, groups), best)
+    if method == "exact":
+        best = _proven_over_subsets(best, found, time.perf_counter() - t0)
+    else:  # the whole call's time, every subset's planning included, as for exact
+        best = dataclasses.replace(best, planning_seconds=time.perf_counter() - t0)
+    # the bound of the cluster planned, not of the devices the plan keeps busy: a plan
+    # on the fastest device alone was its own bound (ratio 1.000), above the cluster's
+    best = dataclasses.replace(best, lower_bound_seconds=cost.lower_bound())
+    return SubsetPlans(whole=with_worker_addresses(whole, cluster),
+                       subsets=tuple(with_worker_addresses(p, cluster) for p in by_speed),
+                       roomiest=tuple(with_worker_addresses(p, cluster) for p in by_memory),
+                       best=with_worker_addresses(best, cluster))
+
+
+def _checked(model, cluster, batch, method, seed, memory_terms, options: dict,
+             subsets=True) -> tuple:
+    """``(model, cluster, batch, seed)`` checked for :func:`plan` (the cluster in
+    :func:`canonical_order`), ``subsets`` and ``memory_terms`` checked, ``options``
+    checked for ``method``'s planner and given the ``seed`` where it takes one
+    (changed in place); TypeError or ValueError for the first bad one."""
     model, cluster = _as_model(model), _as_cluster(cluster)
     _refuse_unlike_devices_sharing_a_string(cluster)
     batch, seed = integer_at_least(batch, "batch"), integer_at_least(seed, "seed", 0)
@@ -90,51 +176,14 @@ def plan(model: Union[ModelDescription, object], cluster: Union[ClusterSpec, Seq
         raise TypeError(f"subsets must be True or False, got {subsets!r}")
     if not isinstance(memory_terms, MemoryTerms):
         raise TypeError(f"memory_terms must be a MemoryTerms, got {memory_terms!r}")
-    planner = PLANNERS[method]
-    accepted = inspect.signature(planner).parameters
+    accepted = inspect.signature(PLANNERS[method]).parameters
     unknown = sorted(set(options) - set(accepted) | ({"cost"} & set(options)))
     if unknown:
         raise ValueError(f"planning method {method!r} takes no option(s) {', '.join(unknown)}")
     check_options(options)
     if "seed" in accepted:
         options["seed"] = seed
-    cost = CostModel(model, cluster, batch, memory_terms=memory_terms)
-    t0 = time.perf_counter()
-    budget = options.get("time_limit")
-    if not subsets:
-        best = planner(model, cluster, batch, shapes=shapes, cost=cost, **options)
-        return with_worker_addresses(best, cluster)
-    groups = _fastest_subsets(cost, cluster)
-    if budget is not None and method == "ga" and groups:
-        options["time_limit"] = budget / 2
-    best = planner(model, cluster, batch, shapes=shapes, cost=cost, **options)
-    found = [best]
-
-    def each(subsets_: list, best: Plan) -> Plan:
-        for i, devices in enumerate(subsets_):
-            sub_cost = subset_cost(cost, devices)
-            if budget is not None:  # the limit is for the whole call
-                left = budget - (time.perf_counter() - t0)
-                share = left if method == "exact" else left / (len(subsets_) - i)
-                options["time_limit"] = max(share, 1e-3)
-            candidate = planner(model, sub_cost.cluster, batch, cost=sub_cost, **options)
-            found.append(candidate)
-            if better(candidate, best) if candidate.feasible or best.feasible else \
-                    max(memory_ratios(candidate, cluster)) < max(memory_ratios(best, cluster)):
-                best = candidate  # when nothing fits: the plan that overflows least
-        return best
-
-    best = each(groups, best)
-    if not best.feasible:  # memory, not speed, may be what leaves a device out
-        best = each(_roomiest_subsets(cost, cluster, groups), best)
-    if method == "exact":
-        best = _proven_over_subsets(best, found, time.perf_counter() - t0)
-    else:  # the whole call's time, every subset's planning included, as for exact
-        best = dataclasses.replace(best, planning_seconds=time.perf_counter() - t0)
-    # the bound of the cluster planned, not of the devices the plan keeps busy: a plan
-    # on the fastest device alone was its own bound (ratio 1.000), above the cluster's
-    best = dataclasses.replace(best, lower_bound_seconds=cost.lower_bound())
-    return with_worker_addresses(best, cluster)
+    return model, cluster, batch, seed
 
 
 def canonical_order(cluster: ClusterSpec, model: ModelDescription, batch: int) -> ClusterSpec:
@@ -240,7 +289,7 @@ def _proven_over_subsets(best: Plan, found: list, seconds: float) -> Plan:
     return dataclasses.replace(best, extra=extra, planning_seconds=seconds)
 
 
-def _roomiest_subsets(cost: CostModel, cluster: ClusterSpec, tried: Sequence[tuple]) -> list:
+def roomiest_subsets(cost: CostModel, cluster: ClusterSpec, tried: Sequence[tuple]) -> list:
     """The k devices with the most memory for k < n (device tuples, roomiest first),
     those not in ``tried``: when none of the fastest k fits, a slower device with
     more memory may hold the model alone (speeds 0.9/0.3/0.6 with 10/100/10 MiB:
@@ -260,7 +309,7 @@ def _device_order(first, second) -> list:
     return [int(i) for i in np.lexsort((np.arange(len(first)), -second, -first))]
 
 
-def _fastest_subsets(cost: CostModel, cluster: ClusterSpec) -> list:
+def fastest_subsets(cost: CostModel, cluster: ClusterSpec) -> list:
     """The fastest k devices for k < n (device tuples), fastest first; for more
     than 16 devices only where the speed class changes. The one device is the
     fastest on the whole batch by itself (its speed times

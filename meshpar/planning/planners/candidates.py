@@ -19,9 +19,8 @@ from meshpar.planning.cost_model import CostModel
 from meshpar.planning.description import ModelDescription
 from meshpar.planning.memory import MEASURED, MemoryTerms
 from meshpar.planning.plan import Plan
-from meshpar.planning.planners import _fastest_subsets  # the subsets plan() weighs
 from meshpar.planning.planners import plan as make_plan
-from meshpar.planning.planners import with_worker_addresses
+from meshpar.planning.planners import plan_subsets, with_worker_addresses
 from meshpar.planning.planners.common import (BATCH_AXIS, MODEL_AXIS, allowed_shapes, build_plan,
                                               subset_cost)
 
@@ -36,17 +35,17 @@ def candidate_plans(model: ModelDescription, cluster: ClusterSpec, batch: int, c
     if int(count) < 1:
         raise ValueError(f"count must be >= 1, got {count}")
     cost = CostModel(model, cluster, batch, memory_terms=memory_terms)
-    found = [make_plan(model, cluster, batch, method, seed, subsets=True,
-                       memory_terms=memory_terms, **options)]
+    # the pick over every device subset, and each subset's best that it was picked
+    # from (the fastest device alone, the fastest k), each planned once: the pick is
+    # only the best of them, and at resattnet3d-small's batch 8 the fast worker alone,
+    # predicted 2.5% slower than a 7/1 split, ran 1.28x as fast
+    weighed = plan_subsets(model, cluster, batch, method, seed, memory_terms=memory_terms,
+                           **options)
+    found = [weighed.best]
     for shape in allowed_shapes(cost):
         found.append(make_plan(model, cluster, batch, method, seed, shapes=[shape],
                                memory_terms=memory_terms, **options))
-    # each device subset's best too (the fastest device alone, the fastest k): the
-    # pick over subsets is only the best of them, and at resattnet3d-small's batch 8
-    # the fast worker alone, predicted 2.5% slower than a 7/1 split, ran 1.28x as fast
-    for devices in _fastest_subsets(cost, cluster):
-        found.append(make_plan(model, subset_cost(cost, devices).cluster, batch, method, seed,
-                               memory_terms=memory_terms, **options))
+    found.extend(weighed.subsets)
     found = _distinct(found)  # the pick is often one shape's best: its neighbours once
     for p in list(found):
         found.extend(batch_neighbours(p, model, cluster, memory_terms))
