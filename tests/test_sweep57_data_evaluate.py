@@ -98,3 +98,18 @@ def test_labels_without_rows_are_refused_in_one_line(tmp_path, capsys, labels, m
     import re
 
     assert re.search(message, err), err
+
+
+def test_predict_notes_ties_and_which_class_they_go_to():
+    """Two classes of equal highest probability (softmax of logits equal to about 1e-7
+    gives 0.5 and 0.5 in float32) were predicted as the first class without a word."""
+    from meshpar.cli.predict import tie_note
+
+    probs = np.array([[0.5, 0.5], [0.2, 0.8], [0.5, 0.5], [0.9, 0.1]], np.float32)
+    assert tie_note(probs, ("NC", "AD")) == (
+        "2 of 4 subjects have two or more classes of equal highest probability (equal in "
+        "float32): each is predicted as the first of them in the label order (NC 2), as "
+        "evaluate's scoring counts it")
+    three = tie_note(np.array([[0.1, 0.45, 0.45]]), ("A", "B", "C"))
+    assert three.startswith("1 of 1 subjects") and "label order (B 1)" in three
+    assert tie_note(probs[[1, 3]], ("NC", "AD")) == ""

@@ -5,7 +5,13 @@ train``) to rebuild the model and read the data as training did, restores the
 latest checkpoint (``--checkpoint best``: the one ``--keep-best`` kept; or a
 checkpoint path) on any mesh (``--speeds``/``--mesh``/``--plan``/
 ``--devices``/``--cluster`` as for ``train``) and writes one row per subject:
-``path, subject_id, label, group, p_<class>..., predicted``.
+``path, subject_id, label, group, p_<class>..., predicted``. ``predicted`` is the
+class of the highest probability; a tie (probabilities equal in float32, which
+softmax gives for logits equal to about 1e-7) goes to the first of the tied
+classes in the run's label order (class 0 of two), as evaluate's scoring (class 1
+when its probability is above 0.5) counts it, and is noted on stderr (train's
+test accuracy takes the argmax of the logits, which may differ in the last bit
+where the probabilities tie).
 
 ``--folds K --fold I [--fold-seed S]`` or ``--test-fraction F`` predicts only
 that test split of ``--data`` (the subjects ``train`` held out with the same
@@ -20,6 +26,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections import Counter
 
 from meshpar.cli.parsing import (path_text, positive_int, refuse_non_utf8_path,
                                  refuse_overwriting_inputs, refuse_replacing_another_kind,
@@ -48,7 +55,10 @@ def register(subparsers) -> None:
                              "checkpoints)")
     parser.add_argument("--data", type=path_text, required=True,
                         help="NIfTI dataset directory (with labels.csv)")
-    parser.add_argument("--out", type=path_text, required=True, help="CSV file to write")
+    parser.add_argument("--out", type=path_text, required=True,
+                        help="CSV file to write: one row per subject, its class probabilities "
+                             "and the predicted class (the most probable; a tie, noted, goes "
+                             "to the first class of the run's labels)")
     parser.add_argument("--force", action="store_true", help="replace --out if it exists (an earlier predictions CSV; "
                                                       "any other file is kept)")
     parser.add_argument("--checkpoint", type=path_text, default="latest",
@@ -118,9 +128,31 @@ def run(args) -> int:
     from meshpar.training.run import write_predictions
 
     write_predictions(args.out, subjects, probs, labels)
+    tied = tie_note(probs, labels)
+    if tied:
+        print(f"meshpar predict: note: {tied}", file=sys.stderr)
     print(f"{len(subjects)} subjects -> {args.out} (checkpoint {os.path.basename(checkpoint)}, "
           f"mesh {mesh_kwargs.get('mesh_shape') or 'of the plan'})")
     return 0
+
+
+def tie_note(probabilities, labels) -> str:
+    """What the predictions' ties are, in one line ('' when there are none): subjects
+    whose highest probability is held by two or more classes, for which ``predicted``
+    (an argmax) is the first of them in ``labels``' order."""
+    import numpy as np
+
+    p = np.asarray(probabilities, dtype=np.float64).reshape(len(probabilities), -1)
+    if p.size == 0:
+        return ""
+    tied = (p == p.max(axis=1, keepdims=True)).sum(axis=1) > 1
+    if not tied.any():
+        return ""
+    first = Counter(labels[int(np.argmax(row))] for row in p[tied])
+    return (f"{int(tied.sum())} of {len(p)} subjects have two or more classes of equal "
+            f"highest probability (equal in float32): each is predicted as the first of "
+            f"them in the label order ({', '.join(f'{k} {v}' for k, v in first.items())}), "
+            "as evaluate's scoring counts it")
 
 
 def _read_predictions_header(path) -> None:
