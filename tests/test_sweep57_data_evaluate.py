@@ -113,3 +113,24 @@ def test_predict_notes_ties_and_which_class_they_go_to():
     three = tie_note(np.array([[0.1, 0.45, 0.45]]), ("A", "B", "C"))
     assert three.startswith("1 of 1 subjects") and "label order (B 1)" in three
     assert tie_note(probs[[1, 3]], ("NC", "AD")) == ""
+
+
+def test_fewer_people_than_folds_is_refused_before_any_run(tmp_path, capsys):
+    """4 people (two scans each) and --folds 5: the first run's train refused it, after
+    evaluate had started a TensorFlow process for it, naming its log."""
+    data = tmp_path / "small"
+    data.mkdir()
+    rows = ["subject,label,subject_id"]
+    for i in range(8):
+        nib.save(nib.Nifti1Image(blob((8, 8, 8), seed=i), np.eye(4)),
+                 str(data / f"s{i}.nii.gz"))
+        rows.append(f"s{i}.nii.gz,{('NC', 'AD')[i // 2 % 2]},p{i // 2}")
+    (data / "labels.csv").write_text("\n".join(rows) + "\n")
+    out = tmp_path / "acc"
+    assert main(["evaluate", "--out", str(out), "--data", str(data), "--labels", "NC,AD",
+                 "--seeds", "0", "--folds", "5", "--only", "one-device",
+                 "--model", "resattnet3d-tiny"]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"meshpar evaluate: error: --data {data}: the 8 rows of NC and AD: k=5 "
+                   "folds need at least 5 people, got 4 (--folds 5)\n")
+    assert not (out / "runs").exists()

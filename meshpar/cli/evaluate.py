@@ -335,21 +335,22 @@ def _check_phantom_batches(args, tasks, fold_ids, parsed) -> None:
                         f"{parsed.batch}: raise --n or give a smaller --batch in --train-args")
 
 
-def _pair_dataset(data, labels, out: Path) -> Path:
+def _pair_dataset(data, labels, out: Path, folds: int) -> Path:
     """The dataset the runs of ``--data`` read: ``data`` itself when every row of its
     labels.csv is of one of the two ``labels``; else ``OUT/data/labels-A-B/labels.csv``,
     the rows of the two alone (their files where they are: absolute paths), with a note
     of how many rows of which other labels are left out. A three-class labels.csv
     (NC, sMCI, pMCI) was refused by the first run's train ('label NC is not in the label
-    set'), to be filtered by hand. ValueError when a label of ``labels`` has no row, or
-    an other label is one of them in other letters ('ad' for AD)."""
+    set'), to be filtered by hand. ValueError when a label of ``labels`` has no row,
+    an other label is one of them in other letters ('ad' for AD), or the rows hold
+    fewer people than ``folds`` (each run's train refused it, one process each)."""
     import csv
     import hashlib
     import io
     import re
     from collections import Counter
 
-    from meshpar.data import read_labels
+    from meshpar.data import fold_split, read_labels
 
     subjects = read_labels(data, None, check_files=False)
     others = Counter(s.label for s in subjects if s.label not in labels)
@@ -365,6 +366,12 @@ def _pair_dataset(data, labels, out: Path) -> Path:
     if missing:
         raise ValueError(f"--data {data}: labels.csv has no {' or '.join(map(repr, missing))} "
                          f"row (its labels: {found}); check --labels")
+    kept = [s for s in subjects if s.label in labels]
+    try:
+        fold_split(kept, folds, 0)
+    except ValueError as err:
+        raise ValueError(f"--data {data}: the {len(kept)} rows of {' and '.join(labels)}: "
+                         f"{err} (--folds {folds})") from None
     if not others:
         return Path(data)
     safe = re.sub(r"[^A-Za-z0-9_.+-]", "_", "-".join(labels))
@@ -373,7 +380,6 @@ def _pair_dataset(data, labels, out: Path) -> Path:
     text = io.StringIO()
     writer = csv.writer(text, lineterminator="\n")
     writer.writerow(["subject", "label", "group", "subject_id"])
-    kept = [s for s in subjects if s.label in labels]
     for s in kept:
         writer.writerow([os.path.abspath(s.path), s.label, s.group or "", s.subject_id])
     path = directory / "labels.csv"
@@ -425,7 +431,7 @@ def _run_checked(args) -> int:
     _check_runs(args, tasks, fold_ids, configs, train_args, out)
     cohorts = [(task, labels, seed) for task, labels in tasks.items() for seed in args.seeds]
     if args.data:
-        pair = _pair_dataset(args.data, tasks["data"], out)
+        pair = _pair_dataset(args.data, tasks["data"], out, args.folds)
         data_dirs = {(task, seed): pair for task, _, seed in cohorts}
     else:
         data_dirs = protocol.prepare_all_phantoms(out, cohorts, args.n, shape, args.phantoms,
