@@ -4,8 +4,11 @@ and ``meshpar predict``)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import sys
+import threading
 
 
 def progress_hook(args):
@@ -81,3 +84,34 @@ def guard(client, run, on_stuck=None):
         if client is None:
             raise
         raise client.failure(err) from None
+
+
+class Terminated(BaseException):
+    """SIGTERM during ``meshpar train``, raised in the main thread (as Ctrl-C's
+    KeyboardInterrupt is) so that the run's scratch directory is removed on the way out."""
+
+
+@contextlib.contextmanager
+def terminated_as_an_exception():
+    """Within the block, SIGTERM raises :class:`Terminated` in the main thread instead
+    of ending the process where it stands: the default action had left ``meshpar
+    train``'s scratch directory (``/tmp/meshpar-train-*``: the synthetic phantoms, the
+    checkpoints of a run without --model-dir) behind. TensorFlow's step cannot be
+    interrupted, so it takes effect once the step running ends; the checkpoints
+    already in --model-dir are kept (TF writes each whole), later steps are not saved.
+    A second SIGTERM ends the process at once, as before. SIGTERM ignored by whoever
+    started the process stays ignored; off the main thread nothing changes."""
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
+
+    def raise_terminated(signum, frame):
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second one: at once
+        raise Terminated()
+
+    signal.signal(signal.SIGTERM, raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)

@@ -38,7 +38,8 @@ from meshpar.cli.train_options import (  # noqa: F401  (mesh_from_speeds: re-exp
     add_mesh_options, add_rebalance_options, add_recipe_options, add_split_options,
     check_batch_fits_mesh, check_mesh_args, cluster_client, mesh_arguments, mesh_from_speeds,
     read_replans, rebalance_options, recipe_params, refuse_unused_recipe_flags)
-from meshpar.cli.run_guard import exit_now, guard, no_divergence_log, progress_hook
+from meshpar.cli.run_guard import (Terminated, exit_now, guard, no_divergence_log, progress_hook,
+                                   terminated_as_an_exception)
 from meshpar.cli.train_data import check_augment, on_device, prepare_data, resolve_fold_seed
 from meshpar.cli.train_report import (evaluate, format_weights, print_table, report_best,
                                       report_rebalancing, report_trace, run_summary)
@@ -365,9 +366,14 @@ def run(args) -> int:
     _check_args(args)
     from meshpar.dir_lock import hold_directory
 
-    # a second train in it at once is refused
-    with hold_directory(args.model_dir, "--model-dir", "meshpar train"):
-        return _run_checked(args)
+    try:  # SIGTERM unwinds as Ctrl-C does: the scratch directory is removed on the way
+        with terminated_as_an_exception():
+            # a second train in it at once is refused
+            with hold_directory(args.model_dir, "--model-dir", "meshpar train"):
+                return _run_checked(args)
+    except Terminated:
+        print("meshpar train: terminated", file=sys.stderr, flush=True)
+        return 143  # 128 + SIGTERM, as a shell reports a command it ended
 
 
 def _run_checked(args) -> int:
