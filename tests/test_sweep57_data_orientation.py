@@ -66,3 +66,33 @@ def test_data_check_names_the_files_without_orientation(tmp_path, capsys):
     assert (f"note: 2 of 4 files have no orientation in their header (qform_code and "
             f"sform_code 0; first: {tmp_path / 's0.nii.gz'}): read as stored") in out
     assert "the other 2 give one and are re-oriented to RAS" in out
+
+
+def test_train_notes_the_files_without_orientation_once(tmp_path, capsys, caplog):
+    """Each part of a train run (training, validation, test) warned of its own share,
+    without the command's name: '2 of 6 files...', then '1 of 2 files...'."""
+    from types import SimpleNamespace
+
+    from meshpar.cli.train_data import part_datasets
+    from meshpar.data import read_labels
+
+    rows = ["subject,label"]
+    for i in range(6):
+        data = blob((8, 8, 8), seed=i)
+        if i % 3 == 0:
+            _unoriented(tmp_path / f"s{i}.nii.gz", data)
+        else:
+            nib.save(nib.Nifti1Image(data, np.eye(4)), str(tmp_path / f"s{i}.nii.gz"))
+        rows.append(f"s{i}.nii.gz,{('NC', 'AD')[i % 2]}")
+    (tmp_path / "labels.csv").write_text("\n".join(rows) + "\n")
+    subjects = read_labels(tmp_path, ("NC", "AD"))
+    args = SimpleNamespace(skip_bad=False, command="train")
+    sources = part_datasets(tmp_path, (8, 8, 8), ("NC", "AD"), args,
+                            [subjects[:4], subjects[4:], []], 1, Compose([Reorient()]))
+    assert sources[2] is None and [len(s) for s in sources[:2]] == [4, 2]
+    err = capsys.readouterr().err
+    assert err.count("no orientation") == 1
+    assert err.startswith(f"meshpar train: note: 2 of 6 files have no orientation in their "
+                          f"header (qform_code and sform_code 0; first: "
+                          f"{tmp_path / 's0.nii.gz'})")
+    assert not [r for r in caplog.records if "no orientation" in r.getMessage()]

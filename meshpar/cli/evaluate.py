@@ -381,7 +381,9 @@ def _pair_dataset(data, labels, out: Path, folds: int) -> Path:
     writer = csv.writer(text, lineterminator="\n")
     writer.writerow(["subject", "label", "group", "subject_id"])
     for s in kept:
-        writer.writerow([os.path.abspath(s.path), s.label, s.group or "", s.subject_id])
+        # absolute, '..' kept: normalising 'link/../x' away would name another file
+        where = s.path if Path(s.path).is_absolute() else Path.cwd() / s.path
+        writer.writerow([str(where), s.label, s.group or "", s.subject_id])
     path = directory / "labels.csv"
     if not path.is_file() or path.read_text(encoding="utf-8") != text.getvalue():
         directory.mkdir(parents=True, exist_ok=True)

@@ -291,10 +291,12 @@ def _predict(args, spec, info, batch, checkpoint, mesh_kwargs, client):
     chosen = test_split(subjects, **split)[1] if asked else subjects
     _refuse_a_batch_of_blanks(args.batch, len(chosen), int(info.get("batch", 1)), mesh_kwargs)
     shape = tuple(spec.input_shape[:-1])
-    source = nifti.NiftiDataset(args.data, shape, labels, skip_bad=args.skip_bad,
-                                subjects=chosen, channels=int(spec.input_shape[-1]),
-                                transform=default_transform(shape, info.get("spacing"),
-                                                            augment=False))
+    from meshpar.cli.train_data import part_datasets
+
+    source = part_datasets(args.data, shape, labels, args, [chosen],
+                            int(spec.input_shape[-1]),
+                            default_transform(shape, info.get("spacing"), augment=False),
+                            build_empty=True)[0]
     model_fn = E.build_model_fn(spec, **mesh_kwargs)
     est = tf.estimator.Estimator(model_fn, model_dir=args.model_dir,
                                  config=E.run_config(args.model_dir, threads=args.threads,

@@ -133,10 +133,7 @@ def _nifti_data(args, spec, scratch, model_dir, stream=None) -> dict:
                          "training subjects")
     augment = augmentations(args.augment)
     transform = default_transform(shape, augment=augment or False)
-    sources = [nifti.NiftiDataset(directory, shape, label_set, skip_bad=args.skip_bad,
-                                  subjects=part, channels=channels,
-                                  transform=transform)
-               if part else None for i, part in enumerate(parts)]
+    sources = part_datasets(directory, shape, label_set, args, parts, channels, transform)
     args.skipped_report = lambda: skipped + [item for src in sources if src for item in src.skipped]
     held = {name: sum(s.label == name for s in sources[0].subjects) for name in label_set}
     if not all(held.values()):  # counted after --skip-bad dropped the unreadable ones
@@ -157,6 +154,33 @@ def _nifti_data(args, spec, scratch, model_dir, stream=None) -> dict:
                 class_counts=counts,
                 directory=directory, augment=list(augment), stream=stream,
                 subjects=subjects_record(parts, directory))
+
+
+def part_datasets(directory, shape, label_set, args, parts, channels, transform,
+                  build_empty: bool = False) -> list:
+    """A NiftiDataset of each part (None for an empty one, unless ``build_empty``: then
+    it is built too, and refused as having no subjects); files without an orientation
+    noted once for the whole dataset on stderr (each part warned of its own share)."""
+    import logging
+    import sys
+
+    from meshpar.data import nifti
+
+    quiet = nifti.orientation_log
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
+    try:
+        sources = [nifti.NiftiDataset(directory, shape, label_set, skip_bad=args.skip_bad,
+                                      subjects=part, channels=channels, transform=transform)
+                   if part or build_empty else None for part in parts]
+    finally:
+        quiet.setLevel(level)
+    unoriented = sorted(path for src in sources if src for path in src.unoriented)
+    if unoriented:
+        checked = sum(len(src.subjects) for src in sources if src)
+        print(f"meshpar {getattr(args, 'command', 'train')}: note: "
+              f"{nifti.unoriented_note(unoriented, checked)}", file=sys.stderr)
+    return sources
 
 
 def subjects_record(parts, directory) -> dict:

@@ -51,6 +51,8 @@ from meshpar.data.nifti_files import (check_header, load_volume, note_skip, orie
 from meshpar.data.types import BadDataError, BadSubjectError, PathLike, Skipped, Subject, Volume
 
 log = logging.getLogger(__name__)
+#: the warning of files without an orientation (a command that says it itself quiets it)
+orientation_log = logging.getLogger(__name__ + ".orientation")
 
 #: Pre-processed examples kept in memory by default (see NiftiDataset's cache_bytes).
 DEFAULT_CACHE_BYTES = 512 * 2**20
@@ -219,7 +221,7 @@ class NiftiDataset:
     def _note_unoriented(self, checked: int) -> None:
         """One warning for the files of :attr:`unoriented` (of ``checked``)."""
         if self.unoriented:
-            log.warning("%s", unoriented_note(self.unoriented, checked))
+            orientation_log.warning("%s", unoriented_note(self.unoriented, checked))
 
     def _record_skip(self, err: BadDataError) -> None:
         with self._lock:
