@@ -134,3 +134,25 @@ def test_fewer_people_than_folds_is_refused_before_any_run(tmp_path, capsys):
     assert err == (f"meshpar evaluate: error: --data {data}: the 8 rows of NC and AD: k=5 "
                    "folds need at least 5 people, got 4 (--folds 5)\n")
     assert not (out / "runs").exists()
+
+
+def test_a_missing_file_is_named_by_the_line_of_the_users_labels_csv(tmp_path, capsys,
+                                                                    monkeypatch):
+    """The runs read evaluate's list of the two labels' rows: train named a missing file
+    by its line there, not in the labels.csv the user wrote."""
+    data = tmp_path / "adni"
+    data.mkdir()
+    _three_classes(data)
+    (data / "s4.nii.gz").unlink()  # pMCI, line 6 of labels.csv (line 4 of the pair's list)
+    assert main(["evaluate", "--out", str(tmp_path / "acc"), "--data", str(data),
+                 "--labels", "sMCI,pMCI", "--seeds", "0", "--folds", "2", "--only",
+                 "one-device", "--model", "resattnet3d-tiny"]) == 2
+    assert capsys.readouterr().err == (
+        f"meshpar evaluate: error: --data {data}: {data / 's4.nii.gz'}: file named in "
+        "labels.csv line 6 does not exist or is not a file (--train-args --skip-bad leaves "
+        "such subjects out)\n")
+    runs = _runs_of(monkeypatch, ["evaluate", "--out", str(tmp_path / "acc"), "--data",
+                                  str(data), "--labels", "sMCI,pMCI", "--seeds", "0",
+                                  "--folds", "2", "--only", "one-device", "--model",
+                                  "resattnet3d-tiny", "--train-args", "--skip-bad"])
+    assert len(runs) == 1  # train's --skip-bad leaves it out

@@ -274,9 +274,9 @@ def _refuse_replacing_results(out) -> None:
         refuse_replacing_another_kind(str(path), load, what)
 
 
-def _check_runs(args, tasks, fold_ids, configs, train_args, out) -> None:
+def _check_runs(args, tasks, fold_ids, configs, train_args, out):
     """Every configuration's ``meshpar train`` arguments through train's own checks,
-    before any phantom is written (ValueError)."""
+    before any phantom is written (ValueError); returns the last one's, parsed."""
     from meshpar.cli.train import check_argv
     from meshpar.evaluation import protocol
 
@@ -308,6 +308,7 @@ def _check_runs(args, tasks, fold_ids, configs, train_args, out) -> None:
             raise ValueError(f"{config.name} configuration: {err}") from None
         if not args.data:
             _check_phantom_batches(args, tasks, fold_ids, parsed)
+    return parsed
 
 
 def _check_phantom_batches(args, tasks, fold_ids, parsed) -> None:
@@ -335,7 +336,7 @@ def _check_phantom_batches(args, tasks, fold_ids, parsed) -> None:
                         f"{parsed.batch}: raise --n or give a smaller --batch in --train-args")
 
 
-def _pair_dataset(data, labels, out: Path, folds: int) -> Path:
+def _pair_dataset(data, labels, out: Path, folds: int, skip_bad: bool = False) -> Path:
     """The dataset the runs of ``--data`` read: ``data`` itself when every row of its
     labels.csv is of one of the two ``labels``; else ``OUT/data/labels-A-B/labels.csv``,
     the rows of the two alone (their files where they are: absolute paths), with a note
@@ -343,7 +344,10 @@ def _pair_dataset(data, labels, out: Path, folds: int) -> Path:
     (NC, sMCI, pMCI) was refused by the first run's train ('label NC is not in the label
     set'), to be filtered by hand. ValueError when a label of ``labels`` has no row,
     an other label is one of them in other letters ('ad' for AD), or the rows hold
-    fewer people than ``folds`` (each run's train refused it, one process each)."""
+    fewer people than ``folds`` (each run's train refused it, one process each), or
+    (unless ``skip_bad``: train's --skip-bad leaves it out) a row of the two names a
+    file that is not there: refused here, by the line of ``data``'s labels.csv (train
+    named the line of the list evaluate wrote)."""
     import csv
     import hashlib
     import io
@@ -367,6 +371,11 @@ def _pair_dataset(data, labels, out: Path, folds: int) -> Path:
         raise ValueError(f"--data {data}: labels.csv has no {' or '.join(map(repr, missing))} "
                          f"row (its labels: {found}); check --labels")
     kept = [s for s in subjects if s.label in labels]
+    gone = next((s for s in kept if not Path(s.path).is_file()), None)
+    if gone is not None and not skip_bad:
+        raise ValueError(f"--data {data}: {gone.path}: file named in labels.csv line "
+                         f"{gone.line} does not exist or is not a file (--train-args "
+                         "--skip-bad leaves such subjects out)")
     try:
         fold_split(kept, folds, 0)
     except ValueError as err:
@@ -430,10 +439,10 @@ def _run_checked(args) -> int:
                          "(D, H, W, C) volumes")
     shape = full[:3]
     out = Path(args.out)
-    _check_runs(args, tasks, fold_ids, configs, train_args, out)
+    parsed = _check_runs(args, tasks, fold_ids, configs, train_args, out)
     cohorts = [(task, labels, seed) for task, labels in tasks.items() for seed in args.seeds]
     if args.data:
-        pair = _pair_dataset(args.data, tasks["data"], out, args.folds)
+        pair = _pair_dataset(args.data, tasks["data"], out, args.folds, parsed.skip_bad)
         data_dirs = {(task, seed): pair for task, _, seed in cohorts}
     else:
         data_dirs = protocol.prepare_all_phantoms(out, cohorts, args.n, shape, args.phantoms,
