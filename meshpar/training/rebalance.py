@@ -482,9 +482,13 @@ def train_rebalancing(build: Callable, train_fn: Callable, max_steps: int, mesh:
     monitors, abandoned = [], []
     step = checkpoint_step(model_dir)
     while step < max_steps:
-        while pending and pending[0][0] <= step:
-            _, forced = pending.pop(0)
-            run.pending = _forced(run, forced, step)
+        # the latest re-plan due by now only: a resumed run (or re-plans recorded at
+        # one step) had switched through each earlier one at this step in turn, and
+        # recorded meshes no step trained on
+        due = [forced for at, forced in pending if at <= step]
+        if due:
+            pending = pending[len(due):]
+            run.pending = _forced(run, due[-1], step)
             run.apply(step)
         if run.lost and not schedule and run.on_step(step, probe=True):
             run.apply(step)  # a lost worker answers again: take it back now
