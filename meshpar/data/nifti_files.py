@@ -201,9 +201,29 @@ def _csv_rows(csv_path: Path) -> List[Tuple[int, int, List[str]]]:
                 start, end = end + 1, reader.line_num
                 if any(cell.strip() for cell in row):
                     rows.append((start, end, row))
-    except (OSError, UnicodeDecodeError, csv.Error) as err:
+    except UnicodeDecodeError as err:
+        raise BadLabelsError(csv_path, _not_utf8(csv_path, err)) from err
+    except (OSError, csv.Error) as err:
         raise BadLabelsError(csv_path, f"cannot be read as CSV: {err}") from err
     return rows
+
+
+def _not_utf8(csv_path: Path, err: UnicodeDecodeError) -> str:
+    """What is wrong with a labels file that is not UTF-8: UTF-16 (Windows PowerShell's
+    ``>`` writes it; Excel's 'Unicode Text'), or the line of the first byte that is not
+    UTF-8 (Latin-1 'é'). Python's own 'can't decode byte 0xff in position 0' named
+    neither, and its position counted within a chunk of the file, not from its start."""
+    raw = csv_path.read_bytes()
+    if raw[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        return ("is UTF-16 text (it starts with a UTF-16 byte-order mark): save it as "
+                "UTF-8 (labels.csv is read as UTF-8)")
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as whole:
+        line = raw[:whole.start].count(b"\n") + 1
+        return (f"line {line} is not UTF-8 text (byte 0x{raw[whole.start]:02x}): saved in "
+                "another encoding (Latin-1?); save it as UTF-8")
+    return f"cannot be read as CSV: {err}"
 
 
 def _check_cells(csv_path: Path, line: int, last: int, cells: Sequence[str], columns) -> None:
