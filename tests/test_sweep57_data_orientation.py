@@ -96,3 +96,18 @@ def test_train_notes_the_files_without_orientation_once(tmp_path, capsys, caplog
                           f"header (qform_code and sform_code 0; first: "
                           f"{tmp_path / 's0.nii.gz'})")
     assert not [r for r in caplog.records if "no orientation" in r.getMessage()]
+
+
+def test_a_file_of_channels_read_as_one_volume_names_the_channels_option(tmp_path, capsys):
+    """A 4-D file of two modalities read without --channels was 'has shape (8, 8, 8, 2):
+    2 volumes, expected one 3-D volume', naming no way to read it."""
+    data = np.stack([blob((8, 8, 8)), blob((8, 8, 8), seed=1)], axis=-1)
+    nib.save(nib.Nifti1Image(data, np.eye(4)), str(tmp_path / "m.nii.gz"))
+    (tmp_path / "labels.csv").write_text("subject,label\nm.nii.gz,NC\n")
+    assert main(["data", "check", str(tmp_path), "--shape", "8,8,8"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and err.startswith("meshpar data check: error: ")
+    assert ("m.nii.gz: has shape (8, 8, 8, 2): 2 volumes, expected one 3-D volume (2 "
+            "co-registered channels of one subject? --channels 2 reads them; channels=2 in "
+            "the API)") in err
+    assert main(["data", "check", str(tmp_path), "--shape", "8,8,8", "--channels", "2"]) == 0

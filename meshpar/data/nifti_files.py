@@ -314,7 +314,11 @@ def check_header(path: PathLike, channels: int = 1):
                                         f"(X, Y, Z, {channels}) with X, Y, Z >= 2")
     elif _spatial_shape(shape) is None:
         if len(shape) >= 4:
-            problem = f"has shape {shape}: {int(np.prod(shape[3:]))} volumes, expected one 3-D volume"
+            volumes = int(np.prod(shape[3:]))
+            problem = f"has shape {shape}: {volumes} volumes, expected one 3-D volume"
+            if _channel_shape(shape, volumes) is not None:  # (X, Y, Z, C): modalities?
+                problem += (f" ({volumes} co-registered channels of one subject? --channels "
+                            f"{volumes} reads them; channels={volumes} in the API)")
         else:
             problem = f"has shape {shape}: expected a 3-D volume (each axis at least 2 voxels)"
         raise BadSubjectError(path, problem)
