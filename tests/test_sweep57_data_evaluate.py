@@ -52,7 +52,8 @@ def test_evaluate_runs_on_the_rows_of_the_two_labels(tmp_path, monkeypatch, caps
     out = tmp_path / "acc"
     runs = _runs_of(monkeypatch, ["evaluate", "--out", str(out), "--data", str(data),
                                   "--labels", "sMCI,pMCI", "--seeds", "0", "--folds", "2",
-                                  "--only", "one-device", "--model", "resattnet3d-tiny"])
+                                  "--only", "one-device", "--model", "resattnet3d-tiny",
+                                  "--train-args", "--batch 2"])
     assert len(runs) == 1
     with open(runs[0].data_dir / "labels.csv", newline="") as fh:
         rows = list(csv.DictReader(fh))
@@ -75,7 +76,7 @@ def test_a_two_class_labels_csv_is_read_where_it_is(tmp_path, monkeypatch, capsy
     runs = _runs_of(monkeypatch, ["evaluate", "--out", str(tmp_path / "acc"), "--data",
                                   str(data), "--labels", "sMCI,pMCI", "--seeds", "0",
                                   "--folds", "2", "--only", "one-device",
-                                  "--model", "resattnet3d-tiny"])
+                                  "--model", "resattnet3d-tiny", "--train-args", "--batch 2"])
     assert runs[0].data_dir == data
     assert "left out" not in capsys.readouterr().err
 
@@ -154,5 +155,35 @@ def test_a_missing_file_is_named_by_the_line_of_the_users_labels_csv(tmp_path, c
     runs = _runs_of(monkeypatch, ["evaluate", "--out", str(tmp_path / "acc"), "--data",
                                   str(data), "--labels", "sMCI,pMCI", "--seeds", "0",
                                   "--folds", "2", "--only", "one-device", "--model",
-                                  "resattnet3d-tiny", "--train-args", "--skip-bad"])
+                                  "resattnet3d-tiny", "--train-args", "--skip-bad --batch 2"])
     assert len(runs) == 1  # train's --skip-bad leaves it out
+
+
+@pytest.mark.parametrize("train_args, pmci, message", [
+    ("--batch 2", 1, r"leaves \d training subjects, none of them pMCI: a classifier learns "
+                     r"nothing from one class"),
+])
+def test_a_run_train_would_refuse_is_refused_before_any_run(tmp_path, capsys, train_args,
+                                                            pmci, message):
+    """Training subjects of one class (one pMCI of 12, in the test fold or the
+    validation share): each run's train refused it after evaluate had started it,
+    naming its log."""
+    import re
+
+    data = tmp_path / "tiny"
+    data.mkdir()
+    rows = ["subject,label"]
+    for i in range(12):
+        nib.save(nib.Nifti1Image(blob((8, 8, 8), seed=i), np.eye(4)),
+                 str(data / f"s{i}.nii.gz"))
+        rows.append(f"s{i}.nii.gz,{'pMCI' if i < pmci else 'sMCI'}")
+    (data / "labels.csv").write_text("\n".join(rows) + "\n")
+    out = tmp_path / "acc"
+    assert main(["evaluate", "--out", str(out), "--data", str(data), "--labels", "sMCI,pMCI",
+                 "--seeds", "0", "--folds", "2", "--only", "one-device", "--model",
+                 "resattnet3d-tiny", "--train-args", train_args]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith(f"meshpar evaluate: error: --data {data}: seed 0, fold 0 of 2 "), err
+    assert re.search(message, err), err
+    assert not (out / "runs").exists()

@@ -336,8 +336,33 @@ def _check_phantom_batches(args, tasks, fold_ids, parsed) -> None:
                         f"{parsed.batch}: raise --n or give a smaller --batch in --train-args")
 
 
-def _pair_dataset(data, labels, out: Path, folds: int, skip_bad: bool = False) -> Path:
-    """The dataset the runs of ``--data`` read: ``data`` itself when every row of its
+def _check_data_batches(args, subjects, fold_ids, parsed) -> None:
+    """ValueError when a run's training subjects of ``--data`` (``subjects``: the rows of
+    the two labels, less its test fold and validation share, split as train splits
+    them) lack a class: each run's train refused it, after evaluate had started it,
+    naming its log. (Fewer than the batch is left to train: tests/test_evaluate.py
+    fakes train's failure on such a dataset.)"""
+    from meshpar.training.inputs import split_three_ways
+
+    if parsed.skip_bad:  # train leaves a missing file out before it splits
+        subjects = [s for s in subjects if Path(s.path).is_file()]
+    labels = tuple(args.labels)
+    for seed in args.seeds:
+        for fold in fold_ids:
+            train, _, _ = split_three_ways(subjects, parsed.val_fraction, seed,
+                                           folds=args.folds, fold=fold, fold_seed=seed)
+            where = (f"--data {args.data}: seed {seed}, fold {fold} of {args.folds} leaves "
+                     f"{len(train)} training subjects")
+            lacking = [name for name in labels if not any(s.label == name for s in train)]
+            if lacking:
+                raise ValueError(f"{where}, none of them {' or '.join(lacking)}: a "
+                                 "classifier learns nothing from one class (fewer --folds, "
+                                 "or more subjects of it)")
+
+
+def _pair_dataset(data, labels, out: Path, folds: int, skip_bad: bool = False):
+    """``(directory, subjects)``: the dataset the runs of ``--data`` read, and the rows of
+    the two ``labels`` it holds. The directory is ``data`` itself when every row of its
     labels.csv is of one of the two ``labels``; else ``OUT/data/labels-A-B/labels.csv``,
     the rows of the two alone (their files where they are: absolute paths), with a note
     of how many rows of which other labels are left out. A three-class labels.csv
@@ -382,7 +407,7 @@ def _pair_dataset(data, labels, out: Path, folds: int, skip_bad: bool = False) -
         raise ValueError(f"--data {data}: the {len(kept)} rows of {' and '.join(labels)}: "
                          f"{err} (--folds {folds})") from None
     if not others:
-        return Path(data)
+        return Path(data), kept
     safe = re.sub(r"[^A-Za-z0-9_.+-]", "_", "-".join(labels))
     tag = hashlib.sha256("\n".join(labels).encode()).hexdigest()[:8]
     directory = out / "data" / f"labels-{safe}-{tag}"
@@ -402,7 +427,7 @@ def _pair_dataset(data, labels, out: Path, folds: int, skip_bad: bool = False) -
           f"labels.csv rows are of other labels than --labels {','.join(labels)} ({left}) "
           f"and are left out; the runs read the {len(kept)} others, listed in {path}",
           file=sys.stderr)
-    return directory
+    return directory, kept
 
 
 def run(args) -> int:
@@ -442,7 +467,8 @@ def _run_checked(args) -> int:
     parsed = _check_runs(args, tasks, fold_ids, configs, train_args, out)
     cohorts = [(task, labels, seed) for task, labels in tasks.items() for seed in args.seeds]
     if args.data:
-        pair = _pair_dataset(args.data, tasks["data"], out, args.folds, parsed.skip_bad)
+        pair, kept = _pair_dataset(args.data, tasks["data"], out, args.folds, parsed.skip_bad)
+        _check_data_batches(args, kept, fold_ids, parsed)
         data_dirs = {(task, seed): pair for task, _, seed in cohorts}
     else:
         data_dirs = protocol.prepare_all_phantoms(out, cohorts, args.n, shape, args.phantoms,
