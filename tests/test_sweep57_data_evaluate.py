@@ -187,3 +187,29 @@ def test_a_run_train_would_refuse_is_refused_before_any_run(tmp_path, capsys, tr
     assert err.startswith(f"meshpar evaluate: error: --data {data}: seed 0, fold 0 of 2 "), err
     assert re.search(message, err), err
     assert not (out / "runs").exists()
+
+
+def test_predict_keeps_subjects_of_other_labels_with_their_own_labels(tmp_path, capsys):
+    """An NC/AD model's predict on a labels.csv with an MCI row and a row without a
+    label (a scan to diagnose) refused both ('label MCI is not in the label set'):
+    now they stand in as class 0 to be loaded and are written with their own labels."""
+    from meshpar.cli.predict import _stand_ins
+    from meshpar.data import read_labels
+
+    rows = ["subject,label"]
+    for i, label in enumerate(["NC", "AD", "MCI", "", "ad"]):
+        nib.save(nib.Nifti1Image(blob((8, 8, 8), seed=i), np.eye(4)),
+                 str(tmp_path / f"s{i}.nii.gz"))
+        rows.append(f"s{i}.nii.gz,{label}")
+    (tmp_path / "labels.csv").write_text("\n".join(rows) + "\n")
+    subjects = read_labels(tmp_path, None)
+    loaded, own = _stand_ins(subjects, ("NC", "AD"))
+    assert [s.label for s in loaded] == ["NC", "AD", "NC", "NC", "NC"]
+    assert [s.path for s in loaded] == [s.path for s in subjects]
+    back = [own.get(s.path, s) for s in loaded]
+    assert [s.label for s in back] == ["NC", "AD", "MCI", "", "ad"]
+    assert capsys.readouterr().err == (
+        "meshpar predict: note: 3 of 5 subjects have labels other than the model's NC, AD "
+        "(MCI 1, (none) 1, ad 1): predicted too, each with its label as labels.csv gives it "
+        "('ad' is 'AD' in other letters?)\n")
+    assert _stand_ins(subjects[:2], ("NC", "AD")) == (subjects[:2], {})

@@ -15,7 +15,9 @@ where the probabilities tie).
 
 ``--folds K --fold I [--fold-seed S]`` or ``--test-fraction F`` predicts only
 that test split of ``--data`` (the subjects ``train`` held out with the same
-flags); without them, every subject.
+flags); without them, every subject, those of labels other than the run's (MCI for
+an NC/AD model, or none: a scan to diagnose) included, with their labels as
+given.
 
 Example::
 
@@ -284,10 +286,12 @@ def _predict(args, spec, info, batch, checkpoint, mesh_kwargs, client):
 
     tf.logging.set_verbosity(tf.logging.ERROR)
     labels = tuple(info["labels"])
-    subjects = nifti.read_labels(args.data, labels, skip_bad=args.skip_bad)
     split = split_request(args)
     asked = split["folds"] is not None or split["fold"] is not None or \
         split["test_fraction"] is not None
+    # a test split is of the training's classes; without one every row is predicted
+    subjects = nifti.read_labels(args.data, labels if asked else None, skip_bad=args.skip_bad)
+    subjects, own = _stand_ins(subjects, labels)
     chosen = test_split(subjects, **split)[1] if asked else subjects
     _refuse_a_batch_of_blanks(args.batch, len(chosen), int(info.get("batch", 1)), mesh_kwargs)
     shape = tuple(spec.input_shape[:-1])
@@ -306,4 +310,28 @@ def _predict(args, spec, info, batch, checkpoint, mesh_kwargs, client):
     found, probs = guard(client, lambda: predict_probabilities(est, source, batch, checkpoint))
     for item in source.skipped:
         print(f"skipped {item.path}: {item.reason}", file=sys.stderr)
-    return found, probs, labels
+    return [own.get(s.path, s) for s in found], probs, labels
+
+
+def _stand_ins(subjects, labels):
+    """``(subjects, own)``: a subject of a label outside ``labels`` (MCI for an NC/AD
+    model; none, for a scan to diagnose) stands in as one of ``labels[0]`` to be
+    loaded, and ``own`` maps its path back to it, its label as labels.csv gives it.
+    Such rows were refused ('label MCI is not in the label set'), so a scan without a
+    diagnosis could not be predicted. Noted on stderr."""
+    import dataclasses
+
+    others = [s for s in subjects if s.label not in labels]
+    if not others:
+        return list(subjects), {}
+    counts = Counter(s.label or "(none)" for s in others)
+    hint = [f"{k!r} is {n!r} in other letters" for k in counts for n in labels
+            if k.casefold() == n.casefold()]
+    print(f"meshpar predict: note: {len(others)} of {len(subjects)} subjects have labels "
+          f"other than the model's {', '.join(labels)} ("
+          + ", ".join(f"{k} {v}" for k, v in counts.items()) + "): predicted too, each "
+          "with its label as labels.csv gives it" + (f" ({'; '.join(hint)}?)" if hint else ""),
+          file=sys.stderr)
+    own = {s.path: s for s in others}
+    return [dataclasses.replace(s, label=labels[0]) if s.path in own else s
+            for s in subjects], own
