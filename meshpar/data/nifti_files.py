@@ -306,7 +306,8 @@ def check_header(path: PathLike, channels: int = 1):
     except MemoryError:
         raise
     except Exception as err:  # nibabel raises many types for corrupt files
-        raise BadSubjectError(path, f"cannot be read as NIfTI ({type(err).__name__}: {err})") from err
+        raise BadSubjectError(path, f"cannot be read as NIfTI ({type(err).__name__}: {err})"
+                                    f"{_misnamed(path)}") from err
     shape = img.shape
     if channels != 1:
         if _channel_shape(shape, channels) is None:
@@ -337,6 +338,25 @@ def check_header(path: PathLike, channels: int = 1):
             raise BadSubjectError(path, f"is truncated{where}: {actual} bytes, header "
                                         f"promises {expected}")
     return img
+
+
+def _misnamed(path: Path) -> str:
+    """'; it is gzip-compressed: name it .nii.gz' for a gzip file named .nii (nibabel's
+    'Cannot work out file type'), '; it is not gzip-compressed: name it .nii' for a
+    NIfTI-1/2 file named .nii.gz ('is not a gzip file'); empty otherwise."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(348)
+    except OSError:
+        return ""
+    name = path.name.lower()
+    if head[:2] == b"\x1f\x8b" and name.endswith(".nii"):
+        return "; it is gzip-compressed: name it .nii.gz"
+    nifti = len(head) >= 348 and head[344:347] in (b"n+1", b"ni1", b"n+2", b"ni2")
+    nifti2 = head[4:7] in (b"n+2", b"ni2")  # NIfTI-2 keeps its magic at byte 4
+    if name.endswith(".nii.gz") and head[:2] != b"\x1f\x8b" and (nifti or nifti2):
+        return "; it is not gzip-compressed: name it .nii"
+    return ""
 
 
 def _uncompressed_data_file(img) -> Optional[Path]:
