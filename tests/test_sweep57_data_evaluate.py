@@ -18,12 +18,12 @@ from meshpar.evaluation import protocol
 LABELS = ("sMCI", "pMCI", "NC")
 
 
-def _three_classes(directory, n=12):
+def _three_classes(directory, n=12, unlabelled=0):
     rows = ["subject,label,group"]
-    for i in range(n):
+    for i in range(n + unlabelled):
         nib.save(nib.Nifti1Image(blob((8, 8, 8), seed=i), np.eye(4)),
                  str(directory / f"s{i}.nii.gz"))
-        rows.append(f"s{i}.nii.gz,{LABELS[i % 3]},g{i % 2}")
+        rows.append(f"s{i}.nii.gz,{LABELS[i % 3] if i < n else ''},g{i % 2}")
     (directory / "labels.csv").write_text("\n".join(rows) + "\n")
 
 
@@ -48,7 +48,7 @@ def _runs_of(monkeypatch, argv):
 def test_evaluate_runs_on_the_rows_of_the_two_labels(tmp_path, monkeypatch, capsys):
     data = tmp_path / "adni"
     data.mkdir()
-    _three_classes(data)
+    _three_classes(data, unlabelled=2)  # rows without a label: left out as another one
     out = tmp_path / "acc"
     runs = _runs_of(monkeypatch, ["evaluate", "--out", str(out), "--data", str(data),
                                   "--labels", "sMCI,pMCI", "--seeds", "0", "--folds", "2",
@@ -63,8 +63,9 @@ def test_evaluate_runs_on_the_rows_of_the_two_labels(tmp_path, monkeypatch, caps
     assert [r["group"] for r in rows] == [f"g{i % 2}" for i in range(12) if i % 3 != 2]
     assert [r["subject_id"] for r in rows] == [f"s{i}" for i in range(12) if i % 3 != 2]
     err = capsys.readouterr().err
-    assert (f"note: --data {data}: 4 of 12 labels.csv rows are of other labels than "
-            "--labels sMCI,pMCI (NC 4) and are left out; the runs read the 8 others") in err
+    assert (f"note: --data {data}: 6 of 14 labels.csv rows are of other labels than "
+            "--labels sMCI,pMCI ((none) 2, NC 4) and are left out; the runs read the 8 "
+            "others") in err
 
 
 def test_a_two_class_labels_csv_is_read_where_it_is(tmp_path, monkeypatch, capsys):

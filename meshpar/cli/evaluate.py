@@ -384,7 +384,7 @@ def _pair_dataset(data, labels, out: Path, folds: int, skip_bad: bool = False):
     subjects = read_labels(data, None, check_files=False)
     others = Counter(s.label for s in subjects if s.label not in labels)
     held = Counter(s.label for s in subjects if s.label in labels)
-    found = ", ".join(f"{k} {v}" for k, v in sorted((held + others).items()))
+    found = ", ".join(f"{k or '(none)'} {v}" for k, v in sorted((held + others).items()))
     for other in others:
         same = [name for name in labels if name.casefold() == other.casefold()]
         if same:  # a label in other letters is not another class: its rows would be lost
@@ -422,7 +422,7 @@ def _pair_dataset(data, labels, out: Path, folds: int, skip_bad: bool = False):
     if not path.is_file() or path.read_text(encoding="utf-8") != text.getvalue():
         directory.mkdir(parents=True, exist_ok=True)
         write_text_atomic(path, text.getvalue())
-    left = ", ".join(f"{k} {v}" for k, v in sorted(others.items()))
+    left = ", ".join(f"{k or '(none)'} {v}" for k, v in sorted(others.items()))
     print(f"meshpar evaluate: note: --data {data}: {sum(others.values())} of {len(subjects)} "
           f"labels.csv rows are of other labels than --labels {','.join(labels)} ({left}) "
           f"and are left out; the runs read the {len(kept)} others, listed in {path}",
