@@ -122,6 +122,10 @@ def _check_model_step_profile(profile, model, batch):
     assert split["batch"] > 0 and split["model"] > 0 and split["batch_size"] == batch
     # timed in turns with the size scan (whose speeds are those rounds'): no drift factor
     assert "host_drift" not in split
+    # how far apart each timed split's runs fell (interquartile range over the median)
+    assert set(split["spread"]) == {"even", "balanced"}
+    assert all(0 <= split["spread"][k][axis] < 5 for k in ("even", "balanced")
+               for axis in ("batch", "model"))
     balanced = split["balanced"]
     assert len(balanced["weights"]) == len(profile.devices) and min(balanced["weights"]) > 0
     assert balanced["batch"] > 0 and balanced["model"] > 0
@@ -482,10 +486,12 @@ def test_the_size_scan_is_timed_again_in_the_splits_rounds(monkeypatch):
     monkeypatch.setattr(timed_rounds.time, "perf_counter",
                         lambda: clocks.get(threading.get_ident(), 0.0))
     steps = {(task, (b,)): ("s", task, b) for task in range(2) for b in (1, 2)}
-    alone, together, timed = timed_rounds.rescan_with(
+    alone, together, timed, spread = timed_rounds.rescan_with(
         Session(), steps, [(1,), (2,)], {(1,): 1.0, (2,): 2.0}, 2,
         {"e": "even", "b": "balanced"}, repeats=1, rounds=3)
     assert timed == {"e": pytest.approx(0.8), "b": pytest.approx(0.5)}
+    # runs 0.4, 0.8, 0.8: quartiles 0.6 and 0.8 about the median 0.8
+    assert spread == {"e": pytest.approx(0.25), "b": pytest.approx(0.25)}
     speeds = {0: {1.0: pytest.approx(5.0), 2.0: pytest.approx(2 / 0.3)},
               1: {1.0: pytest.approx(1 / 0.6), 2.0: pytest.approx(2.0)}}
     assert alone == speeds and together == speeds

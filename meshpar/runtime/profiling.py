@@ -276,11 +276,16 @@ def profile_cluster_workers(addresses: Sequence[str], device_type: str = "CPU",
             balanced = _balanced_splits(tf, session, graph, client, spec, batch,
                                         list(splits), weights)
             # the scan timed again in the splits' rounds: speeds and splits of one host
-            alone, together, timed = rescan_with(
+            alone, together, timed, spread = rescan_with(
                 session, steps, sizes, flops_of, n,
                 {**{("even", a): op for a, op in splits.items()},
                  **{("balanced", a): op for a, op in balanced.items()}}, repeats)
             split_seconds = {axis: timed["even", axis] for axis in splits}
+            # how far apart each split's timed runs fell: the cost model is fitted to
+            # their medians, which a plan's margin over another may be within
+            split_seconds["spread"] = {kind: {axis: spread[kind, axis] for k, axis in spread
+                                              if k == kind} for kind in ("even", "balanced")
+                                       if any(k == kind for k, _ in spread)}
             log("even split over all workers: " + ", ".join(
                 f"{axis}:{n} {split_seconds[axis] * 1e3:.1f} ms" for axis in splits)
                 + " (timed in turns with the size scan, whose speeds are these rounds')")

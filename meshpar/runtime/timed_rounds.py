@@ -59,10 +59,11 @@ def time_sizes(session, steps, sizes, flops_of, n: int, repeats: int, log,
 
 def rescan_with(session, steps, sizes, flops_of, n: int, ops: dict, repeats: int,
                 rounds: int = SPLIT_ROUNDS) -> tuple:
-    """``(alone, together, {key: seconds})``: the size scan's steps (as
+    """``(alone, together, {key: seconds}, {key: spread})``: the size scan's steps (as
     :func:`time_sizes` times them: each task alone, then all tasks at once) and
     ``ops`` (one step each) timed again in the same rounds, taking turns, each
-    ``repeats`` times a round; medians over all rounds.
+    ``repeats`` times a round; medians over all rounds, and each op's
+    :func:`relative_spread` over them.
 
     A profile's speeds and its timed splits then describe one host. Read
     against a scan minutes earlier, the splits were divided by the drift of
@@ -96,7 +97,16 @@ def rescan_with(session, steps, sizes, flops_of, n: int, ops: dict, repeats: int
         for task in range(n):
             alone[task][flops] = flops / median(times["alone", task, tuple(size)][0])
             together[task][flops] = flops / median(times["together", tuple(size)][task])
-    return alone, together, {key: median(times["op", key][0]) for key in ops}
+    return (alone, together, {key: median(times["op", key][0]) for key in ops},
+            {key: relative_spread(times["op", key][0]) for key in ops})
+
+
+def relative_spread(runs) -> float:
+    """The interquartile range of ``runs`` (seconds) over their median: how far apart
+    a step's timed runs fall (a throttled worker's come in bands a quota period
+    apart), so how far a median of them may be from the next one."""
+    q25, q50, q75 = np.percentile(np.asarray(runs, dtype=float), [25, 50, 75])
+    return float((q75 - q25) / q50) if q50 > 0 else 0.0
 
 
 def time_slices(session, slices, reference, n: int, repeats: int, log,
