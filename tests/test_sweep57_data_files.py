@@ -35,3 +35,24 @@ def test_a_corrupt_gzip_gets_no_renaming_advice(tmp_path):
     with pytest.raises(BadSubjectError) as err:
         check_header(tmp_path / "c.nii.gz")
     assert "name it" not in str(err.value)
+
+
+@pytest.mark.parametrize("unit, size", [("meter", 0.002), ("micron", 2000.0)])
+def test_voxel_sizes_in_metres_or_microns_are_read_in_mm(tmp_path, unit, size):
+    """nibabel leaves the header's space unit as it is: a 2 mm voxel stored as 0.002 m
+    was resampled by spacing=2 (mm) to one voxel a side, padded to the grid, in silence."""
+    from meshpar.data import NiftiDataset
+    from meshpar.data.nifti_files import load_volume
+
+    data = blob((12, 12, 12))
+    img = nib.Nifti1Image(data, np.diag([size, size, size, 1.0]))
+    img.header.set_xyzt_units(unit)
+    nib.save(img, str(tmp_path / "odd.nii.gz"))
+    img = nib.Nifti1Image(data, np.diag([2.0, 2.0, 2.0, 1.0]))
+    img.header.set_xyzt_units("mm")
+    nib.save(img, str(tmp_path / "mm.nii.gz"))
+    (tmp_path / "labels.csv").write_text("subject,label\nodd.nii.gz,NC\nmm.nii.gz,AD\n")
+    np.testing.assert_allclose(np.diag(load_volume(tmp_path / "odd.nii.gz").affine),
+                               [2.0, 2.0, 2.0, 1.0], rtol=1e-6)
+    ds = NiftiDataset(tmp_path, (12, 12, 12), spacing=2.0)
+    np.testing.assert_array_equal(ds[0][0], ds[1][0])

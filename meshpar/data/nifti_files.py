@@ -425,12 +425,28 @@ def stored_affine(img) -> np.ndarray:
     scaled by the voxel sizes (the NIfTI standard's method 1), so re-orienting
     leaves it as it is. nibabel's own affine for such a file is Analyze's,
     x flipped, and every such volume was mirrored left to right by the re-orienting
-    step, in silence.
+    step, in silence. A header whose space unit is metres or microns is scaled to
+    millimetres (nibabel leaves the unit as it is: a 2 mm voxel stored as 0.002 m was
+    resampled by ``spacing`` in mm to one voxel a side, padded to the grid).
     """
     if not orientation_unknown(img):
-        return np.asarray(img.affine, dtype=np.float64)
-    zooms = np.abs(np.asarray(img.header.get_zooms()[:3], dtype=np.float64))
-    return np.diag(np.append(zooms, 1.0))
+        affine = np.array(img.affine, dtype=np.float64)
+    else:
+        zooms = np.abs(np.asarray(img.header.get_zooms()[:3], dtype=np.float64))
+        affine = np.diag(np.append(zooms, 1.0))
+    affine[:3] *= _MM_PER_UNIT.get(_space_unit(img), 1.0)
+    return affine
+
+
+#: millimetres per NIfTI space unit (``xyzt_units``); 'mm' and 'unknown' are read as mm
+_MM_PER_UNIT = {"meter": 1000.0, "micron": 0.001}
+
+
+def _space_unit(img) -> str:
+    """The NIfTI header's space unit ('mm', 'meter', 'micron', 'unknown'); 'unknown' for
+    a header without one (Analyze)."""
+    units = getattr(img.header, "get_xyzt_units", None)
+    return units()[0] if units is not None else "unknown"
 
 
 def _non_finite_problem(img, bad: int, size: int) -> str:
