@@ -317,7 +317,8 @@ def check_header(path: PathLike, channels: int = 1):
         if len(shape) >= 4:
             volumes = int(np.prod(shape[3:]))
             problem = f"has shape {shape}: {volumes} volumes, expected one 3-D volume"
-            if _channel_shape(shape, volumes) is not None:  # (X, Y, Z, C): modalities?
+            # (X, Y, Z, C) of a few C: modalities? (not a time series of 200 volumes)
+            if volumes <= 16 and _channel_shape(shape, volumes) is not None:
                 problem += (f" ({volumes} co-registered channels of one subject? --channels "
                             f"{volumes} reads them; channels={volumes} in the API)")
         else:
