@@ -537,3 +537,38 @@ def test_each_row_gives_its_predicted_speed_up_over_the_measured_fastest_worker_
     row = next(line for line in table.splitlines() if line.split()[:1] == ["alone-0"])
     want = rows["alone-0"]["predicted_vs_fastest_alone"]
     assert f"{rows['alone-0']['vs_fastest_alone']:4.2f}x {want:4.2f}x" in row
+
+
+def test_the_planner_rows_close_call_is_reported_with_the_model(monkeypatch):
+    """The benchmark asks margins.close_call about the planner's pick against the
+    plans it weighed (the whole cluster's and each subset's) on the run's profile,
+    and reports its note with the model's table; without a note, no field."""
+    from meshpar.planning import margins
+
+    def fake_run(model, plan, cluster_file, work, name, steps, batch, upstream=False,
+                 seed=0, log=print, run=0, cluster=None):
+        return {"samples_per_second": 10.0, "step_seconds_median": batch / 10.0,
+                "samples_per_second_p25_p75": [10.0, 10.0], "trace_step_seconds": 0.8}
+
+    asked = []
+
+    def fake_close_call(pick, others, cluster):
+        asked.append((pick, list(others), cluster))
+        return "the pick is a close call" if len(asked) == 1 else None
+
+    monkeypatch.setattr(bench_train, "run_strategy", fake_run)
+    monkeypatch.setattr(margins, "close_call", fake_close_call)
+    profile = ClusterSpec.from_speeds([0.9, 0.3])
+    result = bench_train.bench_model("vgg-cifar-small", profile, "f", "w", 8, 8, 0,
+                                     log=lambda *a: None, run_together=False)
+    pick, others, cluster = asked[0]
+    assert cluster is profile
+    planner = result["strategies"]["planner"]
+    assert pick.predicted_step_seconds == planner["predicted_step_seconds"]
+    assert list(pick.devices) == planner["plan_devices"]
+    assert {len(p.devices) for p in others} == {1, 2}  # the whole cluster and the fast one
+    assert result["planner_close_call"] == "the pick is a close call"
+    assert "  planner: the pick is a close call" in bench_train.format_table({"models": [result]})
+    again = bench_train.bench_model("vgg-cifar-small", profile, "f", "w", 8, 8, 0,
+                                    log=lambda *a: None, run_together=False)
+    assert "planner_close_call" not in again

@@ -18,7 +18,9 @@ Strategies: each worker ``alone`` (the ideal is the sum of their rates),
 split evenly), ``mtf-even-batch``, ``proportional-batch`` and
 ``proportional-filter`` (weights = the workers' measured standalone rates of
 this model) and ``planner``: the plan ``meshpar plan --profile`` picks, with
-no trial runs. With ``--verify K``, a separate row ``verified``: of the
+no trial runs (``planner_close_call``: the note ``meshpar plan`` gives when the
+pick's predicted lead over the best plan on other devices is within the
+profile's timing spread, :func:`~meshpar.planning.margins.close_call`). With ``--verify K``, a separate row ``verified``: of the
 planner's K best candidates, the fastest by median over ``--verify-rounds``
 trial runs each (in turns), then timed in the rounds like the others. Rows
 that are the same plan are marked ``same_as``. In each round, unless left out,
@@ -322,7 +324,8 @@ def bench_model(model: str, profile, cluster_file: str, work: str, steps: int, b
     candidate), the trial runs in ``verification``. ``run_together`` (and more than
     one worker): also every worker alone, all at once, in each round
     (:mod:`meshpar.bench.together`), the block ``together``."""
-    from meshpar.planning.planners import plan as make_plan
+    from meshpar.planning.margins import close_call
+    from meshpar.planning.planners import plan_subsets
     from meshpar.models import describe_model
 
     n = len(profile.devices)
@@ -340,10 +343,14 @@ def bench_model(model: str, profile, cluster_file: str, work: str, steps: int, b
                                 [runs[f"alone-{t}"][0]["samples_per_second"] for t in range(n)],
                                 memory_terms))
     started = time.perf_counter()
-    plans["planner"] = (make_plan(describe_model(model), profile, batch, method="ga",
-                                  seed=seed, subsets=True, memory_terms=memory_terms),
-                        False)
+    weighed = plan_subsets(describe_model(model), profile, batch, method="ga", seed=seed,
+                           memory_terms=memory_terms)  # plan(subsets=True)'s pick and rivals
+    plans["planner"] = (weighed.best, False)
     planning_seconds = time.perf_counter() - started
+    close = close_call(weighed.best, [weighed.whole, *weighed.subsets, *weighed.roomiest],
+                       profile)
+    if close:
+        log(f"  planner: {close}")
     if not plans["planner"][0].feasible:  # the budget leaves no plan: nothing to run
         runs["planner"] = {"skipped": "no plan fits the memory budget"}
     verification = None
@@ -406,7 +413,8 @@ def bench_model(model: str, profile, cluster_file: str, work: str, steps: int, b
             "batch_split_bound": batch_split_bound(profile, model, batch),
             "standalone_samples_per_second": standalone, "planning_seconds": planning_seconds,
             "strategies": rows, **({"verification": verification} if verification else {}),
-            **({"together": busy} if busy else {})}
+            **({"together": busy} if busy else {}),
+            **({"planner_close_call": close} if close else {})}
 
 
 def run_benchmark(models: Sequence[str] = DEFAULT_MODELS,
@@ -524,6 +532,8 @@ def format_table(result: dict) -> str:
                                                   m["standalone_samples_per_second"]))
         if m.get("together"):
             lines.append(together.format_line(m["together"]))
+        if m.get("planner_close_call"):
+            lines.append(f"  planner: {m['planner_close_call']}")
         bound = m.get("batch_split_bound")
         if bound:
             lines.append(f"  best batch split if synchronising were free (standalone steps per "
