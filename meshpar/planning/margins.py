@@ -8,7 +8,7 @@ median). Where the planner's pick is predicted faster than the best plan on othe
 devices by less than that spread, the profile could not have told the two apart:
 at resattnet3d-small's batch 8 on 0.9/0.3 of a core, a 7/1 split predicted 2.5%
 faster than the fast worker alone ran at 0.78x it (docs/benchmarks.rst, stop 56),
-and the profile's timed splits spread 10-30% run to run (docs/measuring.md). Such
+and two profiles of it (stop 57) recorded spreads of 4-34% (docs/planner.md). Such
 a pick is worth timing on the workers (``meshpar plan --verify K``).
 
 >>> from meshpar.planning.cluster import ClusterSpec
