@@ -164,7 +164,8 @@ def run(args) -> int:
     """
     from meshpar.planning.cluster import ClusterSpec, per_device
     from meshpar.models import resolve
-    from meshpar.planning.planners import memory_ratios, plan
+    from meshpar.planning.margins import close_call
+    from meshpar.planning.planners import memory_ratios, plan, plan_subsets
 
     if args.profile_alias is not None:
         if args.profile is not None:
@@ -217,12 +218,20 @@ def run(args) -> int:
     terms = memory_terms(args.memory_headroom)
     shapes = None if args.mesh is None else [_mesh_rows_cols(args.mesh, len(cluster),
                                                              args.batch)]
+    close = None
     if args.verify:
         result = _verified(args, spec, cluster, terms, options)
-    else:
+    elif args.all_devices or shapes:
         result = plan(model, cluster, args.batch, method=args.method,
                       seed=0 if args.seed is None else args.seed, shapes=shapes,
-                      subsets=not (args.all_devices or shapes), memory_terms=terms, **options)
+                      memory_terms=terms, **options)
+    else:  # plan(subsets=True)'s pick, with the plans it weighed against it
+        weighed = plan_subsets(model, cluster, args.batch, method=args.method,
+                               seed=0 if args.seed is None else args.seed,
+                               memory_terms=terms, **options)
+        result = weighed.best
+        close = close_call(result, [weighed.whole, *weighed.subsets, *weighed.roomiest],
+                           cluster)
     if spec.reference:  # the next command (train --plan) finds the network by it
         result = dataclasses.replace(result, extra={**result.extra,
                                                     "model_ref": spec.reference})
@@ -255,6 +264,8 @@ def run(args) -> int:
         print(json.dumps(result.to_dict()))
     else:
         print(format_plan(result, cluster))
+    if close:  # the pick is within what the profile could measure: worth --verify
+        print(f"note: {close}", file=sys.stderr)
     return 0
 
 
