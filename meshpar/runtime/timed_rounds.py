@@ -35,7 +35,7 @@ def interleaved_seconds(session, ops: dict, repeats: int, rounds: int = SPLIT_RO
 
 
 def time_sizes(session, steps, sizes, flops_of, n: int, repeats: int, log,
-                what: str = "size") -> tuple:
+               what: str = "size") -> tuple:
     """FLOP/s of every (task, size) step, one task at a time and all at once:
     ``(alone, together)``, each ``{task: {flops: flop/s}}``; each size logged as
     ``what`` (``batch 8`` for a model's whole steps, ``size (8, 16, 16, 16, 8, 8)``
@@ -110,7 +110,7 @@ def relative_spread(runs) -> float:
 
 
 def time_slices(session, slices, reference, n: int, repeats: int, log,
-                 rounds: int = SPLIT_ROUNDS) -> dict:
+                rounds: int = SPLIT_ROUNDS) -> dict:
     """``{task: {1/k: efficiency}}``: each worker's speed on ``1/k`` of every split
     dim (the model split ``k`` ways, every slice on that worker), relative to its
     whole-model step at the same batch (``reference``: one op per task); all
