@@ -283,9 +283,9 @@ def profile_cluster_workers(addresses: Sequence[str], device_type: str = "CPU",
             split_seconds = {axis: timed["even", axis] for axis in splits}
             # how far apart each split's timed runs fell: the cost model is fitted to
             # their medians, which a plan's margin over another may be within
-            split_seconds["spread"] = {kind: {axis: spread[kind, axis] for k, axis in spread
-                                              if k == kind} for kind in ("even", "balanced")
-                                       if any(k == kind for k, _ in spread)}
+            split_seconds["spread"] = {}
+            for (kind, axis), value in spread.items():
+                split_seconds["spread"].setdefault(kind, {})[axis] = value
             log("even split over all workers: " + ", ".join(
                 f"{axis}:{n} {split_seconds[axis] * 1e3:.1f} ms" for axis in splits)
                 + " (timed in turns with the size scan, whose speeds are these rounds')")

@@ -31,7 +31,7 @@ def interleaved_seconds(session, ops: dict, repeats: int, rounds: int = SPLIT_RO
                 t0 = time.perf_counter()
                 session.run(op)
                 times[key].append(time.perf_counter() - t0)
-    return {key: max(float(np.median(t)), 1e-9) for key, t in times.items()}
+    return {key: _median(t) for key, t in times.items()}
 
 
 def time_sizes(session, steps, sizes, flops_of, n: int, repeats: int, log,
@@ -87,17 +87,14 @@ def rescan_with(session, steps, sizes, flops_of, n: int, ops: dict, repeats: int
             for i, runs in enumerate(together_times(session, group, repeats, warm=False)):
                 times[key][i].extend(runs)
 
-    def median(runs):
-        return max(float(np.median(runs)), 1e-9)
-
     alone = {task: {} for task in range(n)}
     together = {task: {} for task in range(n)}
     for size in sizes:
         flops = flops_of[tuple(size)]
         for task in range(n):
-            alone[task][flops] = flops / median(times["alone", task, tuple(size)][0])
-            together[task][flops] = flops / median(times["together", tuple(size)][task])
-    return (alone, together, {key: median(times["op", key][0]) for key in ops},
+            alone[task][flops] = flops / _median(times["alone", task, tuple(size)][0])
+            together[task][flops] = flops / _median(times["together", tuple(size)][task])
+    return (alone, together, {key: _median(times["op", key][0]) for key in ops},
             {key: relative_spread(times["op", key][0]) for key in ops})
 
 
@@ -138,15 +135,20 @@ def time_slices(session, slices, reference, n: int, repeats: int, log,
     out = {task: {} for task in range(n)}
     for k in counts:
         for task in range(n):
-            out[task][1.0 / k] = whole[task] / max(float(np.median(times[k][task])), 1e-9)
+            out[task][1.0 / k] = whole[task] / _median(times[k][task])
         log(f"slices of 1/{k} of every split dim: " + ", ".join(
             f"task {t} {out[t][1.0 / k]:.2f}" for t in range(n)) + " of the whole step's speed")
     return out
 
 
+def _median(runs) -> float:
+    """The median of ``runs`` (seconds), never 0 (a speed divides by it)."""
+    return max(float(np.median(runs)), 1e-9)
+
+
 def median_seconds(session, ops, repeats: int) -> list:
     """Each op's median seconds over ``repeats`` runs, all ops started together."""
-    return [max(float(np.median(t)), 1e-9) for t in together_times(session, ops, repeats)]
+    return [_median(t) for t in together_times(session, ops, repeats)]
 
 
 def together_times(session, ops, repeats: int, warm: bool = True) -> list:
