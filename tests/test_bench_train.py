@@ -123,9 +123,17 @@ def _check_model_step_profile(profile, model, batch):
     # timed in turns with the size scan (whose speeds are those rounds'): no drift factor
     assert "host_drift" not in split
     # how far apart each timed split's runs fell (interquartile range over the median)
-    assert set(split["spread"]) == {"even", "balanced"}
-    assert all(0 <= split["spread"][k][axis] < 5 for k in ("even", "balanced")
+    assert set(split["spread"]) == {"even", "balanced", "checked"}
+    assert all(0 <= split["spread"][k][axis] < 5 for k in ("even", "balanced", "checked")
                for axis in ("batch", "model"))
+    # the split of each axis the cost model fitted to those predicted fastest, over
+    # all the workers, timed with them
+    from meshpar.planning.plan import Plan
+    for axis, checked in split["checked"].items():
+        picked = Plan.from_dict(checked["plan"])
+        assert dict(picked.mesh_shape).get(axis) == len(profile.devices) == len(picked.devices)
+        assert picked.batch == batch and checked["seconds"] > 0
+    assert set(split["checked"]) == {"batch", "model"}
     balanced = split["balanced"]
     assert len(balanced["weights"]) == len(profile.devices) and min(balanced["weights"]) > 0
     assert balanced["batch"] > 0 and balanced["model"] > 0

@@ -60,7 +60,7 @@ from typing import Sequence
 import numpy as np
 
 from meshpar.core.splits import integer_at_least, split_sizes_batch
-from meshpar.planning.calibration import expected_max, fit_axis, timed_order
+from meshpar.planning.calibration import checked_splits, expected_max, fit_axis, timed_order
 from meshpar.planning.cluster import ClusterSpec
 from meshpar.planning.description import ModelDescription, check_priced_layout
 from meshpar.planning.memory import MEASURED, MemoryTerms
@@ -257,6 +257,7 @@ class CostModel:
         weights = balanced.get("weights")
         if weights is not None and len(weights) != n:
             weights = None  # weighted over other workers than these: not this split
+        checked = checked_splits(measured.get("checked") or {}, batch, n) if n > 1 else {}
         overhead, jitter = {"batch": 0.0, "model": 0.0}, {"batch": 0.0, "model": 0.0}
         for axis in ("batch", "model"):
             if n < 2 or not measured.get(axis) or (axis == "batch" and batch < n):
@@ -265,6 +266,8 @@ class CostModel:
             def predict(work, c, which, axis=axis):
                 probe.split_overhead = {**overhead, axis: work}
                 probe.sync_jitter = {**jitter, axis: c}
+                if which == "checked":
+                    return float(probe.evaluate_plan(checked[axis][0]).seconds[0])
                 w = np.ones((1, n)) if which == "even" else np.asarray(weights, float)[None, :]
                 if axis == "batch":
                     return float(probe.evaluate_sizes(n, 1, ident, split_sizes_batch(batch, w)[0],
@@ -275,7 +278,8 @@ class CostModel:
 
             top = float(measured[axis]) * float(self.max_speed.max())
             overhead[axis], jitter[axis] = fit_axis(
-                predict, float(measured[axis]), balanced.get(axis) if weights else None, top)
+                predict, float(measured[axis]), balanced.get(axis) if weights else None, top,
+                {"checked": checked[axis][1]} if axis in checked else None)
         return overhead, jitter
 
     def overhead_seconds(self, rows: int, cols: int, speed: np.ndarray) -> np.ndarray:

@@ -6,6 +6,7 @@ TensorFlow is imported when a profile runs, never at module import.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from typing import Optional, Sequence
@@ -15,7 +16,8 @@ import numpy as np
 from meshpar.core.splits import integer_at_least, integers_at_least, true_or_false
 from meshpar.planning.cluster import (DEFAULT_BANDWIDTH, DEFAULT_LATENCY, DEFAULT_MEMORY_BYTES,
                                       ClusterSpec, DeviceSpec)
-from meshpar.runtime.timed_rounds import median_seconds, rescan_with, time_sizes, time_slices
+from meshpar.runtime.timed_rounds import (interleaved_seconds, median_seconds, rescan_with,
+                                          time_sizes, time_slices)
 
 
 def _checked_sizes(sizes) -> list:
@@ -216,7 +218,10 @@ def profile_cluster_workers(addresses: Sequence[str], device_type: str = "CPU",
     times the model's even ``batch:n`` and ``model:n`` splits over all the
     workers, and the same splits weighted by the workers' measured speeds
     (``extra["split_seconds"]``, the weighted ones under ``"balanced"``, the
-    workers in the order their shares went to under ``"device_names"``),
+    workers in the order their shares went to under ``"device_names"``), and
+    per axis the split over all the workers that the cost model fitted to a
+    first timing of those predicts fastest (under ``"checked"``: its plan and
+    time; :func:`_checked_splits`), all
     timed in turns with the size scan's steps, whose speeds the profile then
     keeps (:func:`~meshpar.runtime.timed_rounds.rescan_with`: one host for both),
     from which the cost model learns what synchronising costs per step and
@@ -270,16 +275,24 @@ def profile_cluster_workers(addresses: Sequence[str], device_type: str = "CPU",
                                      "batch" if model is not None else "size")
         efficiency = time_slices(session, slices, [steps[task, (batch,)] for task in range(n)]
                                  if slices else [], n, repeats, log)
+        # links first: the cost model that picks the checked splits prices them
+        bandwidth, latency = _link(session, sends, transfer_bytes, repeats)
         split_seconds = {}
         if splits:
             weights = [together[t][flops_of[(batch,)]] for t in range(n)]
             balanced = _balanced_splits(tf, session, graph, client, spec, batch,
                                         list(splits), weights)
+            split_ops = {**{("even", a): op for a, op in splits.items()},
+                         **{("balanced", a): op for a, op in balanced.items()}}
+            checked = _checked_splits(
+                tf, session, graph, client, spec, table, batch, split_ops, weights,
+                ClusterSpec(_device_specs(client, together, efficiency, memory_bytes),
+                            bandwidth=bandwidth, latency=latency), repeats, log)
             # the scan timed again in the splits' rounds: speeds and splits of one host
             alone, together, timed, spread = rescan_with(
                 session, steps, sizes, flops_of, n,
-                {**{("even", a): op for a, op in splits.items()},
-                 **{("balanced", a): op for a, op in balanced.items()}}, repeats)
+                {**split_ops, **{("checked", a): op for a, (_, op) in checked.items()}},
+                repeats)
             split_seconds = {axis: timed["even", axis] for axis in splits}
             # how far apart each split's timed runs fell: the cost model is fitted to
             # their medians, which a plan's margin over another may be within
@@ -294,12 +307,14 @@ def profile_cluster_workers(addresses: Sequence[str], device_type: str = "CPU",
                     axis: timed["balanced", axis] for axis in balanced}}
                 log("split by speed over all workers: " + ", ".join(
                     f"{axis}:{n} {timed['balanced', axis] * 1e3:.1f} ms" for axis in splits))
-        bandwidth, latency = _link(session, sends, transfer_bytes, repeats)
-    devices = tuple(DeviceSpec(name=f"w{t}", device=client.devices[t],
-                               profile=tuple(sorted(together[t].items())),
-                               memory_bytes=memory_bytes,
-                               slice_efficiency=tuple(sorted(efficiency[t].items())))
-                    for t in range(n))
+            if checked:
+                split_seconds["checked"] = {
+                    axis: {"plan": plan.to_dict(), "seconds": timed["checked", axis]}
+                    for axis, (plan, _) in checked.items()}
+                log("predicted fastest over all workers: " + ", ".join(
+                    f"{_split_text(plan)} {timed['checked', axis] * 1e3:.1f} ms"
+                    for axis, (plan, _) in checked.items()))
+    devices = _device_specs(client, together, efficiency, memory_bytes)
     kernel = (f"{spec.name} training step (Adam, weight decay {DEFAULT_WEIGHT_DECAY:g}; batch "
               f"{', '.join(str(s[0]) for s in sizes)})"
               if model is not None else "conv3d 3x3x3 fwd+input grad+filter grad")
@@ -316,6 +331,15 @@ def profile_cluster_workers(addresses: Sequence[str], device_type: str = "CPU",
         "alone_profile": {client.devices[t]: sorted(alone[t].items()) for t in range(n)},
         "addresses": list(addresses), "memory": "not measured (default)",
         "deterministic": deterministic})
+
+
+def _device_specs(client, together: dict, efficiency: dict, memory_bytes: float) -> tuple:
+    """The profile's DeviceSpecs: each worker's speeds at every size, all at once."""
+    return tuple(DeviceSpec(name=f"w{t}", device=device,
+                            profile=tuple(sorted(together[t].items())),
+                            memory_bytes=memory_bytes,
+                            slice_efficiency=tuple(sorted(efficiency[t].items())))
+                 for t, device in enumerate(client.devices))
 
 
 def _profile_graph(tf, client, spec, sizes, batch: int, transfer_bytes: int):
@@ -391,6 +415,61 @@ def _balanced_splits(tf, session, graph, client, spec, batch: int, axes, weights
     session.run(init)
     session.run(copies)
     return ops
+
+
+def _checked_splits(tf, session, graph, client, spec, table, batch: int, split_ops: dict,
+                    weights, devices: ClusterSpec, repeats: int, log) -> dict:
+    """``{axis: (plan, step op)}``: per mesh axis of ``split_ops`` (the even and
+    balanced splits, ``{(kind, axis): op}``), the split over all the workers
+    that the cost model, fitted to a first timing of those (one round), predicts
+    fastest: what the planner (GA, seed 0) picks on that axis alone. Timed
+    with them, it is fitted too (:func:`meshpar.planning.calibration.fit_axis`):
+    two splits fit two parameters exactly and say little of a third, and the
+    plan worth the most is the one the planner will choose (resattnet3d-small,
+    batch 8, 0.9/0.3: fitted to 4/4 and 6/2, the cost model put 7/1 2.5% ahead
+    of the fast worker alone; it ran at 0.78x it). Built into the session's
+    graph like :func:`_balanced_splits`."""
+    from meshpar.planning.planners import plan as make_plan
+    from meshpar.training.estimator import MeshSpec
+
+    n = len(client.devices)
+    first = interleaved_seconds(session, split_ops, repeats, rounds=1)
+    axes = sorted({axis for _, axis in split_ops})
+    measured = {**{axis: first["even", axis] for axis in axes}, "batch_size": batch,
+                "device_names": [d.name for d in devices.devices]}
+    if ("balanced", axes[0]) in first:
+        measured["balanced"] = {"weights": [float(w) for w in weights],
+                                **{a: first["balanced", a] for a in axes}}
+    fitted = dataclasses.replace(devices, extra={"work": "model-step",
+                                                 "split_seconds": measured})
+    picks = {axis: make_plan(table, fitted, batch, shapes=[(n, 1) if axis == "batch" else (1, n)])
+             for axis in axes}
+    with graph.as_default():
+        known = set(tf.global_variables())
+        ops, copies = {}, []
+        for axis, picked in picks.items():
+            op, copy = _model_step_graph(tf, spec, client.devices[0], batch,
+                                         MeshSpec.from_plan(picked), tag=f"checked_{axis}",
+                                         input_device=client.client_device)
+            ops[axis] = (picked, op)
+            copies.append(copy)
+        init = tf.variables_initializer([v for v in tf.global_variables() if v not in known])
+    session.run(init)
+    session.run(copies)
+    log("the cost model's fastest split of each axis, to be timed too: " + ", ".join(
+        f"{_split_text(p)} (predicted {p.predicted_step_seconds * 1e3:.1f} ms)"
+        for p in picks.values()))
+    return ops
+
+
+def _split_text(plan) -> str:
+    """``batch:2 batch 7/1``, ``model:2 stem_filters 6/2 ...``: a plan's mesh and its
+    first split dim's shares."""
+    split = [(dim, sizes) for dim, sizes in plan.split_sizes.items() if len(sizes) > 1]
+    if not split:
+        return plan.mesh_shape_string()
+    (dim, sizes), more = split[0], " ..." if len(split) > 1 else ""
+    return f"{plan.mesh_shape_string()} {dim} {'/'.join(map(str, sizes))}{more}"
 
 
 def slice_counts(description) -> list:
