@@ -177,7 +177,8 @@ def _allocate_on_worker(cluster, nbytes):
         x = tf.random.uniform([int(nbytes) // 4], seed=1)
         total = tf.reduce_sum(x * 2.0)
     # a killed worker never answers: the op times out instead of waiting forever
-    config = tf.compat.v1.ConfigProto(operation_timeout_in_ms=15_000)
+    # (twice: the run and the close; an allocation that fits takes ~0.1 s)
+    config = tf.compat.v1.ConfigProto(operation_timeout_in_ms=6_000)
     sess = tf.compat.v1.Session(cluster.target, graph=graph, config=config)
     try:
         return sess.run(total)
