@@ -374,7 +374,8 @@ def test_a_worker_stopped_by_the_signal_throttle_goes_when_its_holder_is_killed(
     the process holding the cluster was killed in that part, the worker stayed stopped
     for good (state T), an orphan no watcher could end. It now asks for a SIGCONT on
     its parent's death. The test stops the worker itself just before the kill, so that
-    the old code fails every time rather than by chance."""
+    the old code fails every time rather than by chance (and so a share of 0.5 serves:
+    the throttle holds the worker from its start, and at 0.1 its start took 20 s)."""
     import signal
     import textwrap
 
@@ -382,7 +383,7 @@ def test_a_worker_stopped_by_the_signal_throttle_goes_when_its_holder_is_killed(
     script = textwrap.dedent(f"""
         import os, time
         from meshpar.runtime.local_cluster import LocalCluster
-        cluster = LocalCluster(speeds=[0.1], throttle="signal", pin=False).start()
+        cluster = LocalCluster(speeds=[0.5], throttle="signal", pin=False).start()
         open({str(pids)!r} + ".tmp", "w").write(str(cluster.processes[0].pid))
         os.replace({str(pids)!r} + ".tmp", {str(pids)!r})
         time.sleep(600)
