@@ -18,13 +18,20 @@ from meshpar.evaluation import protocol
 LABELS = ("sMCI", "pMCI", "NC")
 
 
-def _three_classes(directory, n=12, unlabelled=0):
-    rows = ["subject,label,group"]
-    for i in range(n + unlabelled):
+def _blob_dataset(directory, n, header, columns):
+    """``n`` 8^3 blob volumes ``s{i}.nii.gz`` in ``directory`` and a labels.csv of
+    ``header`` whose row ``i`` is the file, then ``columns(i)``."""
+    rows = [header]
+    for i in range(n):
         nib.save(nib.Nifti1Image(blob((8, 8, 8), seed=i), np.eye(4)),
                  str(directory / f"s{i}.nii.gz"))
-        rows.append(f"s{i}.nii.gz,{LABELS[i % 3] if i < n else ''},g{i % 2}")
+        rows.append(f"s{i}.nii.gz,{columns(i)}")
     (directory / "labels.csv").write_text("\n".join(rows) + "\n")
+
+
+def _three_classes(directory, n=12, unlabelled=0):
+    _blob_dataset(directory, n + unlabelled, "subject,label,group",
+                  lambda i: f"{LABELS[i % 3] if i < n else ''},g{i % 2}")
 
 
 class _Stop(Exception):
@@ -122,12 +129,8 @@ def test_fewer_people_than_folds_is_refused_before_any_run(tmp_path, capsys):
     evaluate had started a TensorFlow process for it, naming its log."""
     data = tmp_path / "small"
     data.mkdir()
-    rows = ["subject,label,subject_id"]
-    for i in range(8):
-        nib.save(nib.Nifti1Image(blob((8, 8, 8), seed=i), np.eye(4)),
-                 str(data / f"s{i}.nii.gz"))
-        rows.append(f"s{i}.nii.gz,{('NC', 'AD')[i // 2 % 2]},p{i // 2}")
-    (data / "labels.csv").write_text("\n".join(rows) + "\n")
+    _blob_dataset(data, 8, "subject,label,subject_id",
+                  lambda i: f"{('NC', 'AD')[i // 2 % 2]},p{i // 2}")
     out = tmp_path / "acc"
     assert main(["evaluate", "--out", str(out), "--data", str(data), "--labels", "NC,AD",
                  "--seeds", "0", "--folds", "5", "--only", "one-device",
@@ -173,12 +176,7 @@ def test_a_run_train_would_refuse_is_refused_before_any_run(tmp_path, capsys, tr
 
     data = tmp_path / "tiny"
     data.mkdir()
-    rows = ["subject,label"]
-    for i in range(12):
-        nib.save(nib.Nifti1Image(blob((8, 8, 8), seed=i), np.eye(4)),
-                 str(data / f"s{i}.nii.gz"))
-        rows.append(f"s{i}.nii.gz,{'pMCI' if i < pmci else 'sMCI'}")
-    (data / "labels.csv").write_text("\n".join(rows) + "\n")
+    _blob_dataset(data, 12, "subject,label", lambda i: "pMCI" if i < pmci else "sMCI")
     out = tmp_path / "acc"
     assert main(["evaluate", "--out", str(out), "--data", str(data), "--labels", "sMCI,pMCI",
                  "--seeds", "0", "--folds", "2", "--only", "one-device", "--model",
